@@ -1,0 +1,172 @@
+// swift-tools-version: 6.2
+// pusher-mqtt-bridge: Pusher Channels <-> MQTT, for Linux servers.
+//
+// Folder = part (see README "Layout"). Dependencies point one way, toward the pure core:
+//   pusher-mqtt-bridge (exe) -> BridgeCore, PusherChannels, MQTTClient
+//   PusherChannels -> PusherProtocol, Backoff, CSodium
+//   PusherLocal    -> PusherProtocol
+//   MQTTClient     -> CMosquitto, Backoff
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "pusher-mqtt-bridge",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "PusherChannels", targets: ["PusherChannels"]),
+        .library(name: "PusherLocal", targets: ["PusherLocal"]),
+        .library(name: "MQTTClient", targets: ["MQTTClient"]),
+        .library(name: "BridgeCore", targets: ["BridgeCore"]),
+        .executable(name: "pusher-local", targets: ["pusher-local"]),
+        .executable(name: "pusher-mqtt-bridge", targets: ["pusher-mqtt-bridge"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.3"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/hummingbird-project/swift-websocket.git", from: "1.6.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
+        .package(url: "https://github.com/LebJe/TOMLKit.git", exact: "0.6.0"),
+        .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
+    ],
+    targets: [
+        // MARK: shared vocabulary
+
+        /// Capped exponential backoff with jitter, shared by the Pusher and the MQTT side (DESIGN §5.5).
+        .target(name: "Backoff", swiftSettings: swiftSettings),
+        /// Pusher wire vocabulary shared by the client core and pusher-local:
+        /// signatures, names and limits, close codes.
+        .target(
+            name: "PusherProtocol",
+            dependencies: [.product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings
+        ),
+
+        // MARK: C libraries from Debian
+
+        .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
+        .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
+
+        // MARK: parts
+
+        /// The Pusher Channels client core and the signed HTTP API client.
+        .target(
+            name: "PusherChannels",
+            dependencies: [
+                "PusherProtocol", "Backoff", "CSodium",
+                .product(name: "WSClient", package: "swift-websocket"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        /// A local Pusher-compatible server (WebSocket protocol 7 + HTTP API), as a library.
+        .target(
+            name: "PusherLocal",
+            dependencies: [
+                "PusherProtocol",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "pusher-local",
+            dependencies: [
+                "PusherLocal",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        /// The only Swift code that imports libmosquitto.
+        .target(
+            name: "MQTTClient",
+            dependencies: [
+                "CMosquitto", "Backoff",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "DequeModule", package: "swift-collections"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        /// The bridge's brain: config, rule table, templates, presence mirror, buffer, spool. Pure logic.
+        .target(
+            name: "BridgeCore",
+            dependencies: [
+                "Backoff",
+                .product(name: "TOMLKit", package: "TOMLKit"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        /// The daemon and its command line.
+        .executableTarget(
+            name: "pusher-mqtt-bridge",
+            dependencies: [
+                "BridgeCore", "PusherChannels", "MQTTClient",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
+        // MARK: tests
+
+        .testTarget(name: "BackoffTests", dependencies: ["Backoff"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "PusherProtocolTests",
+            dependencies: ["PusherProtocol"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "PusherChannelsTests",
+            dependencies: [
+                "PusherChannels", "PusherLocal",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "PusherLocalTests",
+            dependencies: [
+                "PusherLocal",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "WSClient", package: "swift-websocket"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(name: "MQTTClientTests", dependencies: ["MQTTClient"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "BridgeCoreTests",
+            dependencies: [
+                "BridgeCore",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

@@ -1,0 +1,4 @@
+import CSodium
+import PusherProtocol
+import WSClient
+import AsyncHTTPClient
