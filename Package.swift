@@ -2,7 +2,7 @@
 // pusher-mqtt-bridge: Pusher Channels <-> MQTT, for Linux servers.
 //
 // Folder = part (see README "Layout"). Dependencies point one way, toward the pure core:
-//   pusher-mqtt-bridge (exe) -> BridgeCore, PusherChannels, MQTTClient
+//   pusher-mqtt-bridge (exe) -> BridgeDaemon -> BridgeCore, PusherChannels, MQTTClient
 //   PusherChannels -> PusherProtocol, Backoff, CSodium
 //   PusherLocal    -> PusherProtocol
 //   MQTTClient     -> CMosquitto, Backoff
@@ -121,11 +121,25 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        /// The daemon's runtime: bridges wired to both clients, lifecycle, reload, systemd notify,
+        /// metrics and health endpoint, log formats. A library so tests can run it in-process.
+        .target(
+            name: "BridgeDaemon",
+            dependencies: [
+                "BridgeCore", "PusherChannels", "MQTTClient", "Backoff",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         /// The daemon and its command line.
         .executableTarget(
             name: "pusher-mqtt-bridge",
             dependencies: [
-                "BridgeCore", "PusherChannels", "MQTTClient",
+                "BridgeCore", "BridgeDaemon", "PusherChannels", "MQTTClient",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -160,6 +174,14 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "MQTTClientTests", dependencies: ["MQTTClient"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "BridgeDaemonTests",
+            dependencies: [
+                "BridgeDaemon",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "BridgeCoreTests",
             dependencies: [
