@@ -46,6 +46,20 @@ run: setup
 	$(SWIFT) build $(BUILD_FLAGS)
 	exec scripts/run-local.sh "$(BIN_DIR)" "$(CONFIG)"
 
+# Binary, unit and example config (an existing /etc/pusher-mqtt-bridge/bridges.conf is kept).
+install:
+	@scripts/setup.sh --system-only
+	$(SWIFT) build -c release
+	install -D -m 0755 "$$($(SWIFT) build -c release --show-bin-path)/pusher-mqtt-bridge" "$(DESTDIR)$(PREFIX)/bin/pusher-mqtt-bridge"
+	install -D -m 0644 systemd/pusher-mqtt-bridge.service "$(DESTDIR)/etc/systemd/system/pusher-mqtt-bridge.service"
+	if [ -e "$(DESTDIR)/etc/pusher-mqtt-bridge/bridges.conf" ]; then
+		echo "install: keeping existing /etc/pusher-mqtt-bridge/bridges.conf (example: bridges.conf.example)"
+		install -D -m 0644 bridges.conf "$(DESTDIR)/etc/pusher-mqtt-bridge/bridges.conf.example"
+	else
+		install -D -m 0644 bridges.conf "$(DESTDIR)/etc/pusher-mqtt-bridge/bridges.conf"
+	fi
+	if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
+
 format:
 	$(SWIFT) format --in-place --recursive Sources Tests Package.swift
 
