@@ -126,8 +126,10 @@ let package = Package(
         .target(
             name: "BridgeDaemon",
             dependencies: [
-                "BridgeCore", "PusherChannels", "MQTTClient", "Backoff",
+                "BridgeCore", "PusherChannels", "PusherProtocol", "MQTTClient", "Backoff",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
