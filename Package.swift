@@ -113,7 +113,7 @@ let package = Package(
         .target(
             name: "BridgeCore",
             dependencies: [
-                "Backoff",
+                "Backoff", "PusherProtocol",
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "DequeModule", package: "swift-collections"),
@@ -194,3 +194,22 @@ let package = Package(
         ),
     ]
 )
+
+
+// Benchmarks (ordo-one/benchmark) only when asked, so normal builds and CI do not build them:
+//   BENCHMARKS=1 swift package --disable-sandbox benchmark --target BridgeCoreBenchmarks
+if Context.environment["BENCHMARKS"] == "1" {
+    package.dependencies.append(
+        .package(url: "https://github.com/ordo-one/benchmark.git", from: "1.38.1", traits: ["MallocInterposer"]))
+    package.targets.append(
+        .executableTarget(
+            name: "BridgeCoreBenchmarks",
+            dependencies: [
+                "BridgeCore",
+                .product(name: "Benchmark", package: "benchmark"),
+            ],
+            path: "Benchmarks/BridgeCoreBenchmarks",
+            swiftSettings: swiftSettings,
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ))
+}
