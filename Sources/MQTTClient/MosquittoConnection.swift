@@ -502,7 +502,6 @@ final class MosquittoConnection: Sendable {
         var socketOpen = false
         var stopHandled = false
         var finished = false
-        var connectedAt: ContinuousClock.Instant?
         let random = { Double.random(in: 0...1) }
 
         while !finished {
@@ -527,7 +526,6 @@ final class MosquittoConnection: Sendable {
                     }
                 case .markConnected(let sessionPresent, let resubscribe):
                     mosquitto_log_callback_set(handle.raw, nil)
-                    connectedAt = .now
                     flushAfterConnect(resubscribe: resubscribe)
                     setState(.connected(sessionPresent: sessionPresent))
                     logger.info(
@@ -578,22 +576,23 @@ final class MosquittoConnection: Sendable {
                             actions.append(machine.connectFailed(error, now: .now, unitRandom: random()))
                         }
                     case .disconnected(let code):
+                        // A broker's DISCONNECT carries an MQTT 5 reason code (≥ 0x80); a
+                        // dropped socket a libmosquitto error code.
+                        let reason = String(
+                            cString: code >= 0x80 ? mosquitto_reason_string(code) : mosquitto_strerror(code))
                         let error = MQTTError(
                             kind: .connectionLost,
-                            message: "connection lost: "
-                                + String(
-                                    cString: configuration.protocolVersion == .v5 && code > 0
-                                        ? mosquitto_reason_string(code) : mosquitto_strerror(code)),
+                            message: "connection to \(configuration.host):\(configuration.port) lost: \(reason)",
                             code: Int(code))
                         actions.append(lostOrFailed(&machine, error, random()))
                     }
                 }
                 if rc != MosquittoCode.success {
                     let detail = loopEvents.withLock { $0.lastLibraryError }
-                    let error = MosquittoCode.error(rc, context: "connection to the broker failed", detail: detail)
+                    let error = MosquittoCode.error(
+                        rc, context: "connection to \(configuration.host):\(configuration.port) failed", detail: detail)
                     actions.append(lostOrFailed(&machine, error, random()))
                 }
-                _ = connectedAt
             } else if let deadline = machine.reconnectDeadline {
                 let now = ContinuousClock.now
                 if now < deadline {
