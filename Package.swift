@@ -23,6 +23,7 @@ let package = Package(
         .library(name: "BridgeCore", targets: ["BridgeCore"]),
         .executable(name: "pusher-local", targets: ["pusher-local"]),
         .executable(name: "pusher-mqtt-bridge", targets: ["pusher-mqtt-bridge"]),
+        .executable(name: "mqtt-bench", targets: ["mqtt-bench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.3"),
@@ -175,7 +176,20 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        .testTarget(name: "MQTTClientTests", dependencies: ["MQTTClient"], swiftSettings: swiftSettings),
+        /// Publish throughput through the MQTTClient wrapper (scripts/bench-mqtt.sh compares it with C).
+        .executableTarget(
+            name: "mqtt-bench",
+            dependencies: ["MQTTClient"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "MQTTClientTests",
+            dependencies: [
+                "MQTTClient", "Backoff",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "BridgeDaemonTests",
             dependencies: [
