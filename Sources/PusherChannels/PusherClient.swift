@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import Logging
 import NIOCore
+import NIOHTTP1
 import NIOSSL
 import NIOWebSocket
 import PusherProtocol
@@ -456,7 +457,7 @@ public final class PusherClient: Sendable {
                             }
                         }
                     }
-                    try await group.next()
+                    _ = try await group.next()
                     group.cancelAll()
                 }
             }

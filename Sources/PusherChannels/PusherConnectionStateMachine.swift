@@ -489,7 +489,7 @@ public struct PusherConnectionStateMachine: Sendable {
                 record.members = members
             case .failure(let reason):
                 record.members = []
-                actions.append(.ignoredFrame(event: frame.event, reason: reason))
+                actions.append(.ignoredFrame(event: frame.event, reason: reason.reason))
             }
             record.me = Self.me(channelData: record.channelData, members: record.members)
             actions.append(.presence(.subscriptionSucceeded(channel: channel, members: record.members, me: record.me)))

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import Logging
 import NIOCore
+import NIOHTTP1
 import PusherProtocol
 
 /// The signed Pusher HTTP API (PUSHER-PROTOCOL §2): trigger, batch trigger, channel queries.

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import HummingbirdCore
 import HummingbirdTLS
 import HummingbirdWebSocket
 import Logging
@@ -147,11 +148,16 @@ func withScriptedPusherServer(
             }
         }
     }
-    let server: HTTPServerBuilder = try tls.map { try .tls(webSocket, tlsConfiguration: $0) } ?? webSocket
+    let server: HTTPServerBuilder
+    if let tls {
+        server = try HTTPServerBuilder.tls(webSocket, tlsConfiguration: tls)
+    } else {
+        server = webSocket
+    }
     let port = Mutex<Int?>(nil)
     let (running, runningContinuation) = AsyncStream.makeStream(of: Int.self)
     var logger = Logger(label: "scripted-pusher-server")
-    logger.logLevel = .warning
+    logger.logLevel = .critical
     let app = Application(
         router: router,
         server: server,

@@ -20,19 +20,24 @@ public enum SecretBox {
         guard initialised, key.count == keyBytes, nonce.count == nonceBytes, ciphertext.count >= macBytes else {
             return nil
         }
-        var plaintext = [UInt8](repeating: 0, count: ciphertext.count - macBytes)
-        let status = plaintext.withUnsafeMutableBufferPointer { out in
-            crypto_secretbox_open_easy(out.baseAddress, ciphertext, UInt64(ciphertext.count), nonce, key)
+        let length = ciphertext.count - macBytes
+        // At least one byte so the buffer has an address even for an empty plaintext.
+        var plaintext = [UInt8](repeating: 0, count: max(length, 1))
+        let status = plaintext.withUnsafeMutableBufferPointer { out -> Int32 in
+            guard let base = out.baseAddress else { return -1 }
+            return crypto_secretbox_open_easy(base, ciphertext, UInt64(ciphertext.count), nonce, key)
         }
-        return status == 0 ? plaintext : nil
+        guard status == 0 else { return nil }
+        return Array(plaintext.prefix(length))
     }
 
     /// Encrypts `plaintext`; the result carries the 16-byte MAC first, as `open` expects.
     public static func seal(plaintext: [UInt8], nonce: [UInt8], key: [UInt8]) -> [UInt8]? {
         guard initialised, key.count == keyBytes, nonce.count == nonceBytes else { return nil }
         var ciphertext = [UInt8](repeating: 0, count: plaintext.count + macBytes)
-        let status = ciphertext.withUnsafeMutableBufferPointer { out in
-            crypto_secretbox_easy(out.baseAddress, plaintext, UInt64(plaintext.count), nonce, key)
+        let status = ciphertext.withUnsafeMutableBufferPointer { out -> Int32 in
+            guard let base = out.baseAddress else { return -1 }
+            return crypto_secretbox_easy(base, plaintext, UInt64(plaintext.count), nonce, key)
         }
         return status == 0 ? ciphertext : nil
     }
