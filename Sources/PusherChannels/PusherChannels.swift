@@ -1,4 +1,0 @@
-import CSodium
-import PusherProtocol
-import WSClient
-import AsyncHTTPClient

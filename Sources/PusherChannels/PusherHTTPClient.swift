@@ -1,0 +1,306 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import PusherProtocol
+
+/// The signed Pusher HTTP API (PUSHER-PROTOCOL §2): trigger, batch trigger, channel queries.
+///
+/// Every request is signed per §2 ("Signing") with ``RequestSignature`` and validated before it
+/// is sent (names, counts, sizes), so a bad request costs no round trip. Connections are kept
+/// alive by the `HTTPClient` (pass your own to bound concurrency: its connection pool's
+/// `maximumConnectionsPerHost`). Errors are ``PusherHTTPError``s carrying the HTTP status and
+/// whether a retry may help.
+public struct PusherHTTPClient: Sendable {
+    /// The app id (in `/apps/ID/…`).
+    public let appID: String
+    /// Base URL, e.g. `https://api-mt1.pusher.com` or `http://127.0.0.1:6001`.
+    public let baseURL: String
+    /// Largest event `data` accepted before sending (10 KB on hosted Pusher).
+    public var maxEventBytes: Int
+    /// Per-request timeout.
+    public var timeout: Duration
+    private let signature: RequestSignature
+    private let httpClient: HTTPClient
+    private let logger: Logger
+
+    /// A client for hosted Pusher (`api-CLUSTER.pusher.com`) or a custom server.
+    ///
+    /// - Parameters:
+    ///   - host: `.cluster("mt1")` or `.host("127.0.0.1", port: 6001)`.
+    ///   - encrypted: HTTPS (default) or HTTP.
+    ///   - httpClient: the connection pool to use; its lifetime is the caller's.
+    public init(
+        appID: String,
+        key: String,
+        secret: String,
+        host: PusherClientOptions.Host = .cluster("mt1"),
+        encrypted: Bool = true,
+        maxEventBytes: Int = PusherLimits.eventDataBytes,
+        timeout: Duration = .seconds(10),
+        httpClient: HTTPClient = .shared,
+        logger: Logger = Logger(label: "pusher.http")
+    ) {
+        self.appID = appID
+        self.signature = RequestSignature(key: key, secret: secret)
+        let scheme = encrypted ? "https" : "http"
+        switch host {
+        case .cluster(let cluster):
+            self.baseURL = "\(scheme)://api-\(cluster).pusher.com"
+        case .host(let name, let port):
+            self.baseURL = "\(scheme)://\(name):\(port ?? (encrypted ? 443 : 80))"
+        }
+        self.maxEventBytes = maxEventBytes
+        self.timeout = timeout
+        self.httpClient = httpClient
+        self.logger = logger
+    }
+
+    // MARK: API
+
+    /// `POST /apps/ID/events`: publish `event` to 1–100 channels; `socketID` excludes that
+    /// connection (the bridge's echo guard); `info` asks for e.g. `user_count`.
+    /// - Returns: the response body (JSON; `{}` unless `info` was asked for).
+    @discardableResult
+    public func trigger(
+        channels: [String],
+        event: String,
+        data: String,
+        socketID: String? = nil,
+        info: [String] = []
+    ) async throws(PusherHTTPError) -> String {
+        guard (1...PusherLimits.channelsPerTrigger).contains(channels.count) else {
+            throw .invalidRequest("a trigger names 1 to \(PusherLimits.channelsPerTrigger) channels, not \(channels.count)")
+        }
+        try validate(PusherBatchEvent(channel: channels[0], name: event, data: data, socketID: socketID))
+        for channel in channels.dropFirst() {
+            if let problem = ChannelName.problem(with: channel) { throw .invalidRequest(problem) }
+        }
+        let body = JSONText.object([
+            ("name", JSONText.quoted(event)),
+            ("data", JSONText.quoted(data)),
+            ("channels", "[" + channels.map(JSONText.quoted).joined(separator: ",") + "]"),
+            ("socket_id", socketID.map(JSONText.quoted)),
+            ("info", info.isEmpty ? nil : JSONText.quoted(info.joined(separator: ","))),
+        ])
+        return try await send(method: .POST, path: "/apps/\(appID)/events", body: body)
+    }
+
+    /// `POST /apps/ID/batch_events`: up to 10 events in one request.
+    @discardableResult
+    public func triggerBatch(_ events: [PusherBatchEvent]) async throws(PusherHTTPError) -> String {
+        guard (1...PusherLimits.batchSize).contains(events.count) else {
+            throw .invalidRequest("a batch holds 1 to \(PusherLimits.batchSize) events, not \(events.count)")
+        }
+        for event in events { try validate(event) }
+        let body = #"{"batch":["# + events.map(\.json).joined(separator: ",") + "]}"
+        return try await send(method: .POST, path: "/apps/\(appID)/batch_events", body: body)
+    }
+
+    /// `GET /apps/ID/channels`: occupied channels, optionally by prefix, with `info=user_count`
+    /// (presence prefixes only).
+    public func channels(prefix: String? = nil, info: [String] = []) async throws(PusherHTTPError) -> [String: PusherChannelInfo] {
+        var params: [(String, String)] = []
+        if let prefix { params.append(("filter_by_prefix", prefix)) }
+        if !info.isEmpty { params.append(("info", info.joined(separator: ","))) }
+        let text = try await send(method: .GET, path: "/apps/\(appID)/channels", params: params)
+        guard let top = try? JSONScanner.object(text), case .raw(let channelsText)? = top["channels"],
+            let entries = try? JSONScanner.objectMembers(of: channelsText)
+        else { throw .unexpectedResponse("channels reply has no 'channels' object: \(text.prefix(200))") }
+        var result: [String: PusherChannelInfo] = [:]
+        for (name, value) in entries {
+            result[name] = PusherChannelInfo(json: value.text ?? "{}")
+        }
+        return result
+    }
+
+    /// `GET /apps/ID/channels/NAME`: one channel's state (`info`: `user_count`,
+    /// `subscription_count`, `cache`).
+    public func channel(_ name: String, info: [String] = []) async throws(PusherHTTPError) -> PusherChannelInfo {
+        if let problem = ChannelName.problem(with: name) { throw .invalidRequest(problem) }
+        var params: [(String, String)] = []
+        if !info.isEmpty { params.append(("info", info.joined(separator: ","))) }
+        let text = try await send(method: .GET, path: "/apps/\(appID)/channels/\(name)", params: params)
+        return PusherChannelInfo(json: text)
+    }
+
+    /// `GET /apps/ID/channels/NAME/users`: the user ids on a presence channel.
+    public func users(channel name: String) async throws(PusherHTTPError) -> [String] {
+        if let problem = ChannelName.problem(with: name) { throw .invalidRequest(problem) }
+        guard ChannelName(name).kind == .presence else { throw .invalidRequest("users can only be listed for presence channels") }
+        let text = try await send(method: .GET, path: "/apps/\(appID)/channels/\(name)/users")
+        guard let top = try? JSONScanner.object(text), case .raw(let usersText)? = top["users"],
+            let users = try? JSONScanner.arrayElements(of: usersText)
+        else { throw .unexpectedResponse("users reply has no 'users' array: \(text.prefix(200))") }
+        return users.compactMap { user in
+            guard let text = user.text, let fields = try? JSONScanner.object(text) else { return nil }
+            return fields["id"]?.stringOrNumber
+        }
+    }
+
+    // MARK: validation and sending
+
+    private func validate(_ event: PusherBatchEvent) throws(PusherHTTPError) {
+        if let problem = ChannelName.problem(with: event.channel) { throw .invalidRequest(problem) }
+        if let problem = EventName.problem(with: event.name) { throw .invalidRequest(problem) }
+        if event.data.utf8.count > maxEventBytes {
+            throw .invalidRequest("event data is \(event.data.utf8.count) bytes; the limit is \(maxEventBytes)")
+        }
+        if let socketID = event.socketID, !SocketID.isValid(socketID) {
+            throw .invalidRequest("socket_id '\(socketID)' is not of the form 123.456")
+        }
+    }
+
+    private func send(
+        method: HTTPMethod,
+        path: String,
+        params: [(String, String)] = [],
+        body: String? = nil
+    ) async throws(PusherHTTPError) -> String {
+        let bodyBytes = body.map { Array($0.utf8) }
+        let signed = signature.signedParameters(
+            method: method.rawValue,
+            path: path,
+            params: params,
+            body: bodyBytes,
+            timestamp: Int(Date().timeIntervalSince1970)
+        )
+        let query = signed.map { PusherAuthRequest.formEncode($0.0) + "=" + PusherAuthRequest.formEncode($0.1) }
+            .joined(separator: "&")
+        var request = HTTPClientRequest(url: baseURL + path + "?" + query)
+        request.method = method
+        if let bodyBytes {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(bytes: bodyBytes))
+        }
+        let status: Int
+        let text: String
+        do {
+            let response = try await httpClient.execute(request, timeout: .nanoseconds(timeout.nanosecondsClamped))
+            status = Int(response.status.code)
+            text = String(buffer: try await response.body.collect(upTo: 1 << 20))
+        } catch {
+            logger.debug("Pusher HTTP request failed", metadata: ["pusher.path": "\(path)", "pusher.error": "\(error)"])
+            throw .network("\(error)")
+        }
+        guard (200..<300).contains(status) else {
+            logger.debug("Pusher HTTP error status", metadata: ["pusher.path": "\(path)", "http.status": "\(status)"])
+            throw .status(status, body: text)
+        }
+        return text
+    }
+}
+
+extension Duration {
+    fileprivate var nanosecondsClamped: Int64 {
+        let (seconds, attoseconds) = components
+        guard seconds < Int64.max / 1_000_000_000 else { return Int64.max }
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+}
+
+/// One event of a batch trigger (`POST /batch_events`), or the single-channel part of a trigger.
+public struct PusherBatchEvent: Sendable, Hashable {
+    /// The channel.
+    public var channel: String
+    /// The event name.
+    public var name: String
+    /// The event data (sent as a JSON string).
+    public var data: String
+    /// Exclude this connection from delivery.
+    public var socketID: String?
+    /// Attributes to return, e.g. `["user_count"]`.
+    public var info: [String]
+
+    /// An event from its parts.
+    public init(channel: String, name: String, data: String, socketID: String? = nil, info: [String] = []) {
+        self.channel = channel
+        self.name = name
+        self.data = data
+        self.socketID = socketID
+        self.info = info
+    }
+
+    var json: String {
+        JSONText.object([
+            ("channel", JSONText.quoted(channel)),
+            ("name", JSONText.quoted(name)),
+            ("data", JSONText.quoted(data)),
+            ("socket_id", socketID.map(JSONText.quoted)),
+            ("info", info.isEmpty ? nil : JSONText.quoted(info.joined(separator: ","))),
+        ])
+    }
+}
+
+/// A channel's state from the HTTP API.
+public struct PusherChannelInfo: Sendable, Hashable {
+    /// `occupied`, when the server reported it.
+    public var occupied: Bool?
+    /// `user_count` (presence channels, when asked for).
+    public var userCount: Int?
+    /// `subscription_count` (when asked for and enabled).
+    public var subscriptionCount: Int?
+    /// The reply's raw JSON.
+    public var json: String
+
+    /// Reads the known fields of a channel info object; unknown fields stay in ``json``.
+    public init(json: String) {
+        self.json = json
+        let fields = (try? JSONScanner.object(json)) ?? [:]
+        if case .raw(let value)? = fields["occupied"] { occupied = value == "true" }
+        userCount = fields["user_count"]?.stringOrNumber.flatMap { Int($0) }
+        subscriptionCount = fields["subscription_count"]?.stringOrNumber.flatMap { Int($0) }
+    }
+}
+
+/// Why an HTTP API call failed, with the status and whether retrying may help.
+public struct PusherHTTPError: Error, Sendable, Hashable, CustomStringConvertible {
+    private enum Kind: Sendable, Hashable {
+        case invalidRequest
+        case network
+        case status
+        case unexpectedResponse
+    }
+
+    private let kind: Kind
+    /// A sentence for logs.
+    public let message: String
+    /// The HTTP status, when the server answered.
+    public let status: Int?
+    /// The response body, when the server answered with an error status.
+    public let body: String?
+
+    private init(_ kind: Kind, _ message: String, status: Int? = nil, body: String? = nil) {
+        self.kind = kind
+        self.message = message
+        self.status = status
+        self.body = body
+    }
+
+    /// Refused before sending: a name, count or size is invalid. Never retryable.
+    public static func invalidRequest(_ message: String) -> PusherHTTPError { .init(.invalidRequest, message) }
+    /// No answer: connection refused, reset, TLS or timeout. Retryable.
+    public static func network(_ message: String) -> PusherHTTPError { .init(.network, "HTTP request failed: \(message)") }
+    /// The server answered with a non-2xx status.
+    public static func status(_ status: Int, body: String) -> PusherHTTPError {
+        .init(.status, "Pusher HTTP API answered \(status): \(body.prefix(200))", status: status, body: body)
+    }
+    /// A 2xx answer we could not read.
+    public static func unexpectedResponse(_ message: String) -> PusherHTTPError { .init(.unexpectedResponse, message) }
+
+    /// Whether retrying (with backoff) may succeed: network errors, 5xx and 429 — not other
+    /// 4xx, not invalid requests (DESIGN §5.6).
+    public var isRetryable: Bool {
+        switch kind {
+        case .network: true
+        case .status: status.map { $0 >= 500 || $0 == 429 } ?? false
+        case .invalidRequest, .unexpectedResponse: false
+        }
+    }
+
+    /// Whether the request was refused before sending.
+    public var isInvalidRequest: Bool { kind == .invalidRequest }
+
+    public var description: String { message }
+}

@@ -1,0 +1,298 @@
+import Backoff
+import Foundation
+import Logging
+import NIOSSL
+import PusherProtocol
+import Synchronization
+import Testing
+
+@testable import PusherChannels
+
+private let appKey = "test-key"
+private let appSecret = "test-secret"
+
+private func options(port: Int, tls: TestCertificates? = nil, activity: Duration = .seconds(120), pong: Duration = .seconds(30))
+    throws -> PusherClientOptions
+{
+    PusherClientOptions(
+        key: appKey,
+        host: .host("127.0.0.1", port: port),
+        encrypted: tls != nil,
+        caFile: tls?.caFile,
+        tlsServerName: tls != nil ? "localhost" : nil,
+        activityTimeout: activity,
+        pongTimeout: pong,
+        handshakeTimeout: .seconds(5),
+        reconnectPolicy: ReconnectPolicy(initialDelay: .milliseconds(100), maxDelay: .seconds(1), jitter: 0.1),
+        authorization: .inline(try PusherInlineSigner(key: appKey, secret: appSecret, userID: "bridge"))
+    )
+}
+
+private func quietLogger() -> Logger {
+    var logger = Logger(label: "pusher-test")
+    logger.logLevel = .critical
+    return logger
+}
+
+/// The scripted server's side of "connect, subscribe, events, 4200, reconnect, resubscribe".
+@Sendable private func reconnectScript(_ c: inout ScriptedConnection, log: ScriptLog) async throws {
+    let socketID = "\(c.index + 1).\(c.index + 1)\(c.index + 1)"
+    if !c.path.contains("protocol=7") { log.record("URL without protocol=7: \(c.path)") }
+    try await c.sendEstablished(socketID: socketID)
+    var subscribed: Set<String> = []
+    while subscribed.count < 2 {
+        guard let frame = try await c.receive() else {
+            log.record("connection \(c.index) closed before subscribing")
+            return
+        }
+        guard frame.event == "pusher:subscribe" else { continue }
+        let fields = ScriptedConnection.fields(frame)
+        let channel = fields["channel"] ?? ""
+        if channel.hasPrefix("private-") {
+            let ok = PusherAuth.verifyChannelAuth(
+                fields["auth"] ?? "",
+                key: appKey,
+                secret: appSecret,
+                socketID: socketID,
+                channel: channel,
+                channelData: nil
+            )
+            if !ok { log.record("connection \(c.index): bad auth for \(channel) on socket \(socketID)") }
+        }
+        subscribed.insert(channel)
+        try await c.send(PusherFrame(event: "pusher_internal:subscription_succeeded", channel: channel, data: "{}"))
+    }
+    try await c.send(PusherFrame(event: "tick", channel: "news", data: #"{"n":\#(c.index)}"#))
+    try await c.send(PusherFrame(event: "secret", channel: "private-orders", data: "plain \(c.index)"))
+    if c.index == 0 {
+        try await c.close(code: 4200, reason: "generic reconnect")
+    } else {
+        while try await c.receive() != nil {}
+    }
+}
+
+@Suite(.timeLimit(.minutes(1))) struct ClientAgainstScriptedServerTests {
+    @Test(arguments: [false, true])
+    func subscribesReceivesAndResubscribesWithNewAuthAfter4200(useTLS: Bool) async throws {
+        let certificates = useTLS ? try TestCertificates.make() : nil
+        defer { certificates?.remove() }
+        let log = ScriptLog()
+        try await withScriptedPusherServer(
+            tls: try certificates?.serverTLS(),
+            log: log,
+            script: { connection in try await reconnectScript(&connection, log: log) }
+        ) { port in
+            let client = PusherClient(options: try options(port: port, tls: certificates), logger: quietLogger())
+            let updates = client.updates()
+            // Subscriptions asked for before the connection is up (libPusher allows this).
+            let news = client.subscribe("news")
+            client.subscribe("private-orders")
+            let received = Mutex<[String]>([])
+            news.bind(eventName: "tick") { event in received.withLock { $0.append(event.data ?? "") } }
+            try await withRunningClient(client) { client in
+                client.connect()
+                let seen = try await collect(updates, "two rounds of events") { seen in
+                    seen.filter { if case .event = $0 { true } else { false } }.count == 4
+                }
+                let events = seen.compactMap { if case .event(let e) = $0 { e } else { nil } }
+                #expect(events.map(\.name) == ["tick", "secret", "tick", "secret"])
+                #expect(events[0] == PusherEvent(name: "tick", channel: "news", data: #"{"n":0}"#))
+                #expect(events[2].data == #"{"n":1}"#)
+                #expect(events[3] == PusherEvent(name: "secret", channel: "private-orders", data: "plain 1"))
+                let states = seen.compactMap { if case .connectionStateChanged(let s) = $0 { s.current } else { nil } }
+                #expect(states == [.connecting, .connected, .connecting, .connected])
+                let successes = seen.filter { if case .subscriptionSucceeded = $0 { true } else { false } }
+                #expect(successes.count == 4)
+                #expect(client.socketID == "2.22")
+                #expect(news.isSubscribed)
+                #expect(received.withLock { $0 } == [#"{"n":0}"#, #"{"n":1}"#])
+                client.disconnect()
+                _ = try await collect(updates, "disconnected") { seen in
+                    seen.contains(.connectionStateChanged(.init(previous: .disconnecting, current: .disconnected)))
+                }
+            }
+        }
+        #expect(log.recorded == [])
+        #expect(log.connectionCount == 2)
+    }
+
+    @Test func pingsAfterInactivityAndReconnectsWhenNoPongComes() async throws {
+        let log = ScriptLog()
+        let pings = Mutex(0)
+        try await withScriptedPusherServer(log: log) { c in
+            try await c.sendEstablished(socketID: "\(c.index + 1).1", activityTimeout: 1)
+            if c.index == 0 {
+                // Answer the first ping, stay silent on the second: the client must give up.
+                guard let ping = try await c.receive(), ping.event == "pusher:ping" else {
+                    log.record("expected a pusher:ping")
+                    return
+                }
+                pings.withLock { $0 += 1 }
+                try await c.send(PusherFrame(event: "pusher:pong", data: "{}"))
+                guard let second = try await c.receive(), second.event == "pusher:ping" else {
+                    log.record("expected a second pusher:ping")
+                    return
+                }
+                pings.withLock { $0 += 1 }
+                while try await c.receive() != nil {}
+            } else {
+                // The server pings; the client must answer with pusher:pong.
+                try await c.send(PusherFrame(event: "pusher:ping", data: "{}"))
+                guard let pong = try await c.receive(), pong.event == "pusher:pong" else {
+                    log.record("expected a pusher:pong answer")
+                    return
+                }
+                try await c.send(PusherFrame(event: "done", data: "pong seen"))
+                while try await c.receive() != nil {}
+            }
+        } test: { port in
+            let client = PusherClient(
+                options: try options(port: port, activity: .seconds(5), pong: .seconds(1)),
+                logger: quietLogger()
+            )
+            let updates = client.updates()
+            try await withRunningClient(client) { client in
+                let started = ContinuousClock.now
+                client.connect()
+                let seen = try await collect(updates, "pong answered on the second connection") { seen in
+                    seen.contains(.event(PusherEvent(name: "done", channel: nil, data: "pong seen")))
+                }
+                let elapsed = ContinuousClock.now - started
+                // 1 s activity (server's value wins) + 1 s to the 2nd ping + 1 s pong wait.
+                #expect(elapsed >= .seconds(2.8))
+                #expect(elapsed < .seconds(6))
+                let states = seen.compactMap { if case .connectionStateChanged(let s) = $0 { s.current } else { nil } }
+                #expect(states == [.connecting, .connected, .reconnecting, .connecting, .connected])
+            }
+        }
+        #expect(pings.withLock { $0 } == 2)
+        #expect(log.recorded == [])
+    }
+
+    @Test func refusedConnectionIsReportedAndNotRetriedWhenAskedNotTo() async throws {
+        let log = ScriptLog()
+        try await withScriptedPusherServer(log: log) { c in
+            try await c.send(PusherFrame(event: "pusher:error", data: #"{"message":"App key test-key not in this cluster","code":4001}"#))
+            try await c.close(code: 4001, reason: "app does not exist")
+        } test: { port in
+            var opts = try options(port: port)
+            opts.retryAfterRefusal = false
+            let client = PusherClient(options: opts, logger: quietLogger())
+            let errors = client.errors()
+            let updates = client.updates()
+            try await withRunningClient(client) { client in
+                client.connect()
+                let seen = try await collect(updates, "disconnected after refusal") { seen in
+                    seen.contains { if case .connectionStateChanged(let s) = $0 { s.current == .disconnected } else { false } }
+                }
+                #expect(seen.contains(.error(.connectionRefused(closeCode: 4001, reason: "application does not exist"))))
+                #expect(seen.contains(.error(.serverError(message: "App key test-key not in this cluster", code: 4001))))
+                var iterator = errors.makeAsyncIterator()
+                let first = await iterator.next()
+                #expect(first?.pusherCode == 4001)
+                try await Task.sleep(for: .milliseconds(300))
+                #expect(client.connectionState == .disconnected)
+            }
+        }
+        #expect(log.connectionCount == 1)
+    }
+
+    @Test func presenceMembersAndClientEventsOverTheWire() async throws {
+        let log = ScriptLog()
+        try await withScriptedPusherServer(log: log) { c in
+            try await c.sendEstablished(socketID: "7.7")
+            guard let subscribe = try await c.receive() else { return }
+            let fields = ScriptedConnection.fields(subscribe)
+            let channelData = fields["channel_data"] ?? ""
+            if channelData != #"{"user_id":"bridge"}"# { log.record("unexpected channel_data \(channelData)") }
+            let ok = PusherAuth.verifyChannelAuth(
+                fields["auth"] ?? "",
+                key: appKey,
+                secret: appSecret,
+                socketID: "7.7",
+                channel: "presence-ops",
+                channelData: channelData
+            )
+            if !ok { log.record("bad presence auth") }
+            try await c.send(
+                PusherFrame(
+                    event: "pusher_internal:subscription_succeeded",
+                    channel: "presence-ops",
+                    data: #"{"presence":{"ids":["bridge",42],"hash":{"bridge":null,"42":{"name":"Ann"}},"count":2}}"#
+                )
+            )
+            try await c.send(PusherFrame(event: "pusher_internal:member_added", channel: "presence-ops", data: #"{"user_id":"43","user_info":{}}"#))
+            try await c.send(PusherFrame(event: "pusher_internal:member_removed", channel: "presence-ops", data: #"{"user_id":42}"#))
+            guard let clientEvent = try await c.receive() else { return }
+            if clientEvent != PusherFrame(event: "client-hello", channel: "presence-ops", data: #"{"x":1}"#) {
+                log.record("unexpected client event \(clientEvent)")
+            }
+            // Garbage must not crash the client; it is counted.
+            try await c.send("not json")
+            try await c.send(#"{"event":"client-reply","channel":"presence-ops","data":"{}","user_id":43}"#)
+            while try await c.receive() != nil {}
+        } test: { port in
+            let client = PusherClient(options: try options(port: port), logger: quietLogger())
+            let presence = client.subscribeToPresenceChannel("presence-ops")
+            let changes = presence.presenceChanges()
+            let events = presence.events()
+            try await withRunningClient(client) { client in
+                client.connect()
+                let seenChanges = try await withTimeout(5, "presence changes") {
+                    var seen: [PusherPresenceChange] = []
+                    for await change in changes {
+                        seen.append(change)
+                        if seen.count == 3 { break }
+                    }
+                    return seen
+                }
+                #expect(seenChanges == [
+                    .subscriptionSucceeded(
+                        channel: "presence-ops",
+                        members: [PusherMember(userID: "bridge"), PusherMember(userID: "42", userInfo: #"{"name":"Ann"}"#)],
+                        me: PusherMember(userID: "bridge")
+                    ),
+                    .memberAdded(channel: "presence-ops", member: PusherMember(userID: "43", userInfo: "{}")),
+                    .memberRemoved(channel: "presence-ops", member: PusherMember(userID: "42", userInfo: #"{"name":"Ann"}"#)),
+                ])
+                #expect(presence.members.map(\.userID) == ["bridge", "43"])
+                #expect(presence.me?.userID == "bridge")
+                #expect(presence.findMember(userID: "43") != nil)
+                try presence.channel.trigger(event: "client-hello", data: #"{"x":1}"#)
+                let reply = try await withTimeout(5, "client event reply") {
+                    for await event in events { return event }
+                    throw TestFailure("stream ended")
+                }
+                #expect(reply == PusherEvent(name: "client-reply", channel: "presence-ops", data: "{}", userID: "43"))
+                #expect(client.ignoredFrameCount == 1)
+            }
+        }
+        #expect(log.recorded == [])
+    }
+
+    @Test func authEndpointFailureSurfacesOnTheChannel() async throws {
+        let log = ScriptLog()
+        try await withScriptedPusherServer(log: log) { c in
+            try await c.sendEstablished(socketID: "1.2")
+            while try await c.receive() != nil {}
+        } test: { port in
+            var opts = try options(port: port)
+            opts.authorization = .authorizer { request in
+                throw TestFailure("denied \(request.channelName) for \(request.socketID)")
+            }
+            let client = PusherClient(options: opts, logger: quietLogger())
+            let errors = client.errors()
+            client.subscribe("private-denied")
+            try await withRunningClient(client) { client in
+                client.connect()
+                let error = try await withTimeout(5, "auth failure") {
+                    for await error in errors { return error }
+                    throw TestFailure("stream ended")
+                }
+                #expect(error.isSubscriptionFailure)
+                #expect(error.channel == "private-denied")
+                #expect(error.message.contains("denied private-denied for 1.2"))
+            }
+        }
+    }
+}

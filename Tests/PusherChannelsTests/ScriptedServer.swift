@@ -1,0 +1,222 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdCore
+import HummingbirdTLS
+import HummingbirdWebSocket
+import Logging
+import NIOCore
+import NIOSSL
+import NIOWebSocket
+import Synchronization
+import Testing
+
+@testable import PusherChannels
+
+/// One accepted WebSocket connection of the scripted server; the test script plays Pusher.
+struct ScriptedConnection {
+    /// 0 for the first connection the client made, 1 for the next, …
+    let index: Int
+    /// The request path and query, e.g. `/app/key?protocol=7&…`.
+    let path: String
+    let outbound: WebSocketOutboundWriter
+    var messages: WebSocketInboundMessageStream.AsyncIterator
+
+    func send(_ text: String) async throws {
+        try await outbound.write(.text(text))
+    }
+
+    func send(_ frame: PusherFrame) async throws {
+        try await send(frame.serverText)
+    }
+
+    func sendEstablished(socketID: String, activityTimeout: Int = 120) async throws {
+        try await send(
+            PusherFrame(
+                event: "pusher:connection_established",
+                data: #"{"socket_id":"\#(socketID)","activity_timeout":\#(activityTimeout)}"#
+            )
+        )
+    }
+
+    /// The next text frame from the client, decoded; `nil` when the client closed.
+    mutating func receive() async throws -> PusherFrame? {
+        while let message = try await messages.next() {
+            if case .text(let text) = message { return try PusherFrame.parse(text) }
+        }
+        return nil
+    }
+
+    /// The next frame's `data` object fields (client → server data is an object).
+    static func fields(_ frame: PusherFrame?) -> [String: String] {
+        guard let data = frame?.data, let members = try? JSONScanner.object(data) else { return [:] }
+        return members.compactMapValues(\.text)
+    }
+
+    func close(code: UInt16, reason: String? = nil) async throws {
+        try await outbound.close(.init(codeNumber: Int(code)), reason: reason)
+    }
+}
+
+/// Problems the server script found; checked by the test after the client side ran.
+final class ScriptLog: Sendable {
+    private let problems = Mutex<[String]>([])
+    private let connections = Mutex(0)
+
+    func record(_ problem: String) { problems.withLock { $0.append(problem) } }
+    var recorded: [String] { problems.withLock { $0 } }
+    func nextIndex() -> Int {
+        connections.withLock { count in
+            defer { count += 1 }
+            return count
+        }
+    }
+    var connectionCount: Int { connections.withLock { $0 } }
+}
+
+/// A temp dir with a test CA and a server certificate for `localhost`/127.0.0.1, made with the
+/// `openssl` CLI.
+struct TestCertificates {
+    let directory: URL
+    var caFile: String { directory.appendingPathComponent("ca.pem").path }
+    var certificateFile: String { directory.appendingPathComponent("server.pem").path }
+    var keyFile: String { directory.appendingPathComponent("server.key").path }
+
+    static func make() throws -> TestCertificates {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pusher-tls-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let script = """
+            set -e
+            cd "\(directory.path)"
+            openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout ca.key -out ca.pem -days 1 -subj "/CN=pusher-mqtt-bridge test CA" 2>/dev/null
+            openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout server.key -out server.csr -subj "/CN=localhost" 2>/dev/null
+            printf "subjectAltName=DNS:localhost,IP:127.0.0.1\\nbasicConstraints=CA:FALSE\\n" > ext.cnf
+            openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 1 -extfile ext.cnf 2>/dev/null
+            """
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", script]
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw TestFailure("openssl failed with status \(process.terminationStatus)")
+        }
+        return TestCertificates(directory: directory)
+    }
+
+    func remove() { try? FileManager.default.removeItem(at: directory) }
+
+    func serverTLS() throws -> TLSConfiguration {
+        TLSConfiguration.makeServerConfiguration(
+            certificateChain: try NIOSSLCertificate.fromPEMFile(certificateFile).map { .certificate($0) },
+            privateKey: .privateKey(try NIOSSLPrivateKey(file: keyFile, format: .pem))
+        )
+    }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Runs a WebSocket server on 127.0.0.1 (a free port) whose every connection is played by
+/// `script`, then runs `test` with the port; the server is shut down when `test` returns or throws.
+func withScriptedPusherServer(
+    tls: TLSConfiguration? = nil,
+    log: ScriptLog,
+    script: @escaping @Sendable (inout ScriptedConnection) async throws -> Void,
+    test: @Sendable (Int) async throws -> Void
+) async throws {
+    let router = Router()
+    let webSocket = HTTPServerBuilder.http1WebSocketUpgrade(
+        configuration: .init(ws: .init(maxFrameSize: 1 << 20))
+    ) { request, _, _ in
+        let path = request.path ?? ""
+        guard path.hasPrefix("/app/") else { return .dontUpgrade }
+        return .upgrade([:]) { inbound, outbound, _ in
+            var connection = ScriptedConnection(
+                index: log.nextIndex(),
+                path: path,
+                outbound: outbound,
+                messages: inbound.messages(maxSize: 1 << 20).makeAsyncIterator()
+            )
+            do {
+                try await script(&connection)
+            } catch is CancellationError {
+            } catch {
+                log.record("script of connection \(connection.index) threw: \(error)")
+            }
+        }
+    }
+    let server: HTTPServerBuilder
+    if let tls {
+        server = try HTTPServerBuilder.tls(webSocket, tlsConfiguration: tls)
+    } else {
+        server = webSocket
+    }
+    let port = Mutex<Int?>(nil)
+    let (running, runningContinuation) = AsyncStream.makeStream(of: Int.self)
+    var logger = Logger(label: "scripted-pusher-server")
+    logger.logLevel = .critical
+    let app = Application(
+        router: router,
+        server: server,
+        configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+        onServerRunning: { channel in
+            let bound = channel.localAddress?.port ?? 0
+            port.withLock { $0 = bound }
+            runningContinuation.yield(bound)
+            runningContinuation.finish()
+        },
+        logger: logger
+    )
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await app.run() }
+        var iterator = running.makeAsyncIterator()
+        guard let bound = await iterator.next(), bound > 0 else { throw TestFailure("server did not start") }
+        defer { group.cancelAll() }
+        try await test(bound)
+    }
+}
+
+/// Runs `body` and fails if it takes longer than `seconds`.
+func withTimeout<T: Sendable>(_ seconds: Double, _ what: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    try await withThrowingTaskGroup(of: T?.self) { group in
+        group.addTask { try await body() }
+        group.addTask {
+            try await Task.sleep(for: .milliseconds(Int(seconds * 1000)))
+            return nil
+        }
+        defer { group.cancelAll() }
+        guard let first = try await group.next(), let value = first else {
+            throw TestFailure("timed out after \(seconds) s waiting for \(what)")
+        }
+        return value
+    }
+}
+
+/// Runs a client (its `run()` in a child task) for the duration of `body`.
+func withRunningClient(_ client: PusherClient, _ body: @Sendable (PusherClient) async throws -> Void) async throws {
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await client.run() }
+        defer { group.cancelAll() }
+        try await body(client)
+    }
+}
+
+/// Collects updates until `predicate` says stop; returns all collected.
+func collect(
+    _ updates: AsyncStream<PusherUpdate>,
+    seconds: Double = 10,
+    _ what: String,
+    until predicate: @escaping @Sendable ([PusherUpdate]) -> Bool
+) async throws -> [PusherUpdate] {
+    try await withTimeout(seconds, what) {
+        var seen: [PusherUpdate] = []
+        for await update in updates {
+            seen.append(update)
+            if predicate(seen) { return seen }
+        }
+        throw TestFailure("update stream ended while waiting for \(what); saw \(seen)")
+    }
+}
