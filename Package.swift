@@ -2,10 +2,10 @@
 // pusher-mqtt-bridge: Pusher Channels <-> MQTT, for Linux servers.
 //
 // Folder = part (see README "Layout"). Dependencies point one way, toward the pure core:
-//   pusher-mqtt-bridge (exe) -> BridgeDaemon -> BridgeCore, PusherChannels, MQTTClient
+//   pusher-mqtt-bridge (exe) -> BridgeDaemon -> BridgeCore, PusherChannels, MosquittoClient
 //   PusherChannels -> PusherProtocol, Backoff, CSodium
 //   PusherLocal    -> PusherProtocol
-//   MQTTClient     -> CMosquitto, Backoff
+//   MosquittoClient -> CMosquitto, Backoff
 import PackageDescription
 
 let swiftSettings: [SwiftSetting] = [
@@ -19,7 +19,7 @@ let package = Package(
     products: [
         .library(name: "PusherChannels", targets: ["PusherChannels"]),
         .library(name: "PusherLocal", targets: ["PusherLocal"]),
-        .library(name: "MQTTClient", targets: ["MQTTClient"]),
+        .library(name: "MosquittoClient", targets: ["MosquittoClient"]),
         .library(name: "BridgeCore", targets: ["BridgeCore"]),
         .executable(name: "pusher-local", targets: ["pusher-local"]),
         .executable(name: "pusher-mqtt-bridge", targets: ["pusher-mqtt-bridge"]),
@@ -105,7 +105,7 @@ let package = Package(
         ),
         /// The only Swift code that imports libmosquitto.
         .target(
-            name: "MQTTClient",
+            name: "MosquittoClient",
             dependencies: [
                 "CMosquitto", "Backoff",
                 .product(name: "Logging", package: "swift-log"),
@@ -130,7 +130,7 @@ let package = Package(
         .target(
             name: "BridgeDaemon",
             dependencies: [
-                "BridgeCore", "PusherChannels", "PusherProtocol", "MQTTClient", "Backoff",
+                "BridgeCore", "PusherChannels", "PusherProtocol", "MosquittoClient", "Backoff",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "DequeModule", package: "swift-collections"),
@@ -145,7 +145,7 @@ let package = Package(
         .executableTarget(
             name: "pusher-mqtt-bridge",
             dependencies: [
-                "BridgeCore", "BridgeDaemon", "PusherChannels", "MQTTClient",
+                "BridgeCore", "BridgeDaemon", "PusherChannels", "MosquittoClient",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -187,16 +187,16 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        /// Publish throughput through the MQTTClient wrapper (scripts/bench-mqtt.sh compares it with C).
+        /// Publish throughput through the MosquittoClient wrapper (scripts/bench-mqtt.sh compares it with C).
         .executableTarget(
             name: "mqtt-bench",
-            dependencies: ["MQTTClient"],
+            dependencies: ["MosquittoClient"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
-            name: "MQTTClientTests",
+            name: "MosquittoClientTests",
             dependencies: [
-                "MQTTClient", "Backoff",
+                "MosquittoClient", "Backoff",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings

@@ -3,22 +3,31 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import BridgeCore
 import Logging
 import Synchronization
 
-/// How log lines look on stderr (`[daemon] log_format`). journald adds its own timestamps.
-public enum LogFormat: String, Sendable, CaseIterable {
-    /// `2026-11-21T21:05:10.123Z info pusher-mqtt-bridge: connected [bridge=factory side=pusher]`
-    case text
-    /// One JSON object per line: `{"ts","level","label","msg", …metadata}`.
-    case json
-
-    /// Bootstraps swift-log once per process with this format and level.
+extension LogFormat {
+    /// Bootstraps swift-log once per process with this format (`[daemon] log_format`) and level.
     public func bootstrap(level: Logger.Level) {
         LoggingSystem.bootstrap { label in
             var handler = LineLogHandler(label: label, format: self)
             handler.logLevel = level
             return handler
+        }
+    }
+}
+
+extension LogLevelSetting {
+    /// The swift-log level.
+    public var loggerLevel: Logger.Level {
+        switch self {
+        case .trace: .trace
+        case .debug: .debug
+        case .info: .info
+        case .notice: .notice
+        case .warning: .warning
+        case .error: .error
         }
     }
 }

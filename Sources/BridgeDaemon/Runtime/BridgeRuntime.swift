@@ -177,9 +177,8 @@ final class BridgeRuntime: Sendable {
             var retiredActions: [PresenceMirror.Action] = []
             var mirrors: [String: PresenceMirror] = [:]
             for rule in settings.presence {
-                if var existing = shared.mirrors.removeValue(forKey: rule.channel), existing.rule == rule {
+                if let existing = shared.mirrors.removeValue(forKey: rule.channel), existing.rule == rule {
                     mirrors[rule.channel] = existing
-                    _ = existing
                 } else {
                     mirrors[rule.channel] = PresenceMirror(rule: rule, ownUserID: settings.ownPresenceUserID)
                 }

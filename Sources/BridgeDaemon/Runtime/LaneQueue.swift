@@ -17,6 +17,12 @@ final class LaneQueue<Element: Sendable>: Sendable {
         var producer: CheckedContinuation<Void, Never>?
     }
 
+    private enum PushStep {
+        case pushed(CheckedContinuation<Void, Never>?)
+        case full
+        case finished
+    }
+
     private let capacity: Int
     private let state = Mutex(State())
 
@@ -27,8 +33,7 @@ final class LaneQueue<Element: Sendable>: Sendable {
     /// Appends, waiting for room. Returns false when the lane was finished (the element was not taken).
     func push(_ element: Element) async -> Bool {
         while true {
-            enum Step { case pushed(CheckedContinuation<Void, Never>?), full, finished }
-            let step: Step = state.withLock { state in
+            let step: PushStep = state.withLock { state in
                 if state.finished { return .finished }
                 guard state.items.count < capacity else { return .full }
                 state.items.append(element)

@@ -1,7 +1,7 @@
 import Backoff
 import Testing
 
-@testable import MQTTClient
+@testable import MosquittoClient
 
 /// The reconnect decisions, driven by event sequences with time and jitter passed in.
 @Suite struct ConnectionStateMachineTests {

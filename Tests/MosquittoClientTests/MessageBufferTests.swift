@@ -2,7 +2,7 @@ import Dispatch
 import Synchronization
 import Testing
 
-@testable import MQTTClient
+@testable import MosquittoClient
 
 /// The slow-consumer rule, without sockets: a full buffer blocks the producer (the network
 /// thread) until there is room, and drops only after the timeout.

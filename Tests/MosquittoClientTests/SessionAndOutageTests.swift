@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 
-@testable import MQTTClient
+@testable import MosquittoClient
 
 /// Persistent sessions, broker outages, Last Will, disconnected-publish rules, slow consumers.
 @Suite struct SessionAndOutageTests {

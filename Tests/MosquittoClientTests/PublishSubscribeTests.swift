@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import MQTTClient
+@testable import MosquittoClient
 
 /// Round trips through a real mosquitto that each test starts on its own port.
 @Suite struct PublishSubscribeTests {

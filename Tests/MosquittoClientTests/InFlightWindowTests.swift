@@ -1,6 +1,6 @@
 import Testing
 
-@testable import MQTTClient
+@testable import MosquittoClient
 
 @Suite struct InFlightWindowTests {
     @Test func earlyAcknowledgementIsHandedToBind() {

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import MQTTClient
+@testable import MosquittoClient
 
 /// TLS, mutual TLS and credentials against a real mosquitto with certificates made by openssl.
 @Suite struct SecurityTests {

@@ -3,7 +3,7 @@ import Foundation
 import Logging
 import Synchronization
 
-@testable import MQTTClient
+@testable import MosquittoClient
 
 /// Helpers shared by the integration tests.
 enum ClientSupport {
