@@ -146,6 +146,8 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        /// Release-mode throughput measurement of the BridgeCore spool: `swift run -c release spool-bench`.
+        .executableTarget(name: "spool-bench", dependencies: ["BridgeCore"], swiftSettings: swiftSettings),
         /// The daemon and its command line.
         .executableTarget(
             name: "pusher-mqtt-bridge",
@@ -222,6 +224,7 @@ let package = Package(
             dependencies: [
                 "BridgeCore",
                 .product(name: "PropertyBased", package: "swift-property-based"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),

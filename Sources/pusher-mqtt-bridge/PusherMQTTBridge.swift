@@ -6,7 +6,7 @@ import Foundation
 /// (`ConfigLoader`, `CheckReport`, `RouteExplanation`) so unit tests cover it; this file only
 /// parses arguments, reads the clock and maps outcomes to sysexits codes.
 @main
-struct PusherMQTTBridge: ParsableCommand {
+struct PusherMQTTBridge: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pusher-mqtt-bridge",
         abstract: "Bridge Pusher Channels and MQTT.",
@@ -99,37 +99,4 @@ struct Route: ParsableCommand {
                     channel: channel, event: event, data: data ?? "", userID: userID, in: configuration, bridge: bridge, receivedAt: now))
         }
     }
-}
-
-/// `run` placeholder: the daemon comes next (DESIGN §3); exits 64 until then.
-struct Run: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Run the daemon (not yet available in this build).")
-    @OptionGroup var options: ConfigOption
-    @Option(name: .customLong("log-level")) var logLevel: String?
-    func run() throws { try notYetAvailable("run") }
-}
-
-/// `tap` placeholder; exits 64 until written.
-struct Tap: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Print a channel's events as JSON lines (not yet available in this build).")
-    @OptionGroup var options: ConfigOption
-    @Option var bridge: String?
-    @Option var channel: [String] = []
-    func run() throws { try notYetAvailable("tap") }
-}
-
-/// `trigger` placeholder; exits 64 until written.
-struct Trigger: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Publish one event through the HTTP API (not yet available in this build).")
-    @OptionGroup var options: ConfigOption
-    @Option var bridge: String?
-    @Option var channel: String?
-    @Option var event: String?
-    @Option var data: String?
-    func run() throws { try notYetAvailable("trigger") }
-}
-
-func notYetAvailable(_ command: String) throws {
-    FileHandle.standardError.write(Data("pusher-mqtt-bridge: '\(command)' is not yet available in this build\n".utf8))
-    throw ExitStatus.usage
 }

@@ -312,11 +312,11 @@ public struct MQTTSettings: Sendable, Equatable {
     }
 }
 
-/// What to drop when a buffer is full.
+/// What to drop when a full buffer receives another message (DESIGN §4 `[bridge.buffer] overflow`).
 public enum BufferOverflowPolicy: String, Sendable, Equatable, CaseIterable {
-    /// Make room by dropping the oldest buffered message.
+    /// Make room by dropping the oldest buffered messages: the freshest data wins (dashboards).
     case dropOldest = "drop-oldest"
-    /// Refuse the new message.
+    /// Keep what is buffered and drop the incoming message: the earliest data wins (audit trails).
     case dropNewest = "drop-newest"
 }
 

@@ -1,0 +1,91 @@
+// spool-bench: release-mode throughput of the BridgeCore spool, per record size and fsync policy.
+//
+//     swift run -c release spool-bench [DIRECTORY]
+//
+// DIRECTORY (default: ./.build/spool-bench) must be on the file system the daemon's
+// state_dir will use: tmpfs would hide the cost of fsync. Each case runs 3 times in a fresh
+// spool; the median is printed. "append" = append N records under the policy (plus a final
+// sync); "drain" = read them back in batches of 256 and acknowledge each batch with
+// acknowledge(upTo:), which also deletes delivered segments (default 4 MiB segments).
+import BridgeCore
+import Foundation
+
+struct Case {
+    var name: String
+    var policy: SpoolFsyncPolicy
+    var recordBytes: Int
+    var records: Int
+}
+
+struct Measurement {
+    var appendSeconds: Double
+    var drainSeconds: Double
+}
+
+func seconds(_ duration: Duration) -> Double {
+    let parts = duration.components
+    return Double(parts.seconds) + Double(parts.attoseconds) / 1e18
+}
+
+func run(_ benchCase: Case, in base: String) throws -> Measurement {
+    let directory = base + "/run-\(UUID().uuidString)"
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let spool = try Spool(directory: directory, configuration: SpoolConfiguration(fsync: benchCase.policy))
+    let payload = (0..<benchCase.recordBytes).map { UInt8(truncatingIfNeeded: $0 &* 131) }
+    let clock = ContinuousClock()
+
+    let appendStart = clock.now
+    for _ in 0..<benchCase.records {
+        try spool.append(payload)
+    }
+    try spool.sync()
+    let appendTime = clock.now - appendStart
+
+    let drainStart = clock.now
+    var drained = 0
+    var checksum = 0
+    while true {
+        let batch = try spool.read(limit: 256)
+        guard let last = batch.last else { break }
+        drained += batch.count
+        checksum &+= batch.count &+ Int(batch[0].payload.first ?? 0)
+        try spool.acknowledge(upTo: last.sequence)
+    }
+    let drainTime = clock.now - drainStart
+    guard drained == benchCase.records, checksum != 0 || benchCase.records == 0 else {
+        throw CocoaError(.fileReadCorruptFile)
+    }
+    try spool.close()
+    return Measurement(appendSeconds: seconds(appendTime), drainSeconds: seconds(drainTime))
+}
+
+func median(_ values: [Double]) -> Double {
+    values.sorted()[values.count / 2]
+}
+
+let base = CommandLine.arguments.count > 1 ? CommandLine.arguments[1] : FileManager.default.currentDirectoryPath + "/.build/spool-bench"
+try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
+
+var cases: [Case] = []
+for size in [100, 1024] {
+    cases.append(Case(name: "never", policy: .never, recordBytes: size, records: size == 100 ? 200_000 : 50_000))
+    cases.append(Case(name: "batch(64)", policy: .batch(records: 64), recordBytes: size, records: size == 100 ? 100_000 : 30_000))
+    cases.append(Case(name: "always", policy: .always, recordBytes: size, records: 2_000))
+}
+
+print("spool-bench: directory \(base), 3 runs per case, median shown")
+print("| fsync | record | records | append rec/s | append MB/s | drain rec/s | drain MB/s |")
+print("|---|---|---|---|---|---|---|")
+for benchCase in cases {
+    var runs: [Measurement] = []
+    for _ in 0..<3 { runs.append(try run(benchCase, in: base)) }
+    let append = median(runs.map(\.appendSeconds))
+    let drain = median(runs.map(\.drainSeconds))
+    let records = Double(benchCase.records)
+    let megabytes = records * Double(benchCase.recordBytes) / 1_000_000
+    func format(_ value: Double) -> String { String(format: "%.0f", value) }
+    func formatMB(_ value: Double) -> String { String(format: "%.1f", value) }
+    print(
+        "| \(benchCase.name) | \(benchCase.recordBytes) B | \(benchCase.records) | \(format(records / append)) | \(formatMB(megabytes / append)) | \(format(records / drain)) | \(formatMB(megabytes / drain)) |"
+    )
+}
