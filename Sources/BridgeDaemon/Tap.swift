@@ -40,6 +40,7 @@ public enum Tap {
     public static func run(settings: BridgeSettings, channels: [String], logger: Logger, emit: @escaping @Sendable (String) -> Void) async throws {
         let client = PusherClient(options: try BridgeRuntime.pusherOptions(settings), logger: logger)
         for channel in channels { _ = client.subscribe(channel) }
+        client.connect()
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await client.run() }
             group.addTask {

@@ -78,7 +78,7 @@ class Process:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def signal(self, sig: int):
+    def send_signal(self, sig: int):
         if self.running():
             os.kill(self.proc.pid, sig)
 

@@ -122,6 +122,7 @@ final class BridgeRuntime: Sendable {
             group.addTask { await self.sendToPusher() }
             group.addTask { await self.housekeeping() }
             await subscribeAll()
+            pusher.connect()
             for await _ in finished.stream { break }
             group.cancelAll()
         }
