@@ -57,6 +57,8 @@ while read -r kind host port app_id key secret; do
       conf=$run_dir/mosquitto-$port.conf
       printf 'listener %s %s\nallow_anonymous true\nset_tcp_nodelay true\nmax_queued_messages 0\npersistence true\npersistence_location %s/\n' \
         "$port" "$host" "$run_dir" > "$conf"
+      # As root, mosquitto would switch to its own user and could not write run/ (no persistence).
+      [ "$(id -u)" -eq 0 ] && echo "user root" >> "$conf"
       mosquitto -c "$conf" > "$run_dir/mosquitto-$port.log" 2>&1 & pids+=($!)
       wait_for "$host" "$port" mosquitto "$run_dir/mosquitto-$port.log"
       echo "run: started mosquitto on $host:$port (log: run/mosquitto-$port.log)" ;;

@@ -116,6 +116,9 @@ class Mosquitto(Process):
             f"listener {self.port} 127.0.0.1\nallow_anonymous true\nset_tcp_nodelay true\n"
             f"max_queued_messages 0\npersistence true\npersistence_location {self.data}/\n"
             "autosave_interval 1\n"
+            # Run as root, mosquitto would switch to the `mosquitto` user and could not write its
+            # persistence file here: sessions would silently not survive a broker restart.
+            + ("user root\n" if os.geteuid() == 0 else "")
         )
         super().__init__(f"mosquitto-{self.port}", ["mosquitto", "-c", str(self.conf)], workdir)
 
