@@ -11,7 +11,7 @@ BUILD_FLAGS ?=
 PREFIX      ?= /usr/local
 BIN_DIR      = $(shell $(SWIFT) build $(BUILD_FLAGS) --show-bin-path 2>/dev/null)
 
-.PHONY: all build setup test test-swift test-interop check-unit run install format lint clean
+.PHONY: all build setup test test-swift test-interop test-e2e check-unit run install format lint clean
 
 all: build
 
@@ -24,7 +24,7 @@ build:
 
 test: setup
 	$(SWIFT) build --build-tests $(BUILD_FLAGS)
-	$(MAKE) --no-print-directory test-swift test-interop check-unit
+	$(MAKE) --no-print-directory test-swift test-interop test-e2e check-unit
 
 # systemd-analyze verify (silent) and security (exposure <= 2.0) on the shipped unit.
 check-unit:
@@ -41,6 +41,11 @@ test-interop:
 	else
 		echo "test-interop: no Python test files yet"
 	fi
+
+# The daemon end to end: real mosquitto, real pusher-local, third-party clients.
+test-e2e:
+	PUSHER_LOCAL_BIN="$(BIN_DIR)/pusher-local" BRIDGE_BIN="$(BIN_DIR)/pusher-mqtt-bridge" \
+	  .venv/bin/python -m pytest Tests/e2e -q -p no:cacheprovider --durations=5
 
 run: setup
 	$(SWIFT) build $(BUILD_FLAGS)
