@@ -44,7 +44,7 @@ class PysherListener:
             return [d for _, d in self.received]
 
     def close(self):
-        self.client.disconnect()
+        self.client.disconnect(timeout=2)  # pysher joins its thread; without a timeout it can wait ~100 s
 
 
 def wait_bridge_subscribed(pusher_local, channel: str):

@@ -43,7 +43,7 @@ class PresenceMember:
         assert self.joined.wait(10), f"{user_id} could not join"
 
     def leave(self):
-        self.client.disconnect()
+        self.client.disconnect(timeout=2)  # pysher joins its thread; without a timeout it can wait ~100 s
 
 
 def members(port) -> dict[str, bytes]:

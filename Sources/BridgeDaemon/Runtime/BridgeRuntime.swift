@@ -60,6 +60,8 @@ final class BridgeRuntime: Sendable {
         /// after a session resumes).
         var duplicateCheckUntil: ContinuousClock.Instant?
         var inFlight: [MQTTPublishID: OutboxEntry<OutgoingMQTT>] = [:]
+        /// Completions that arrived before `send` returned their id (QoS 0 completes on write).
+        var earlyCompletions: [MQTTPublishID: MQTTPublishCompletion] = [:]
         var lastHeartbeat = ContinuousClock.now
         var pusherConnectedOnce = false
         var mqttConnectedOnce = false
@@ -357,7 +359,12 @@ final class BridgeRuntime: Sendable {
                 }
                 do {
                     let id = try await mqtt.send(message)
-                    shared.withLock { $0.inFlight[id] = entry }
+                    let early = shared.withLock { shared -> MQTTPublishCompletion? in
+                        if let completion = shared.earlyCompletions.removeValue(forKey: id) { return completion }
+                        shared.inFlight[id] = entry
+                        return nil
+                    }
+                    if let early { complete(entry, with: early) }
                 } catch {
                     // The client is shutting down: the rest stays spooled for the next start.
                     for rest in batch[index...] { toMQTT.abandon(rest) }
@@ -369,19 +376,27 @@ final class BridgeRuntime: Sendable {
 
     private func collectMQTTCompletions() async {
         for await completion in mqtt.completions {
-            guard let entry = shared.withLock({ $0.inFlight.removeValue(forKey: completion.id) }) else { continue }
-            let rule = entry.item.publish.rule
-            if let error = completion.error {
-                metrics.errors(bridge: name, kind: "mqtt_publish").increment()
-                logger.warning("MQTT publish failed; kept in the spool", metadata: ["mqtt.topic": "\(entry.item.publish.topic)", "error": "\(error)"])
-                toMQTT.abandon(entry)
-                continue
+            let entry = shared.withLock { shared -> OutboxEntry<OutgoingMQTT>? in
+                if let entry = shared.inFlight.removeValue(forKey: completion.id) { return entry }
+                shared.earlyCompletions[completion.id] = completion
+                return nil
             }
-            toMQTT.acknowledge(entry)
-            metrics.messages(bridge: name, rule: rule, direction: .pusherToMQTT, outcome: .delivered).increment()
-            let now = UTCTimestamp.now().millisecondsSince1970
-            metrics.recordDelivery(.milliseconds(max(0, now - entry.item.receivedAtMillis)))
+            if let entry { complete(entry, with: completion) }
         }
+    }
+
+    /// The broker acknowledged (or the client gave up on) one publish from the outbox.
+    private func complete(_ entry: OutboxEntry<OutgoingMQTT>, with completion: MQTTPublishCompletion) {
+        if let error = completion.error {
+            metrics.errors(bridge: name, kind: "mqtt_publish").increment()
+            logger.warning("MQTT publish failed; kept in the spool", metadata: ["mqtt.topic": "\(entry.item.publish.topic)", "error": "\(error)"])
+            toMQTT.abandon(entry)
+            return
+        }
+        toMQTT.acknowledge(entry)
+        metrics.messages(bridge: name, rule: entry.item.publish.rule, direction: .pusherToMQTT, outcome: .delivered).increment()
+        let now = UTCTimestamp.now().millisecondsSince1970
+        metrics.recordDelivery(.milliseconds(max(0, now - entry.item.receivedAtMillis)))
     }
 
     // MARK: MQTT → Pusher
@@ -589,7 +604,10 @@ final class BridgeRuntime: Sendable {
             if reconnected { metrics.reconnects(bridge: name, side: .mqtt).increment() }
             logger.info("mqtt connected", metadata: ["mqtt.session_present": "\(sessionPresent)"])
             // Retained "online" (the Last Will says "offline"), outside the outbox: it is state, not data.
-            _ = try? mqtt.trySend(MQTTMessage(topic: statusTopic, payload: Array("online".utf8), qos: .atLeastOnce, retain: true))
+            let online = MQTTMessage(topic: statusTopic, payload: Array("online".utf8), qos: .atLeastOnce, retain: true)
+            Task { [mqtt, logger] in
+                do { try await mqtt.publish(online) } catch { logger.debug("online status not published", metadata: ["error": "\(error)"]) }
+            }
             perform(mirrorActions, rule: "presence")
         }
     }
