@@ -32,7 +32,13 @@ private let badConfigs: [BadConfig] = [
     BadConfig(
         name: "TOML syntax error has line and column",
         text: "[daemon]\nlog_level = \"info\n",
-        expected: ["/etc/bridges.conf:2:18: error: Error while parsing string: encountered end-of-file"]),
+        expected: [
+            "/etc/bridges.conf:2:18: error: Error while parsing string: unescaped control characters other than TAB (U+0009) are explicitly prohibited"
+        ]),
+    BadConfig(
+        name: "TOML syntax error: a key without a value",
+        text: "[daemon]\n\nlog_level =\n",
+        expected: ["/etc/bridges.conf:3:12: error: Error while parsing key-value pair: expected value, saw '\\n'"]),
     BadConfig(
         name: "no bridge",
         text: "[daemon]\nlog_level = \"info\"\n",

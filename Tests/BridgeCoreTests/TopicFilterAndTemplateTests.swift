@@ -112,13 +112,13 @@ struct TemplateTests {
 struct ConfigValueTests {
     @Test(arguments: [
         ("500ms", Duration.milliseconds(500)), ("30s", .seconds(30)), ("2m", .seconds(120)), ("1h", .seconds(3600)),
-        ("1m30s", .seconds(90)), ("1.5s", .milliseconds(1500)),
+        ("1m30s", .seconds(90)), ("1.5s", .milliseconds(1500)), ("1m 30s", .seconds(90)), ("30 s", .seconds(30)),
     ])
     func durations(_ text: String, _ expected: Duration) throws {
         #expect(try ConfigValueSyntax.duration(text).get() == expected)
     }
 
-    @Test(arguments: ["", "30", "s", "5 minutes", "-1s"])
+    @Test(arguments: ["", "30", "s", "5 minutes", "-1s", "1s30"])
     func badDurations(_ text: String) {
         #expect(throws: ConfigValueProblem.self) { try ConfigValueSyntax.duration(text).get() }
     }

@@ -11,7 +11,8 @@ public enum ConfigValueSyntax {
         var scalars = Substring(trimmed)
         while !scalars.isEmpty {
             let numberPart = scalars.prefix { $0.isASCII && ($0.isNumber || $0 == ".") }
-            let rest = scalars.dropFirst(numberPart.count)
+            var rest = scalars.dropFirst(numberPart.count)
+            while rest.first == " " { rest = rest.dropFirst() }
             let unitPart = rest.prefix { $0.isLetter || $0 == "µ" }
             guard !numberPart.isEmpty, let number = Double(numberPart), !unitPart.isEmpty else {
                 return .failure(.init("\"\(text)\" is not a duration; write e.g. \"500ms\", \"30s\", \"2m\" or \"1h\""))
@@ -29,6 +30,7 @@ public enum ConfigValueSyntax {
             }
             nanoseconds += number * scale
             scalars = rest.dropFirst(unitPart.count)
+            while scalars.first == " " { scalars = scalars.dropFirst() }
         }
         guard nanoseconds.isFinite, nanoseconds < 1e18 else {
             return .failure(.init("duration \"\(text)\" is too long"))
