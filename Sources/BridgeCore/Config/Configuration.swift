@@ -208,7 +208,8 @@ public struct PusherSettings: Sendable, Equatable {
     public var pongTimeout: Duration
     /// `encryption_master_key_base64` (or `_file`): 32 bytes, for `private-encrypted-` channels.
     public var encryptionMasterKey: Secret?
-    /// `user_id`: the bridge's presence identity when signing with the secret.
+    /// `user_id`: the bridge's presence identity when signing with the secret; defaults to
+    /// `pusher-mqtt-bridge-<bridge>` unless `auth_endpoint` is set (then the endpoint chooses it).
     public var userID: String?
     /// `user_info` as JSON text (an inline table in the config).
     public var userInfoJSON: String?
