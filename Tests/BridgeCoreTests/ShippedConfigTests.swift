@@ -42,7 +42,7 @@ struct ShippedConfigTests {
         #expect(
             columns == [
                 "temperatures", "mqtt -> pusher", "topic sensors/+/temperature", "channel sensor-{1} event temperature via http", "1",
-                "skipped", "envelope",
+                "not forwarded", "envelope",
             ])
         #expect(report.contains("sensors/+/temperature (qos 1, no_local, retained: no)"))
         #expect(!report.contains("app-secret"))
