@@ -40,6 +40,20 @@ private let badConfigs: [BadConfig] = [
         text: "[daemon]\n\nlog_level =\n",
         expected: ["/etc/bridges.conf:3:12: error: Error while parsing key-value pair: expected value, saw '\\n'"]),
     BadConfig(
+        name: "table headers that would crash toml++ are syntax errors",
+        text: "[daemon]\nlog_level = \"info\"\n  [[ =]]\n",
+        expected: [
+            "/etc/bridges.conf:3:6: error: Error while parsing table header: expected bare key starting character or string delimiter, saw '='"
+        ]),
+    BadConfig(
+        name: "a lone [ is a syntax error",
+        text: "[daemon]\n[\n",
+        expected: ["/etc/bridges.conf:2:2: error: Error while parsing table header: expected bare key starting character or string delimiter, saw end of line"]),
+    BadConfig(
+        name: "unknown implicit parent table has the header's line",
+        text: "[a.b]\nx = 1\n[[bridge]]\nname = \"x\"\n[bridge.pusher]\nkey = \"k\"\n",
+        expected: ["/etc/bridges.conf:1: error: a: unknown key 'a'"]),
+    BadConfig(
         name: "no bridge",
         text: "[daemon]\nlog_level = \"info\"\n",
         expected: ["/etc/bridges.conf: error: bridge: no [[bridge]] is configured; at least one is required"]),
