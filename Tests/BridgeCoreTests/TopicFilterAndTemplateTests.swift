@@ -151,6 +151,13 @@ struct ConfigValueTests {
         #expect(JSONText.isValid(text) == valid)
     }
 
+    @Test func deeplyNestedJSONIsRejectedWithoutExhaustingTheStack() {
+        let deep = String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)
+        #expect(!JSONText.isValid(deep))
+        let fine = String(repeating: "[", count: 500) + String(repeating: "]", count: 500)
+        #expect(JSONText.isValid(fine))
+    }
+
     @Test func jsonRejectsInvalidUTF8InsideStrings() {
         #expect(!JSONText.isValid([UInt8(ascii: "\""), 0xC3, UInt8(ascii: "\"")]))
         #expect(JSONText.isValid([UInt8(ascii: "\""), 0xC3, 0xA9, UInt8(ascii: "\"")]))

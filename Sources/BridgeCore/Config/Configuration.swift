@@ -121,12 +121,15 @@ public struct BridgeSettings: Sendable, Equatable {
         rules.compactMap { if case .mqttToPusher(let rule) = $0 { rule } else { nil } }
     }
 
-    /// Every Pusher channel this bridge subscribes to: the channels of Pusher → MQTT rules and of
-    /// presence mirrors, each once, in file order.
+    /// Every Pusher channel this bridge subscribes to, each once: the channels of Pusher → MQTT
+    /// rules, of presence mirrors, and of `via = "client-event"` rules (a client event can only
+    /// be sent on a channel the connection is subscribed to, PUSHER-PROTOCOL §1).
     public var pusherChannels: [String] {
         var seen = Set<String>()
         var channels: [String] = []
-        for channel in pusherToMQTTRules.map(\.channel) + presence.map(\.channel) where seen.insert(channel).inserted {
+        let clientEventChannels = mqttToPusherRules.filter { $0.via == .clientEvent }.map(\.channel.literalText)
+        for channel in pusherToMQTTRules.map(\.channel) + presence.map(\.channel) + clientEventChannels
+        where seen.insert(channel).inserted {
             channels.append(channel)
         }
         return channels
