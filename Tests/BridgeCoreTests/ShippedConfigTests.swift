@@ -23,6 +23,9 @@ struct ShippedConfigTests {
         #expect(bridge.mqtt.host == "127.0.0.1")
         #expect(bridge.mqtt.port == 1883)
         #expect(configuration.daemon.stateDirectory == Fixture.repositoryRoot + "/run/state")
+        let underSystemd = try ConfigLoader.load(
+            path: Self.path, environment: ConfigEnvironment.process.with(variables: ["STATE_DIRECTORY": "/var/lib/pusher-mqtt-bridge"]))
+        #expect(underSystemd.daemon.stateDirectory == "/var/lib/pusher-mqtt-bridge")
         #expect(bridge.reconnect.maxDelay == .seconds(30))
         #expect(bridge.buffer.maxBytes == 16 * 1024 * 1024)
         // The demo shows every kind of rule: Pusher -> MQTT, MQTT -> Pusher with '+', a bidirectional pair, presence.

@@ -132,6 +132,11 @@ struct ConfigValueTests {
         #expect(try ConfigValueSyntax.expand("a${X}b${Y}", environment: ["X": "1", "Y": "2"]).get() == "a1b2")
         #expect(try ConfigValueSyntax.expand("$${X}", environment: [:]).get() == "${X}")
         #expect(try ConfigValueSyntax.expand("cost $5", environment: [:]).get() == "cost $5")
+        #expect(try ConfigValueSyntax.expand("${D:-run/state}", environment: [:]).get() == "run/state")
+        #expect(try ConfigValueSyntax.expand("${D:-run/state}", environment: ["D": ""]).get() == "run/state")
+        #expect(try ConfigValueSyntax.expand("${D:-run/state}", environment: ["D": "/var/lib/x"]).get() == "/var/lib/x")
+        #expect(try ConfigValueSyntax.expand("${D:-}", environment: [:]).get() == "")
+        #expect(throws: ConfigValueProblem.self) { try ConfigValueSyntax.expand("${:-x}", environment: [:]).get() }
         #expect(throws: ConfigValueProblem.self) { try ConfigValueSyntax.expand("${NOPE}", environment: [:]).get() }
         #expect(throws: ConfigValueProblem.self) { try ConfigValueSyntax.expand("${X", environment: ["X": "1"]).get() }
     }
