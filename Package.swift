@@ -172,7 +172,6 @@ let package = Package(
     ]
 )
 
-
 // Benchmarks (ordo-one/benchmark) only when asked, so normal builds and CI do not build them:
 //   BENCHMARKS=1 swift package --disable-sandbox benchmark --target BridgeCoreBenchmarks
 if Context.environment["BENCHMARKS"] == "1" {
