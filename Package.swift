@@ -128,6 +128,7 @@ let package = Package(
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            exclude: ["README.md"],
             swiftSettings: swiftSettings
         ),
         /// The daemon's runtime: bridges wired to both clients, lifecycle, reload, systemd notify,
@@ -230,7 +231,6 @@ let package = Package(
         ),
     ]
 )
-
 
 // Benchmarks (ordo-one/benchmark) only when asked, so normal builds and CI do not build them:
 //   BENCHMARKS=1 swift package --disable-sandbox benchmark --target BridgeCoreBenchmarks

@@ -32,7 +32,27 @@ private let badConfigs: [BadConfig] = [
     BadConfig(
         name: "TOML syntax error has line and column",
         text: "[daemon]\nlog_level = \"info\n",
-        expected: ["/etc/bridges.conf:2:18: error: Error while parsing string: encountered end-of-file"]),
+        expected: [
+            "/etc/bridges.conf:2:18: error: Error while parsing string: unescaped control characters other than TAB (U+0009) are explicitly prohibited"
+        ]),
+    BadConfig(
+        name: "TOML syntax error: a key without a value",
+        text: "[daemon]\n\nlog_level =\n",
+        expected: ["/etc/bridges.conf:3:12: error: Error while parsing key-value pair: expected value, saw '\\n'"]),
+    BadConfig(
+        name: "table headers that would crash toml++ are syntax errors",
+        text: "[daemon]\nlog_level = \"info\"\n  [[ =]]\n",
+        expected: [
+            "/etc/bridges.conf:3:6: error: Error while parsing table header: expected bare key starting character or string delimiter, saw '='"
+        ]),
+    BadConfig(
+        name: "a lone [ is a syntax error",
+        text: "[daemon]\n[\n",
+        expected: ["/etc/bridges.conf:2:2: error: Error while parsing table header: expected bare key starting character or string delimiter, saw end of line"]),
+    BadConfig(
+        name: "unknown implicit parent table has the header's line",
+        text: "[a.b]\nx = 1\n[[bridge]]\nname = \"x\"\n[bridge.pusher]\nkey = \"k\"\n",
+        expected: ["/etc/bridges.conf:1: error: a: unknown key 'a'"]),
     BadConfig(
         name: "no bridge",
         text: "[daemon]\nlog_level = \"info\"\n",

@@ -11,7 +11,8 @@ struct PropertyTests {
 
     /// Filters built from a small alphabet so that random topics often match; a trailing `#` sometimes.
     static let filters = Gen.int(in: 0...4).array(of: 1...4).map { indices in
-        indices.map { filterLevels[$0] }.joined(separator: "/")
+        let filter = indices.map { filterLevels[$0] }.joined(separator: "/")
+        return filter.isEmpty ? "#" : filter  // "" is not a valid filter
     }
     static let filterSets = Gen.int(in: 0...5).array(of: 0...4).map { indices -> String in
         if indices.isEmpty { return "#" }

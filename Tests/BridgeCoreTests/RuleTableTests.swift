@@ -150,6 +150,18 @@ struct RuleTableTests {
         #expect(routing.deadLetters.map(\.reason) == [.missingPlaceholderValue("user_id")])
     }
 
+    @Test func clientEventRulesSubscribeTheirChannel() throws {
+        let configuration = try Fixture.parse(
+            Fixture.config(
+                extra:
+                    "[[bridge.rule]]\nname = \"ce\"\nfrom = \"mqtt\"\ntopic = \"chat/+\"\nchannel = \"private-chat\"\nevent = \"client-{1}\"\nvia = \"client-event\"\n"
+            ))
+        let bridge = try #require(configuration.bridges.first)
+        #expect(bridge.pusherChannels == ["private-chat"])
+        let routing = RuleTable(bridge: bridge).route(topic: "chat/msg", payload: Array("hi".utf8), qos: 1, retain: false, receivedAt: Fixture.time)
+        #expect(routing.events == [PusherEventPublish(rule: "ce", channel: "private-chat", event: "client-msg", data: "hi", via: .clientEvent)])
+    }
+
     @Test func subscriptionsAndChannelsForTheDaemon() throws {
         let configuration = try Fixture.parse(
             Fixture.config(extra: Self.rules + "\n[[bridge.presence]]\nchannel = \"presence-chat\"\ntopic = \"who\"\nqos = 0\n"))

@@ -23,6 +23,9 @@ struct ShippedConfigTests {
         #expect(bridge.mqtt.host == "127.0.0.1")
         #expect(bridge.mqtt.port == 1883)
         #expect(configuration.daemon.stateDirectory == Fixture.repositoryRoot + "/run/state")
+        let underSystemd = try ConfigLoader.load(
+            path: Self.path, environment: ConfigEnvironment.process.with(variables: ["STATE_DIRECTORY": "/var/lib/pusher-mqtt-bridge"]))
+        #expect(underSystemd.daemon.stateDirectory == "/var/lib/pusher-mqtt-bridge")
         #expect(bridge.reconnect.maxDelay == .seconds(30))
         #expect(bridge.buffer.maxBytes == 16 * 1024 * 1024)
         // The demo shows every kind of rule: Pusher -> MQTT, MQTT -> Pusher with '+', a bidirectional pair, presence.
@@ -36,8 +39,14 @@ struct ShippedConfigTests {
     @Test func checkReportShowsTheRuleTable() throws {
         let report = CheckReport.render(try Self.load(), file: "bridges.conf")
         #expect(report.hasPrefix("bridges.conf: valid — 1 bridge, 4 rules, 1 presence mirror"))
-        #expect(report.contains("temperatures    mqtt -> pusher    topic sensors/+/temperature"))
-        #expect(report.contains("channel sensor-{1} event temperature via http"))
+        // The table row of the rule, split into its columns (two or more spaces apart).
+        let row = try #require(report.split(separator: "\n").first { $0.hasPrefix("  temperatures ") })
+        let columns = row.split(separator: "  ").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        #expect(
+            columns == [
+                "temperatures", "mqtt -> pusher", "topic sensors/+/temperature", "channel sensor-{1} event temperature via http", "1",
+                "not forwarded", "envelope",
+            ])
         #expect(report.contains("sensors/+/temperature (qos 1, no_local, retained: no)"))
         #expect(!report.contains("app-secret"))
     }

@@ -112,13 +112,13 @@ struct TemplateTests {
 struct ConfigValueTests {
     @Test(arguments: [
         ("500ms", Duration.milliseconds(500)), ("30s", .seconds(30)), ("2m", .seconds(120)), ("1h", .seconds(3600)),
-        ("1m30s", .seconds(90)), ("1.5s", .milliseconds(1500)),
+        ("1m30s", .seconds(90)), ("1.5s", .milliseconds(1500)), ("1m 30s", .seconds(90)), ("30 s", .seconds(30)),
     ])
     func durations(_ text: String, _ expected: Duration) throws {
         #expect(try ConfigValueSyntax.duration(text).get() == expected)
     }
 
-    @Test(arguments: ["", "30", "s", "5 minutes", "-1s"])
+    @Test(arguments: ["", "30", "s", "5 minutes", "-1s", "1s30"])
     func badDurations(_ text: String) {
         #expect(throws: ConfigValueProblem.self) { try ConfigValueSyntax.duration(text).get() }
     }
@@ -132,6 +132,11 @@ struct ConfigValueTests {
         #expect(try ConfigValueSyntax.expand("a${X}b${Y}", environment: ["X": "1", "Y": "2"]).get() == "a1b2")
         #expect(try ConfigValueSyntax.expand("$${X}", environment: [:]).get() == "${X}")
         #expect(try ConfigValueSyntax.expand("cost $5", environment: [:]).get() == "cost $5")
+        #expect(try ConfigValueSyntax.expand("${D:-run/state}", environment: [:]).get() == "run/state")
+        #expect(try ConfigValueSyntax.expand("${D:-run/state}", environment: ["D": ""]).get() == "run/state")
+        #expect(try ConfigValueSyntax.expand("${D:-run/state}", environment: ["D": "/var/lib/x"]).get() == "/var/lib/x")
+        #expect(try ConfigValueSyntax.expand("${D:-}", environment: [:]).get() == "")
+        #expect(throws: ConfigValueProblem.self) { try ConfigValueSyntax.expand("${:-x}", environment: [:]).get() }
         #expect(throws: ConfigValueProblem.self) { try ConfigValueSyntax.expand("${NOPE}", environment: [:]).get() }
         #expect(throws: ConfigValueProblem.self) { try ConfigValueSyntax.expand("${X", environment: ["X": "1"]).get() }
     }
@@ -149,6 +154,13 @@ struct ConfigValueTests {
     ])
     func jsonValidation(_ text: String, _ valid: Bool) {
         #expect(JSONText.isValid(text) == valid)
+    }
+
+    @Test func deeplyNestedJSONIsRejectedWithoutExhaustingTheStack() {
+        let deep = String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)
+        #expect(!JSONText.isValid(deep))
+        let fine = String(repeating: "[", count: 500) + String(repeating: "]", count: 500)
+        #expect(JSONText.isValid(fine))
     }
 
     @Test func jsonRejectsInvalidUTF8InsideStrings() {

@@ -143,7 +143,12 @@ extension LoadContext {
             presence.append(mirror)
         }
 
-        guard let pusher, let name, Self.isBridgeName(name) else { return nil }
+        guard var pusher, let name, Self.isBridgeName(name) else { return nil }
+        if pusher.userID == nil, pusher.authEndpoint == nil {
+            // Presence subscriptions signed with the secret need an identity in channel_data
+            // (PUSHER-PROTOCOL §1); with an auth endpoint, the endpoint chooses it.
+            pusher.userID = "pusher-mqtt-bridge-\(name)"
+        }
         let bridge = BridgeSettings(
             name: name, pusher: pusher, mqtt: mqtt, reconnect: reconnect, buffer: buffer, rules: rules, presence: presence)
         checkCredentials(bridge, path: reader.path)
@@ -171,6 +176,12 @@ extension LoadContext {
             case .mqttToPusher(let rule):
                 switch rule.via {
                 case .http:
+                    if rule.channel.literalPrefix.hasPrefix("private-encrypted-"), pusher.encryptionMasterKey == nil {
+                        report(
+                            rulePath.key("channel"),
+                            "publishing to encrypted channels needs pusher.encryption_master_key_base64 (or _file): the data must be encrypted before it is sent"
+                        )
+                    }
                     if pusher.appID == nil {
                         report(rulePath, "publishes into Pusher through the HTTP API, which needs pusher.app_id")
                     }

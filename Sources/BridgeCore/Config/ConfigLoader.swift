@@ -86,6 +86,10 @@ public enum ConfigLoader {
     public static func parse(_ text: String, file: String, environment: ConfigEnvironment = .process) throws(ConfigError)
         -> BridgeConfiguration
     {
+        let sourceMap = ConfigSourceMap(text: text)
+        if let unsafe = sourceMap.unsafeHeader {
+            throw ConfigError(diagnostics: [ConfigDiagnostic(file: file, line: unsafe.line, column: unsafe.column, message: unsafe.message)])
+        }
         let root: TOMLTable
         do {
             root = try TOMLTable(string: text)
@@ -96,7 +100,7 @@ public enum ConfigLoader {
         } catch {
             throw ConfigError(diagnostics: [ConfigDiagnostic(file: file, message: "cannot parse TOML: \(error)")])
         }
-        let context = LoadContext(file: file, sourceMap: ConfigSourceMap(text: text), environment: environment)
+        let context = LoadContext(file: file, sourceMap: sourceMap, environment: environment)
         let configuration = context.readRoot(root)
         if !context.diagnostics.isEmpty {
             // File order: by line, problems without a line after them (stable).

@@ -9,6 +9,12 @@
 struct ConfigSourceMap: Sendable {
     private(set) var lines: [String: Int] = [:]
 
+    /// A table header toml++ must not see: TOMLKit 0.6.0's toml++ *assumes* (debug: asserts and
+    /// aborts the process; release: undefined behaviour) that a key starts right after `[`/`[[`.
+    /// `[=]`, `[.a]`, `[#]` or a lone `[` would crash `check` — found by the robustness property
+    /// test — so they are reported here as syntax errors and the parser is never called.
+    private(set) var unsafeHeader: (line: Int, column: Int, message: String)?
+
     init(text: String) {
         var arrayCounts: [String: Int] = [:]
         var currentTable = ""
@@ -29,8 +35,21 @@ struct ConfigSourceMap: Sendable {
             if first == UInt8(ascii: "[") {
                 let isArray = i + 1 < line.count && line[i + 1] == UInt8(ascii: "[")
                 let start = i + (isArray ? 2 : 1)
+                if unsafeHeader == nil, let (column, shown) = Self.unsafeKeyStart(line, from: start) {
+                    unsafeHeader = (
+                        lineNumber, column,
+                        "Error while parsing table header: expected bare key starting character or string delimiter, saw \(shown)"
+                    )
+                }
                 guard let (keys, _) = Self.parseKey(line, from: start) else { continue }
                 let resolved = Self.resolve(keys, arrayCounts: arrayCounts)
+                // Implicitly created parent tables ([a.b] creates a) get this line if they have none.
+                var prefix = ""
+                for key in keys.dropLast() {
+                    prefix = prefix.isEmpty ? key : prefix + "." + key
+                    if arrayCounts[prefix] == nil, lines[prefix] == nil { lines[prefix] = lineNumber }
+                    if let count = arrayCounts[prefix] { prefix += "[\(count)]" }
+                }
                 if isArray {
                     let count = (arrayCounts[resolved] ?? 0) + 1
                     arrayCounts[resolved] = count
@@ -63,6 +82,21 @@ struct ConfigSourceMap: Sendable {
             guard let cut = candidate.lastIndex(where: { $0 == "." || $0 == "[" }) else { return nil }
             candidate = candidate[..<cut]
         }
+    }
+
+    /// Where a header's key should start but cannot (1-based column, what is there), or `nil` when
+    /// it is a key start, a quote, or `]` (an empty key, which toml++ reports itself).
+    private static func unsafeKeyStart(_ line: [UInt8], from start: Int) -> (Int, String)? {
+        var i = start
+        while i < line.count, line[i] == UInt8(ascii: " ") || line[i] == UInt8(ascii: "\t") { i += 1 }
+        guard i < line.count, line[i] != UInt8(ascii: "\r") else {
+            return (String(decoding: line[..<min(i, line.count)], as: UTF8.self).unicodeScalars.count + 1, "end of line")
+        }
+        let byte = line[i]
+        if isBareKeyByte(byte) || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "'") || byte == UInt8(ascii: "]") { return nil }
+        let column = String(decoding: line[..<i], as: UTF8.self).unicodeScalars.count + 1
+        let shown = byte < 0x80 ? "'\(String(UnicodeScalar(byte)))'" : "a non-ASCII character"
+        return (column, shown)
     }
 
     /// Replaces each prefix that names an array of tables by its latest element (`bridge` → `bridge[3]`).

@@ -11,7 +11,8 @@ public enum ConfigValueSyntax {
         var scalars = Substring(trimmed)
         while !scalars.isEmpty {
             let numberPart = scalars.prefix { $0.isASCII && ($0.isNumber || $0 == ".") }
-            let rest = scalars.dropFirst(numberPart.count)
+            var rest = scalars.dropFirst(numberPart.count)
+            while rest.first == " " { rest = rest.dropFirst() }
             let unitPart = rest.prefix { $0.isLetter || $0 == "µ" }
             guard !numberPart.isEmpty, let number = Double(numberPart), !unitPart.isEmpty else {
                 return .failure(.init("\"\(text)\" is not a duration; write e.g. \"500ms\", \"30s\", \"2m\" or \"1h\""))
@@ -29,6 +30,7 @@ public enum ConfigValueSyntax {
             }
             nanoseconds += number * scale
             scalars = rest.dropFirst(unitPart.count)
+            while scalars.first == " " { scalars = scalars.dropFirst() }
         }
         guard nanoseconds.isFinite, nanoseconds < 1e18 else {
             return .failure(.init("duration \"\(text)\" is too long"))
@@ -61,8 +63,9 @@ public enum ConfigValueSyntax {
         return .success(Int(bytes.rounded()))
     }
 
-    /// Expands `${NAME}` from `environment`. `$${` writes a literal `${`. An unset variable, an
-    /// unclosed `${` or an invalid name is a problem (DESIGN §4: "unset → config error").
+    /// Expands `${NAME}` from `environment`. `${NAME:-fallback}` uses `fallback` when `NAME` is
+    /// unset or empty (as in the shell). `$${` writes a literal `${`. An unset variable without a
+    /// fallback, an unclosed `${` or an invalid name is a problem (DESIGN §4: "unset → config error").
     public static func expand(_ text: String, environment: [String: String]) -> Result<String, ConfigValueProblem> {
         guard text.contains("${") else { return .success(text) }
         var output = ""
@@ -83,14 +86,23 @@ public enum ConfigValueSyntax {
                     guard let close = text[nameStart...].firstIndex(of: "}") else {
                         return .failure(.init("unclosed \"${\" in \"\(text)\""))
                     }
-                    let name = String(text[nameStart..<close])
-                    guard isVariableName(name) else {
-                        return .failure(.init("\"${\(name)}\" is not a valid environment variable reference"))
+                    let reference = String(text[nameStart..<close])
+                    var name = reference
+                    var fallback: String?
+                    if let separator = reference.range(of: ":-") {
+                        name = String(reference[..<separator.lowerBound])
+                        fallback = String(reference[separator.upperBound...])
                     }
-                    guard let value = environment[name] else {
+                    guard isVariableName(name) else {
+                        return .failure(.init("\"${\(reference)}\" is not a valid environment variable reference"))
+                    }
+                    if let value = environment[name], !(fallback != nil && value.isEmpty) {
+                        output += value
+                    } else if let fallback {
+                        output += fallback
+                    } else {
                         return .failure(.init("environment variable \(name) is not set"))
                     }
-                    output += value
                     index = text.index(after: close)
                     continue
                 }

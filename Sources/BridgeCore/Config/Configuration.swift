@@ -50,6 +50,7 @@ public struct DaemonSettings: Sendable, Equatable {
 
 /// `log_level` values (swift-log's levels without `critical`).
 public enum LogLevelSetting: String, Sendable, Equatable, CaseIterable {
+    /// From most to least verbose; `critical` is not offered (it is for the daemon's own fatal errors).
     case trace, debug, info, notice, warning, error
 }
 
@@ -121,12 +122,15 @@ public struct BridgeSettings: Sendable, Equatable {
         rules.compactMap { if case .mqttToPusher(let rule) = $0 { rule } else { nil } }
     }
 
-    /// Every Pusher channel this bridge subscribes to: the channels of Pusher → MQTT rules and of
-    /// presence mirrors, each once, in file order.
+    /// Every Pusher channel this bridge subscribes to, each once: the channels of Pusher → MQTT
+    /// rules, of presence mirrors, and of `via = "client-event"` rules (a client event can only
+    /// be sent on a channel the connection is subscribed to, PUSHER-PROTOCOL §1).
     public var pusherChannels: [String] {
         var seen = Set<String>()
         var channels: [String] = []
-        for channel in pusherToMQTTRules.map(\.channel) + presence.map(\.channel) where seen.insert(channel).inserted {
+        let clientEventChannels = mqttToPusherRules.filter { $0.via == .clientEvent }.map(\.channel.literalText)
+        for channel in pusherToMQTTRules.map(\.channel) + presence.map(\.channel) + clientEventChannels
+        where seen.insert(channel).inserted {
             channels.append(channel)
         }
         return channels
@@ -208,7 +212,8 @@ public struct PusherSettings: Sendable, Equatable {
     public var pongTimeout: Duration
     /// `encryption_master_key_base64` (or `_file`): 32 bytes, for `private-encrypted-` channels.
     public var encryptionMasterKey: Secret?
-    /// `user_id`: the bridge's presence identity when signing with the secret.
+    /// `user_id`: the bridge's presence identity when signing with the secret; defaults to
+    /// `pusher-mqtt-bridge-<bridge>` unless `auth_endpoint` is set (then the endpoint chooses it).
     public var userID: String?
     /// `user_info` as JSON text (an inline table in the config).
     public var userInfoJSON: String?

@@ -77,7 +77,7 @@ public enum CheckReport {
                 table.rows.append([
                     rule.name, "mqtt -> pusher", "topic \(rule.filter.text)",
                     "channel \(rule.channel.source) event \(rule.event.source) via \(rule.via.rawValue)", "\(rule.qos)",
-                    rule.forwardRetained ? "forwarded" : "skipped", rule.payload.rawValue,
+                    rule.forwardRetained ? "forwarded" : "not forwarded", rule.payload.rawValue,
                 ])
             }
         }
