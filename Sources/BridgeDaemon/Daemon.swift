@@ -155,7 +155,7 @@ public final class Daemon: Sendable {
         let (old, current) = state.withLock { ($0.configuration, $0.bridges) }
         guard let old else { return }
         let plan = ReloadPlan(old: old, new: new)
-        if old.daemon != new.daemon {
+        if ConfigDiff(from: old, to: new).daemonChanged {
             logger.warning("changes to [daemon] take effect at the next restart")
         }
         for name in plan.removed {
@@ -262,27 +262,26 @@ public final class Daemon: Sendable {
     }
 }
 
-/// What a reload changes, bridge by bridge (DESIGN §3: apply only the difference).
+/// What a reload changes, bridge by bridge (DESIGN §3: apply only the difference): the core's
+/// ``ConfigDiff``, with changed bridges split by whether their connections can stay.
 struct ReloadPlan: Sendable {
     /// Same settings: untouched, connections kept.
-    var unchanged: [String] = []
+    var unchanged: [String]
     /// Only rules or presence mirrors changed: swapped in place, connections kept.
     var rulesChanged: [BridgeSettings] = []
     /// Connection, reconnect or buffer settings changed: the bridge restarts.
     var restarted: [BridgeSettings] = []
-    var added: [BridgeSettings] = []
-    var removed: [String] = []
+    var added: [BridgeSettings]
+    var removed: [String]
 
     init(old: BridgeConfiguration, new: BridgeConfiguration) {
-        let oldByName = Dictionary(old.bridges.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
-        for settings in new.bridges {
-            guard let previous = oldByName[settings.name] else {
-                added.append(settings)
-                continue
-            }
-            if previous == settings {
-                unchanged.append(settings.name)
-            } else if previous.pusher == settings.pusher, previous.mqtt == settings.mqtt,
+        let diff = ConfigDiff(from: old, to: new)
+        unchanged = diff.unchanged
+        removed = diff.removed
+        added = diff.added.compactMap { new.bridge(named: $0) }
+        for name in diff.changed {
+            guard let previous = old.bridge(named: name), let settings = new.bridge(named: name) else { continue }
+            if previous.pusher == settings.pusher, previous.mqtt == settings.mqtt,
                 previous.reconnect == settings.reconnect, previous.buffer == settings.buffer
             {
                 rulesChanged.append(settings)
@@ -290,8 +289,6 @@ struct ReloadPlan: Sendable {
                 restarted.append(settings)
             }
         }
-        let newNames = Set(new.bridges.map(\.name))
-        removed = old.bridges.map(\.name).filter { !newNames.contains($0) }
     }
 }
 
