@@ -176,6 +176,13 @@ func establish(_ socket: TestSocket) async throws -> String {
     return try #require(hello.data?["socket_id"] as? String)
 }
 
+/// Runs pusher-local in-process for one test, logging only warnings and errors.
+func withServer<T: Sendable>(_ configuration: PusherLocalConfiguration, _ body: @Sendable (RunningPusherLocal) async throws -> T) async throws -> T {
+    var logger = Logger(label: "pusher-local-test")
+    logger.logLevel = .warning
+    return try await PusherLocalServer.withRunning(configuration, logger: logger, body)
+}
+
 /// A test configuration on a free port with short timeouts.
 func testConfiguration(activity: Int = 120, pong: Int = 30, webhook: String? = nil) -> PusherLocalConfiguration {
     PusherLocalConfiguration(

@@ -28,6 +28,13 @@ def connect_pysher(server, user_data=None):
     return client
 
 
+def close(client):
+    """Disconnects a pysher client without waiting forever: pysher's disconnect() joins its
+    thread without a timeout, and websocket-client can miss the wake-up when the socket is
+    closed from another thread (its reader then sits in select). The thread is a daemon."""
+    client.disconnect(timeout=2)
+
+
 def subscribe(client, channel_name, *events, auth=None):
     """Subscribes and waits for subscription_succeeded; returns (channel, queue of (event, data))."""
     received = queue.Queue()
@@ -70,7 +77,7 @@ def test_public_channel_receives_events_from_the_official_library(pusher_server)
         assert event == "update"
         assert json.loads(data) == {"price": 42}
     finally:
-        client.disconnect()
+        close(client)
 
 
 def test_private_channel_signed_with_the_secret(pusher_server):
@@ -80,7 +87,7 @@ def test_private_channel_signed_with_the_secret(pusher_server):
         official(pusher_server).trigger(["private-orders"], "created", "plain text")
         assert received.get(timeout=TIMEOUT) == ("created", "plain text")
     finally:
-        client.disconnect()
+        close(client)
 
 
 def test_wrong_subscription_auth_gets_pusher_error_and_the_connection_stays(pusher_server):
@@ -96,7 +103,7 @@ def test_wrong_subscription_auth_gets_pusher_error_and_the_connection_stays(push
         official(pusher_server).trigger("still-here", "ping", "x")
         assert received.get(timeout=TIMEOUT) == ("ping", "x")
     finally:
-        client.disconnect()
+        close(client)
 
 
 def test_presence_members_added_and_removed_reach_other_clients(pusher_server):
@@ -112,13 +119,13 @@ def test_presence_members_added_and_removed_reach_other_clients(pusher_server):
         assert sorted(user["id"] for user in users["users"]) == ["alice", "bob"]
         info = official(pusher_server).channels_info("presence-", ["user_count"])
         assert info["channels"]["presence-room"]["user_count"] == 2
-        bob.disconnect()
+        close(bob)
         event, data = alice_events.get(timeout=TIMEOUT)
         assert event == "pusher_internal:member_removed"
         assert json.loads(data) == {"user_id": "bob"}
     finally:
-        alice.disconnect()
-        bob.disconnect()
+        close(alice)
+        close(bob)
 
 
 def test_socket_id_exclusion(pusher_server):
@@ -132,8 +139,8 @@ def test_socket_id_exclusion(pusher_server):
         with pytest.raises(queue.Empty):
             sender_events.get(timeout=0.5)
     finally:
-        sender.disconnect()
-        other.disconnect()
+        close(sender)
+        close(other)
 
 
 def test_client_events_reach_others_but_not_the_sender(pusher_server):
@@ -149,8 +156,8 @@ def test_client_events_reach_others_but_not_the_sender(pusher_server):
         with pytest.raises(queue.Empty):
             sender_events.get(timeout=0.5)
     finally:
-        sender.disconnect()
-        other.disconnect()
+        close(sender)
+        close(other)
 
 
 def test_wrongly_signed_request_gets_401(pusher_server):
@@ -187,7 +194,7 @@ def test_batch_trigger_and_channel_info(pusher_server):
         info = official(pusher_server).channel_info("batch", ["subscription_count"])
         assert info == {"occupied": True, "subscription_count": 1}
     finally:
-        client.disconnect()
+        close(client)
 
 
 def test_control_disconnect_closes_pysher_with_the_code(pusher_server):
@@ -200,4 +207,4 @@ def test_control_disconnect_closes_pysher_with_the_code(pusher_server):
             time.sleep(0.05)
         assert client.connection.state != "connected"
     finally:
-        client.disconnect()
+        close(client)
