@@ -33,7 +33,11 @@ struct ServerIntegrationTests {
 
     @Test func unknownKeyIsClosedWith4001() async throws {
         try await withServer(testConfiguration()) { running in
-            let code = try await withSocket(running.webSocketURL(key: "nope")) { try await $0.closeCode() }
+            let (error, code) = try await withSocket(running.webSocketURL(key: "nope")) { socket in
+                (try await socket.nextEvent().data?["code"] as? Int, try await socket.closeCode())
+            }
+            // pusher:error with the code first (as hosted Pusher does), then the close frame.
+            #expect(error == 4001)
             #expect(code == 4001)
         }
     }
