@@ -280,19 +280,35 @@ struct ConnectionHandler: Sendable {
 
     enum Role { case reader, writer, timer }
 
+    /// How long a refused connection stays open between `pusher:error` and the close frame.
+    ///
+    /// Hosted Pusher also sends `pusher:error` before closing. The pause matters: a close frame
+    /// (and the TCP half-close swift-websocket does right after it) arriving together with the
+    /// 101 response is lost by swift-websocket's `WebSocketClient`, which then waits forever
+    /// (seen here with WSClient 1.6.2, about one connection in five).
+    static let refusalPause: Duration = .milliseconds(100)
+
+    /// Refuses a just-upgraded connection: `pusher:error` with the code, a short pause, then
+    /// the close frame with the same code (PUSHER-PROTOCOL §1, "Close codes").
+    static func refuse(_ outbound: WebSocketOutboundWriter, code: UInt16, reason: String) async {
+        try? await outbound.write(.text(ServerFrame.error(reason, code: Int(code))))
+        try? await Task.sleep(for: refusalPause)
+        try? await outbound.close(WebSocketErrorCode(codeNumber: Int(code)), reason: reason)
+    }
+
     func handle(path: String, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async {
         let live: LiveApp
         switch Self.admission(path: path, registry: registry) {
         case .failure(let refusal):
             logger.info("Connection refused", metadata: ["pusher.close_code": "\(refusal.code)", "reason": "\(refusal.reason)"])
-            try? await outbound.close(WebSocketErrorCode(codeNumber: Int(refusal.code)), reason: refusal.reason)
+            await Self.refuse(outbound, code: refusal.code, reason: refusal.reason)
             return
         case .success(let found):
             live = found
         }
         if let refusal = live.state.withLock({ $0.faults.refusal }) {
             live.logger.info("Connection refused by control switch", metadata: ["pusher.close_code": "\(refusal.code)"])
-            try? await outbound.close(WebSocketErrorCode(codeNumber: Int(refusal.code)), reason: refusal.reason)
+            await Self.refuse(outbound, code: refusal.code, reason: refusal.reason)
             return
         }
         let id = registry.makeConnectionID()

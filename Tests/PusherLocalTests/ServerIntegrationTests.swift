@@ -7,7 +7,7 @@ import Testing
 @Suite(.timeLimit(.minutes(1)))
 struct ServerIntegrationTests {
     @Test func handshakePingAndPublicEventThroughTheSignedHTTPAPI() async throws {
-        try await PusherLocalServer.withRunning(testConfiguration(activity: 7)) { running in
+        try await withServer(testConfiguration(activity: 7)) { running in
             #expect(running.port > 0)
             try await withSocket(running.webSocketURL()) { socket in
                 let hello = try await socket.nextEvent()
@@ -32,14 +32,18 @@ struct ServerIntegrationTests {
     }
 
     @Test func unknownKeyIsClosedWith4001() async throws {
-        try await PusherLocalServer.withRunning(testConfiguration()) { running in
-            let code = try await withSocket(running.webSocketURL(key: "nope")) { try await $0.closeCode() }
+        try await withServer(testConfiguration()) { running in
+            let (error, code) = try await withSocket(running.webSocketURL(key: "nope")) { socket in
+                (try await socket.nextEvent().data?["code"] as? Int, try await socket.closeCode())
+            }
+            // pusher:error with the code first (as hosted Pusher does), then the close frame.
+            #expect(error == 4001)
             #expect(code == 4001)
         }
     }
 
     @Test func missingOrUnsupportedProtocolIsClosed() async throws {
-        try await PusherLocalServer.withRunning(testConfiguration()) { running in
+        try await withServer(testConfiguration()) { running in
             let base = "ws://127.0.0.1:\(running.port)/app/app-key"
             #expect(try await withSocket(base) { try await $0.closeCode() } == 4008)
             #expect(try await withSocket(base + "?protocol=99") { try await $0.closeCode() } == 4007)
@@ -51,7 +55,7 @@ struct ServerIntegrationTests {
     }
 
     @Test func silentConnectionIsPingedThenClosedWith4201() async throws {
-        try await PusherLocalServer.withRunning(testConfiguration(activity: 1, pong: 1)) { running in
+        try await withServer(testConfiguration(activity: 1, pong: 1)) { running in
             try await withSocket(running.webSocketURL()) { socket in
                 _ = try await establish(socket)
                 let ping = try await socket.nextEvent(timeout: .seconds(3))
@@ -62,7 +66,7 @@ struct ServerIntegrationTests {
     }
 
     @Test func answeringThePingKeepsTheConnection() async throws {
-        try await PusherLocalServer.withRunning(testConfiguration(activity: 1, pong: 1)) { running in
+        try await withServer(testConfiguration(activity: 1, pong: 1)) { running in
             try await withSocket(running.webSocketURL()) { socket in
                 _ = try await establish(socket)
                 for _ in 0..<2 {
@@ -75,7 +79,7 @@ struct ServerIntegrationTests {
     }
 
     @Test func wrongSignatureOrOldTimestampOrBadBodyMD5Gets401() async throws {
-        try await PusherLocalServer.withRunning(testConfiguration()) { running in
+        try await withServer(testConfiguration()) { running in
             let body = "{\"name\":\"e\",\"channel\":\"c\",\"data\":\"d\"}"
             let wrong = try await apiRequest(running, method: "POST", path: "/apps/1/events", body: body, secret: "not-the-secret")
             #expect(wrong.status == 401)
@@ -99,7 +103,7 @@ struct ServerIntegrationTests {
     }
 
     @Test func limitsAnswer400And413() async throws {
-        try await PusherLocalServer.withRunning(testConfiguration()) { running in
+        try await withServer(testConfiguration()) { running async throws in
             let tooMany = "{\"name\":\"e\",\"channels\":[" + (0...100).map { "\"c\($0)\"" }.joined(separator: ",") + "],\"data\":\"d\"}"
             #expect(try await apiRequest(running, method: "POST", path: "/apps/1/events", body: tooMany).status == 400)
             let big = "{\"name\":\"e\",\"channel\":\"c\",\"data\":\"" + String(repeating: "x", count: 10 * 1024 + 1) + "\"}"
@@ -114,7 +118,7 @@ struct ServerIntegrationTests {
     }
 
     @Test func socketIDExclusionAndBatchEvents() async throws {
-        try await PusherLocalServer.withRunning(testConfiguration()) { running in
+        try await withServer(testConfiguration()) { running in
             try await withSocket(running.webSocketURL()) { a in
                 try await withSocket(running.webSocketURL()) { b in
                     let idA = try await establish(a)
@@ -138,7 +142,7 @@ struct ServerIntegrationTests {
     }
 
     @Test func channelQueries() async throws {
-        try await PusherLocalServer.withRunning(testConfiguration()) { running in
+        try await withServer(testConfiguration()) { running in
             try await withSocket(running.webSocketURL()) { a in
                 let id = try await establish(a)
                 try await subscribe(a, socketID: id, channel: "presence-team", userID: "ann")
@@ -160,7 +164,7 @@ struct ServerIntegrationTests {
     }
 
     @Test func presenceMembersAndClientEventsBetweenTwoClients() async throws {
-        try await PusherLocalServer.withRunning(testConfiguration()) { running in
+        try await withServer(testConfiguration()) { running in
             try await withSocket(running.webSocketURL()) { a in
                 let idA = try await establish(a)
                 let joined = try await subscribe(a, socketID: idA, channel: "presence-room", userID: "alice")
@@ -188,7 +192,7 @@ struct ServerIntegrationTests {
     }
 
     @Test func largeEventsPassTheWebSocketFrameLimit() async throws {
-        try await PusherLocalServer.withRunning(testConfiguration()) { running in
+        try await withServer(testConfiguration()) { running in
             try await withSocket(running.webSocketURL()) { socket in
                 let id = try await establish(socket)
                 try await subscribe(socket, socketID: id, channel: "big")
@@ -201,7 +205,7 @@ struct ServerIntegrationTests {
     }
 
     @Test func controlDisconnectRawFramePingSwitchAndRefusal() async throws {
-        try await PusherLocalServer.withRunning(testConfiguration()) { running in
+        try await withServer(testConfiguration()) { running in
             // disconnect with 4200 over HTTP
             try await withSocket(running.webSocketURL()) { socket in
                 _ = try await establish(socket)
@@ -232,7 +236,7 @@ struct ServerIntegrationTests {
     }
 
     @Test func generatedStreamAndStats() async throws {
-        try await PusherLocalServer.withRunning(testConfiguration()) { running in
+        try await withServer(testConfiguration()) { running in
             try await withSocket(running.webSocketURL()) { socket in
                 let id = try await establish(socket)
                 try await subscribe(socket, socketID: id, channel: "bench")
@@ -256,13 +260,13 @@ struct ServerIntegrationTests {
     @Test func controlEndpointsCanBeTurnedOff() async throws {
         var configuration = testConfiguration()
         configuration.controlEnabled = false
-        try await PusherLocalServer.withRunning(configuration) { running in
+        try await withServer(configuration) { running async throws in
             #expect(try await rawRequest(running, method: "GET", target: "/pusher-local/apps/1/stats").status == 404)
         }
     }
 
     @Test func secondAppIsSeparate() async throws {
-        try await PusherLocalServer.withRunning(testConfiguration()) { running in
+        try await withServer(testConfiguration()) { running in
             try await withSocket(running.webSocketURL(key: "other-key")) { socket in
                 let id = try await establish(socket)
                 try await subscribe(socket, socketID: id, channel: "private-x", app: PusherLocalApp(id: "2", key: "other-key", secret: "other-secret"))

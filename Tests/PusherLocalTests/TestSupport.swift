@@ -127,7 +127,11 @@ struct ReceivedEvent {
 /// Runs `body` with a connected socket to `url`; the socket closes when `body` returns.
 func withSocket<T: Sendable>(_ url: String, _ body: @Sendable (TestSocket) async throws -> T) async throws -> T {
     let socket = TestSocket()
-    let logger = Logger(label: "test-client")
+    let logger = {
+        var logger = Logger(label: "test-client")
+        if ProcessInfo.processInfo.environment["TEST_CLIENT_TRACE"] != nil { logger.logLevel = .trace }
+        return logger
+    }()
     return try await withThrowingTaskGroup(of: T?.self) { group in
         group.addTask {
             defer { socket.state.withLock { $0.ended = true } }
@@ -174,6 +178,13 @@ func establish(_ socket: TestSocket) async throws -> String {
     let hello = try await socket.nextEvent()
     #expect(hello.event == "pusher:connection_established")
     return try #require(hello.data?["socket_id"] as? String)
+}
+
+/// Runs pusher-local in-process for one test, logging only warnings and errors.
+func withServer<T: Sendable>(_ configuration: PusherLocalConfiguration, _ body: @Sendable (RunningPusherLocal) async throws -> T) async throws -> T {
+    var logger = Logger(label: "pusher-local-test")
+    logger.logLevel = ProcessInfo.processInfo.environment["TEST_CLIENT_TRACE"] != nil ? .trace : .warning
+    return try await PusherLocalServer.withRunning(configuration, logger: logger, body)
 }
 
 /// A test configuration on a free port with short timeouts.

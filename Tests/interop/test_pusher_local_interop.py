@@ -28,15 +28,33 @@ def connect_pysher(server, user_data=None):
     return client
 
 
-def subscribe(client, channel_name, *events, auth=None):
-    """Subscribes and waits for subscription_succeeded; returns (channel, queue of (event, data))."""
+def close(client):
+    """Disconnects a pysher client without waiting forever: pysher's disconnect() joins its
+    thread without a timeout, and websocket-client can miss the wake-up when the socket is
+    closed from another thread (its reader then sits in select). The thread is a daemon."""
+    client.disconnect(timeout=2)
+
+
+def subscription_count(server, channel_name):
+    status, body = server.control("GET", "stats")
+    assert status == 200, body
+    return json.loads(body)["subscriptions"].get(channel_name, 0)
+
+
+def subscribe(server, client, channel_name, *events, auth=None):
+    """Subscribes and binds `events`; returns (channel, queue of (event, data)) once the server
+    counts the subscription. (pysher creates the Channel object only after sending the
+    subscribe frame, so a subscription_succeeded that arrives quickly can beat any binding: the
+    server's counters are the reliable signal.)"""
     received = queue.Queue()
-    succeeded = threading.Event()
+    before = subscription_count(server, channel_name)
     channel = client.subscribe(channel_name, auth=auth)
-    channel.bind("pusher_internal:subscription_succeeded", lambda data: succeeded.set())
     for event in events:
         channel.bind(event, lambda data, event=event: received.put((event, data)))
-    assert succeeded.wait(TIMEOUT), f"no subscription_succeeded for {channel_name}"
+    deadline = time.monotonic() + TIMEOUT
+    while subscription_count(server, channel_name) <= before:
+        assert time.monotonic() < deadline, f"{channel_name} was not subscribed"
+        time.sleep(0.02)
     return channel, received
 
 
@@ -64,23 +82,23 @@ def test_ready_line_gives_a_free_port_and_sigterm_exits_zero():
 def test_public_channel_receives_events_from_the_official_library(pusher_server):
     client = connect_pysher(pusher_server)
     try:
-        _, received = subscribe(client, "news", "update")
+        _, received = subscribe(pusher_server, client, "news", "update")
         official(pusher_server).trigger("news", "update", {"price": 42})
         event, data = received.get(timeout=TIMEOUT)
         assert event == "update"
         assert json.loads(data) == {"price": 42}
     finally:
-        client.disconnect()
+        close(client)
 
 
 def test_private_channel_signed_with_the_secret(pusher_server):
     client = connect_pysher(pusher_server)
     try:
-        _, received = subscribe(client, "private-orders", "created")
+        _, received = subscribe(pusher_server, client, "private-orders", "created")
         official(pusher_server).trigger(["private-orders"], "created", "plain text")
         assert received.get(timeout=TIMEOUT) == ("created", "plain text")
     finally:
-        client.disconnect()
+        close(client)
 
 
 def test_wrong_subscription_auth_gets_pusher_error_and_the_connection_stays(pusher_server):
@@ -92,19 +110,19 @@ def test_wrong_subscription_auth_gets_pusher_error_and_the_connection_stays(push
         error = errors.get(timeout=TIMEOUT)
         assert "Invalid signature" in error["message"]
         # Still connected: a public subscription works afterwards.
-        _, received = subscribe(client, "still-here", "ping")
+        _, received = subscribe(pusher_server, client, "still-here", "ping")
         official(pusher_server).trigger("still-here", "ping", "x")
         assert received.get(timeout=TIMEOUT) == ("ping", "x")
     finally:
-        client.disconnect()
+        close(client)
 
 
 def test_presence_members_added_and_removed_reach_other_clients(pusher_server):
     alice = connect_pysher(pusher_server, {"user_id": "alice", "user_info": {"name": "Alice"}})
     bob = connect_pysher(pusher_server, {"user_id": "bob", "user_info": {"name": "Bob"}})
     try:
-        _, alice_events = subscribe(alice, "presence-room", "pusher_internal:member_added", "pusher_internal:member_removed")
-        subscribe(bob, "presence-room")
+        _, alice_events = subscribe(pusher_server, alice, "presence-room", "pusher_internal:member_added", "pusher_internal:member_removed")
+        subscribe(pusher_server, bob, "presence-room")
         event, data = alice_events.get(timeout=TIMEOUT)
         assert event == "pusher_internal:member_added"
         assert json.loads(data) == {"user_id": "bob", "user_info": {"name": "Bob"}}
@@ -112,36 +130,36 @@ def test_presence_members_added_and_removed_reach_other_clients(pusher_server):
         assert sorted(user["id"] for user in users["users"]) == ["alice", "bob"]
         info = official(pusher_server).channels_info("presence-", ["user_count"])
         assert info["channels"]["presence-room"]["user_count"] == 2
-        bob.disconnect()
+        close(bob)
         event, data = alice_events.get(timeout=TIMEOUT)
         assert event == "pusher_internal:member_removed"
         assert json.loads(data) == {"user_id": "bob"}
     finally:
-        alice.disconnect()
-        bob.disconnect()
+        close(alice)
+        close(bob)
 
 
 def test_socket_id_exclusion(pusher_server):
     sender = connect_pysher(pusher_server)
     other = connect_pysher(pusher_server)
     try:
-        _, sender_events = subscribe(sender, "prices", "tick")
-        _, other_events = subscribe(other, "prices", "tick")
+        _, sender_events = subscribe(pusher_server, sender, "prices", "tick")
+        _, other_events = subscribe(pusher_server, other, "prices", "tick")
         official(pusher_server).trigger("prices", "tick", "1", socket_id=sender.connection.socket_id)
         assert other_events.get(timeout=TIMEOUT) == ("tick", "1")
         with pytest.raises(queue.Empty):
             sender_events.get(timeout=0.5)
     finally:
-        sender.disconnect()
-        other.disconnect()
+        close(sender)
+        close(other)
 
 
 def test_client_events_reach_others_but_not_the_sender(pusher_server):
     sender = connect_pysher(pusher_server)
     other = connect_pysher(pusher_server)
     try:
-        sender_channel, sender_events = subscribe(sender, "private-chat", "client-typing")
-        _, other_events = subscribe(other, "private-chat", "client-typing")
+        sender_channel, sender_events = subscribe(pusher_server, sender, "private-chat", "client-typing")
+        _, other_events = subscribe(pusher_server, other, "private-chat", "client-typing")
         sender_channel.trigger("client-typing", {"who": "sender"})
         event, data = other_events.get(timeout=TIMEOUT)
         assert event == "client-typing"
@@ -149,8 +167,8 @@ def test_client_events_reach_others_but_not_the_sender(pusher_server):
         with pytest.raises(queue.Empty):
             sender_events.get(timeout=0.5)
     finally:
-        sender.disconnect()
-        other.disconnect()
+        close(sender)
+        close(other)
 
 
 def test_wrongly_signed_request_gets_401(pusher_server):
@@ -177,7 +195,7 @@ def test_limits_answer_400_and_413(pusher_server):
 def test_batch_trigger_and_channel_info(pusher_server):
     client = connect_pysher(pusher_server)
     try:
-        _, received = subscribe(client, "batch", "one", "two")
+        _, received = subscribe(pusher_server, client, "batch", "one", "two")
         official(pusher_server).trigger_batch([
             {"channel": "batch", "name": "one", "data": "1"},
             {"channel": "batch", "name": "two", "data": "2"},
@@ -187,7 +205,7 @@ def test_batch_trigger_and_channel_info(pusher_server):
         info = official(pusher_server).channel_info("batch", ["subscription_count"])
         assert info == {"occupied": True, "subscription_count": 1}
     finally:
-        client.disconnect()
+        close(client)
 
 
 def test_control_disconnect_closes_pysher_with_the_code(pusher_server):
@@ -200,4 +218,4 @@ def test_control_disconnect_closes_pysher_with_the_code(pusher_server):
             time.sleep(0.05)
         assert client.connection.state != "connected"
     finally:
-        client.disconnect()
+        close(client)
