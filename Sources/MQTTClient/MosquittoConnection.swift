@@ -3,7 +3,6 @@ import DequeModule
 import Dispatch
 import Foundation
 import Logging
-import Synchronization
 
 /// How a publisher learns that its publish completed.
 enum PublishCompletion: Sendable {
@@ -99,10 +98,10 @@ final class MosquittoConnection: Sendable {
     let states: AsyncStream<MQTTConnectionState>
     private let statesContinuation: AsyncStream<MQTTConnectionState>.Continuation
 
-    private let session = Mutex(Session())
-    private let window: Mutex<Window>
-    private let loopEvents = Mutex(LoopEvents())
-    private let termination = Mutex(Termination())
+    private let session = Locked(Session())
+    private let window: Locked<Window>
+    private let loopEvents = Locked(LoopEvents())
+    private let termination = Locked(Termination())
     /// Wakes the network thread from a backoff wait (shutdown).
     private let wake = DispatchSemaphore(value: 0)
 
@@ -125,7 +124,7 @@ final class MosquittoConnection: Sendable {
         logger[metadataKey: "mqtt.client_id"] = "\(configuration.clientID)"
         self.logger = logger
         self.messageBuffer = MessageBuffer(capacity: configuration.messageBufferSize)
-        self.window = Mutex(Window(publishes: InFlightWindow(limit: configuration.maxInFlight)))
+        self.window = Locked(Window(publishes: InFlightWindow(limit: configuration.maxInFlight)))
         (completions, completionsContinuation) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
         (states, statesContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(256))
         do {
@@ -158,12 +157,19 @@ final class MosquittoConnection: Sendable {
             try check(mosquitto_username_pw_set(mosq, username, configuration.password), "setting credentials")
         }
         if let tls = configuration.tls {
-            if tls.caFile == nil && tls.caDirectory == nil {
+            // No CA given: the operating system's trust store (MQTT-NOTES §11). mosquitto_tls_set
+            // needs a CA file or directory, so a client certificate without a CA uses Debian's
+            // hashed store directly.
+            var caDirectory = tls.caDirectory
+            if tls.caFile == nil && caDirectory == nil {
                 try check(mosquitto_int_option(mosq, MOSQ_OPT_TLS_USE_OS_CERTS, 1), "using the system trust store")
+                if tls.certificateFile != nil { caDirectory = "/etc/ssl/certs" }
             }
-            try check(
-                mosquitto_tls_set(mosq, tls.caFile, tls.caDirectory, tls.certificateFile, tls.keyFile, nil),
-                "configuring TLS (check that ca_file, cert_file and key_file exist and are readable)")
+            if tls.caFile != nil || caDirectory != nil {
+                try check(
+                    mosquitto_tls_set(mosq, tls.caFile, caDirectory, tls.certificateFile, tls.keyFile, nil),
+                    "configuring TLS (check that ca_file, cert_file and key_file exist and are readable)")
+            }
             try check(mosquitto_tls_insecure_set(mosq, tls.insecure), "setting tls_insecure")
         }
         if let will = configuration.will {
@@ -233,11 +239,12 @@ final class MosquittoConnection: Sendable {
 
     /// Asks the network thread to drain, disconnect and stop. Does not wait.
     func requestStop() {
-        let neverStarted = session.withLock { session in
-            session.stopRequested = true
-            return !session.started
+        let finishHere = session.withLock { session in
+            defer { session.stopRequested = true }
+            // Without a network thread, the first stop request releases everything here.
+            return !session.started && !session.stopRequested
         }
-        if neverStarted {
+        if finishHere {
             finish(error: nil)
         } else {
             wake.signal()
@@ -481,7 +488,8 @@ final class MosquittoConnection: Sendable {
         logger.trace("message received", metadata: ["mqtt.topic": "\(message.topic)"])
         if !messageBuffer.push(message, maxWait: configuration.backpressureTimeout) {
             let dropped = messageBuffer.droppedCount
-            if dropped > 0 && (dropped & (dropped - 1)) == 0 || dropped % 1000 == 0 {
+            // Rate-limited: the 1st, 2nd, 4th, 8th … drop, then every 1000th.
+            if dropped > 0 && ((dropped & (dropped - 1)) == 0 || dropped % 1000 == 0) {
                 logger.error(
                     "message buffer full: consumer too slow, message dropped after it was acknowledged",
                     metadata: ["mqtt.topic": "\(message.topic)", "mqtt.dropped": "\(dropped)"])
