@@ -117,9 +117,9 @@ final class MessageBuffer: Sendable {
         let consumers = state.withLock { state in
             state.finished = true
             defer { state.consumers.removeAll() }
-            return state.consumers.map(\.continuation)
+            return state.consumers
         }
-        for consumer in consumers { consumer.resume(returning: nil) }
+        for consumer in consumers { consumer.continuation.resume(returning: nil) }
         room.signal()
     }
 }

@@ -757,8 +757,10 @@ final class MosquittoConnection: Sendable {
         let (queued, requests) = session.withLock { session in
             session.destroyed = true
             session.isConnected = false
-            let queued = Array(session.queued)
-            let requests = Array(session.pendingRequests)
+            // Deques are returned as they are: `Array(emptyDeque)` writes to the shared empty-array
+            // singleton, which ThreadSanitizer reports when two clients stop at once.
+            let queued = session.queued
+            let requests = session.pendingRequests
             session.queued.removeAll()
             session.pendingRequests.removeAll()
             return (queued, requests)
@@ -774,7 +776,8 @@ final class MosquittoConnection: Sendable {
         for waiter in waiters { waiter.resume(throwing: reason) }
         for q in queued { complete(PendingPublish(id: q.id, qos: q.message.qos, completion: q.completion), error: reason) }
         for p in publishes { complete(p, error: reason) }
-        for r in requests + boundRequests { r.waiter?.resume(throwing: reason) }
+        for r in requests { r.waiter?.resume(throwing: reason) }
+        for r in boundRequests { r.waiter?.resume(throwing: reason) }
         if !publishes.isEmpty || !queued.isEmpty {
             logger.warning(
                 "stopped with publishes not acknowledged",
