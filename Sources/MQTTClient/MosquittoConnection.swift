@@ -101,6 +101,8 @@ final class MosquittoConnection: Sendable {
     private let session = Locked(Session())
     private let window: Locked<Window>
     private let loopEvents = Locked(LoopEvents())
+    /// Stream completions collected on the network thread during one `mosquitto_loop`.
+    private let deferredCompletions = Locked<[MQTTPublishCompletion]>([])
     private let termination = Locked(Termination())
     /// Wakes the network thread from a backoff wait (shutdown).
     private let wake = DispatchSemaphore(value: 0)
@@ -430,25 +432,48 @@ final class MosquittoConnection: Sendable {
     // MARK: - Completions
 
     private func releaseSlot() {
-        if let (waiter, id) = window.withLock({ $0.publishes.releaseSlot() }) {
+        for (waiter, id) in window.withLock({ $0.publishes.releaseSlot() }) {
             waiter.resume(returning: id)
         }
     }
 
+    private static func error(forReason reason: Int32, of id: MQTTPublishID) -> MQTTError? {
+        reason >= 0x80 ? MosquittoCode.rejection(reason, context: "broker rejected publish \(id)") : nil
+    }
+
     private func complete(_ pending: PendingPublish<PublishCompletion>, reason: Int32) {
-        let error: MQTTError? =
-            reason >= 0x80 ? MosquittoCode.rejection(reason, context: "broker rejected publish \(pending.id)") : nil
-        complete(pending, error: error)
+        complete(pending, error: Self.error(forReason: reason, of: pending.id))
     }
 
     private func complete(_ pending: PendingPublish<PublishCompletion>, error: MQTTError?) {
+        deliver(pending, error: error, deferred: false)
+        releaseSlot()
+    }
+
+    /// Tells the publisher. `deferred` (network thread only): stream completions are collected
+    /// and yielded together after the current `mosquitto_loop` (`flushCompletions`), so a
+    /// consumer of `completions` wakes once per batch rather than once per acknowledgement.
+    private func deliver(_ pending: PendingPublish<PublishCompletion>, error: MQTTError?, deferred: Bool) {
         switch pending.completion {
         case .stream:
-            completionsContinuation.yield(MQTTPublishCompletion(id: pending.id, qos: pending.qos, error: error))
+            let completion = MQTTPublishCompletion(id: pending.id, qos: pending.qos, error: error)
+            if deferred {
+                deferredCompletions.withLock { $0.append(completion) }
+            } else {
+                completionsContinuation.yield(completion)
+            }
         case .continuation(let continuation):
             if let error { continuation.resume(throwing: error) } else { continuation.resume() }
         }
-        releaseSlot()
+    }
+
+    /// Yields the completions collected during the last `mosquitto_loop` (network thread).
+    private func flushCompletions() {
+        let batch = deferredCompletions.withLock { batch in
+            defer { batch.removeAll(keepingCapacity: true) }
+            return batch
+        }
+        for completion in batch { completionsContinuation.yield(completion) }
     }
 
     private func complete(_ request: PendingRequest, with result: Result<[Int32], MQTTError>) {
@@ -466,9 +491,15 @@ final class MosquittoConnection: Sendable {
     }
 
     fileprivate func publishAcknowledged(mid: Int32, reason: Int32) {
-        if let pending = window.withLock({ $0.publishes.publishes.acknowledged(mid, reason) }) {
-            complete(pending, reason: reason)
+        // One lock for matching the ack and freeing its slot: this runs once per message.
+        let (pending, woken) = window.withLock { w -> (PendingPublish<PublishCompletion>?, [(RoomWaiter, MQTTPublishID)]) in
+            guard let pending = w.publishes.publishes.acknowledged(mid, reason) else { return (nil, []) }
+            return (pending, w.publishes.releaseSlot())
         }
+        if let pending {
+            deliver(pending, error: Self.error(forReason: reason, of: pending.id), deferred: true)
+        }
+        for (waiter, id) in woken { waiter.resume(returning: id) }
     }
 
     fileprivate func requestAcknowledged(mid: Int32, codes: [Int32]) {
@@ -570,6 +601,7 @@ final class MosquittoConnection: Sendable {
 
             if socketOpen {
                 let rc = mosquitto_loop(handle.raw, 100, 1)
+                flushCompletions()
                 let events = loopEvents.withLock { state in
                     defer { state.events.removeAll() }
                     return state.events
@@ -736,7 +768,9 @@ final class MosquittoConnection: Sendable {
     private func drainAndDisconnect() {
         let drainDeadline = ContinuousClock.now + configuration.shutdownDrainTimeout
         while window.withLock({ $0.publishes.used }) > 0 && ContinuousClock.now < drainDeadline {
-            if mosquitto_loop(handle.raw, 50, 1) != MosquittoCode.success { break }
+            let rc = mosquitto_loop(handle.raw, 50, 1)
+            flushCompletions()
+            if rc != MosquittoCode.success { break }
         }
         session.withLock { $0.isConnected = false }
         loopEvents.withLock { $0.events.removeAll() }
@@ -744,6 +778,7 @@ final class MosquittoConnection: Sendable {
         let deadline = ContinuousClock.now + .seconds(1)
         while ContinuousClock.now < deadline {
             let rc = mosquitto_loop(handle.raw, 50, 1)
+            flushCompletions()
             let disconnected = loopEvents.withLock { state in
                 state.events.contains { if case .disconnected = $0 { return true } else { return false } }
             }
@@ -754,6 +789,7 @@ final class MosquittoConnection: Sendable {
     /// Fails everything still waiting, ends the streams, destroys the handle (network thread,
     /// or the caller of `requestStop` when the thread never started).
     private func finish(error: MQTTError?) {
+        flushCompletions()
         let (queued, requests) = session.withLock { session in
             session.destroyed = true
             session.isConnected = false
