@@ -69,6 +69,9 @@ final class MosquittoConnection: Sendable {
 
     struct Window: Sendable {
         var publishes: InFlightWindow<PublishCompletion, RoomWaiter>
+        /// Stream completions collected on the network thread during one `mosquitto_loop`
+        /// (kept here so an acknowledgement costs one lock).
+        var deferredCompletions: [MQTTPublishCompletion] = []
         var requests = AckTable<PendingRequest, Result<[Int32], MQTTError>>()
         var nextWaiterToken: UInt64 = 1
     }
@@ -101,8 +104,6 @@ final class MosquittoConnection: Sendable {
     private let session = Locked(Session())
     private let window: Locked<Window>
     private let loopEvents = Locked(LoopEvents())
-    /// Stream completions collected on the network thread during one `mosquitto_loop`.
-    private let deferredCompletions = Locked<[MQTTPublishCompletion]>([])
     private let termination = Locked(Termination())
     /// Wakes the network thread from a backoff wait (shutdown).
     private let wake = DispatchSemaphore(value: 0)
@@ -387,7 +388,7 @@ final class MosquittoConnection: Sendable {
     private func handOver(_ message: MQTTMessage) throws(MQTTError) -> Int32 {
         var mid: Int32 = 0
         var properties: OpaquePointer?
-        defer { mosquitto_property_free_all(&properties) }
+        defer { if properties != nil { mosquitto_property_free_all(&properties) } }
         if !message.properties.isEmpty {
             let rc = MosquittoProperties.make(message.properties, into: &properties)
             guard rc == MosquittoCode.success else {
@@ -446,22 +447,18 @@ final class MosquittoConnection: Sendable {
     }
 
     private func complete(_ pending: PendingPublish<PublishCompletion>, error: MQTTError?) {
-        deliver(pending, error: error, deferred: false)
+        deliver(pending, error: error)
         releaseSlot()
     }
 
-    /// Tells the publisher. `deferred` (network thread only): stream completions are collected
-    /// and yielded together after the current `mosquitto_loop` (`flushCompletions`), so a
-    /// consumer of `completions` wakes once per batch rather than once per acknowledgement.
-    private func deliver(_ pending: PendingPublish<PublishCompletion>, error: MQTTError?, deferred: Bool) {
+    /// Tells the publisher at once. (Acknowledgements on the network thread instead collect
+    /// stream completions in `Window.deferredCompletions`, yielded together after the current
+    /// `mosquitto_loop` by `flushCompletions`, so a consumer of `completions` wakes once per
+    /// batch rather than once per acknowledgement.)
+    private func deliver(_ pending: PendingPublish<PublishCompletion>, error: MQTTError?) {
         switch pending.completion {
         case .stream:
-            let completion = MQTTPublishCompletion(id: pending.id, qos: pending.qos, error: error)
-            if deferred {
-                deferredCompletions.withLock { $0.append(completion) }
-            } else {
-                completionsContinuation.yield(completion)
-            }
+            completionsContinuation.yield(MQTTPublishCompletion(id: pending.id, qos: pending.qos, error: error))
         case .continuation(let continuation):
             if let error { continuation.resume(throwing: error) } else { continuation.resume() }
         }
@@ -469,10 +466,11 @@ final class MosquittoConnection: Sendable {
 
     /// Yields the completions collected during the last `mosquitto_loop` (network thread).
     private func flushCompletions() {
-        let batch = deferredCompletions.withLock { batch in
-            defer { batch.removeAll(keepingCapacity: true) }
-            return batch
+        let batch = window.withLock { w in
+            defer { w.deferredCompletions.removeAll(keepingCapacity: true) }
+            return w.deferredCompletions
         }
+        guard !batch.isEmpty else { return }
         for completion in batch { completionsContinuation.yield(completion) }
     }
 
@@ -492,14 +490,18 @@ final class MosquittoConnection: Sendable {
 
     fileprivate func publishAcknowledged(mid: Int32, reason: Int32) {
         // One lock for matching the ack and freeing its slot: this runs once per message.
-        let (pending, woken) = window.withLock { w -> (PendingPublish<PublishCompletion>?, [(RoomWaiter, MQTTPublishID)]) in
+        let (waiter, woken) = window.withLock { w -> (PendingPublish<PublishCompletion>?, [(RoomWaiter, MQTTPublishID)]) in
             guard let pending = w.publishes.publishes.acknowledged(mid, reason) else { return (nil, []) }
-            return (pending, w.publishes.releaseSlot())
+            let woken = w.publishes.releaseSlot()
+            guard case .stream = pending.completion else { return (pending, woken) }
+            w.deferredCompletions.append(
+                MQTTPublishCompletion(id: pending.id, qos: pending.qos, error: Self.error(forReason: reason, of: pending.id)))
+            return (nil, woken)
         }
-        if let pending {
-            deliver(pending, error: Self.error(forReason: reason, of: pending.id), deferred: true)
+        if let waiter {
+            deliver(waiter, error: Self.error(forReason: reason, of: waiter.id))
         }
-        for (waiter, id) in woken { waiter.resume(returning: id) }
+        for (room, id) in woken { room.resume(returning: id) }
     }
 
     fileprivate func requestAcknowledged(mid: Int32, codes: [Int32]) {
