@@ -116,6 +116,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "DequeModule", package: "swift-collections"),
             ],
+            exclude: ["README.md"],
             swiftSettings: swiftSettings
         ),
         /// The bridge's brain: config, rule table, templates, presence mirror, buffer, spool. Pure logic.

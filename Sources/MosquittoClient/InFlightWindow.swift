@@ -92,13 +92,22 @@ struct InFlightWindow<Completion, RoomWaiter> {
         return roomWaiters.remove(at: index).waiter
     }
 
-    /// A slot is free again. Returns the waiter that inherits it, with the id it now owns.
-    mutating func releaseSlot() -> (RoomWaiter, MQTTPublishID)? {
-        if let next = roomWaiters.popFirst() {
-            return (next.waiter, makeID())
-        }
+    /// Waiters are woken only once this many slots are free (an eighth of the window): a
+    /// publisher that found the window full then sends a batch without suspending again, instead
+    /// of one task resumption per acknowledgement (measured: halves QoS 0 throughput otherwise).
+    var wakeBatch: Int { max(1, limit / 8) }
+
+    /// A slot is free again. Returns the waiters that now get a slot each, with the ids they own
+    /// (none until `wakeBatch` slots are free).
+    mutating func releaseSlot() -> [(RoomWaiter, MQTTPublishID)] {
         used = max(used - 1, 0)
-        return nil
+        guard !roomWaiters.isEmpty, limit - used >= wakeBatch else { return [] }
+        var woken: [(RoomWaiter, MQTTPublishID)] = []
+        while used < limit, let next = roomWaiters.popFirst() {
+            used += 1
+            woken.append((next.waiter, makeID()))
+        }
+        return woken
     }
 
     /// Removes every waiter (shutdown).

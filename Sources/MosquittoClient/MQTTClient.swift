@@ -48,7 +48,8 @@ public final class MQTTClient: Sendable {
     /// The configuration the client runs with.
     public var configuration: MQTTConfiguration { connection.configuration }
 
-    /// Incoming messages, in order (single consumer). Ends after shutdown.
+    /// Incoming messages, in order; with several iterating tasks each message goes to one of
+    /// them. Ends after shutdown.
     public var messages: MQTTMessageStream { MQTTMessageStream(buffer: connection.messageBuffer) }
 
     /// Connection state changes (single consumer; keeps the newest 256 when not read).

@@ -1,6 +1,5 @@
 import DequeModule
 import Dispatch
-import Synchronization
 
 /// The bounded hand-over of incoming messages from libmosquitto's network thread to one consumer.
 ///
@@ -13,16 +12,17 @@ import Synchronization
 /// the owner. Blocking also delays PUBACKs for our own publishes and keep-alive pings, so the
 /// timeout should stay well below 1.5 × keep-alive.
 final class MessageBuffer: Sendable {
-    private struct State {
+    private struct State: Sendable {
         var items: Deque<MQTTMessage> = []
-        var consumer: CheckedContinuation<MQTTMessage?, Never>?
+        /// Parked `next()` calls, oldest first (several tasks may iterate; each message goes to one).
+        var consumers: Deque<(token: UInt64, continuation: CheckedContinuation<MQTTMessage?, Never>)> = []
+        var nextToken: UInt64 = 0
         var finished = false
         var producerWaiting = false
         var dropped = 0
-        var highWater = 0
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let room = DispatchSemaphore(value: 0)
     /// Maximum buffered messages.
     let capacity: Int
@@ -40,18 +40,16 @@ final class MessageBuffer: Sendable {
     /// Called on the network thread. Returns `false` when the message was dropped (buffer still
     /// full after `maxWait`, or the buffer finished).
     func push(_ message: MQTTMessage, maxWait: Duration) -> Bool {
-        let deadline = ContinuousClock.now + maxWait
+        var deadline: ContinuousClock.Instant?
         while true {
             enum Step { case delivered(CheckedContinuation<MQTTMessage?, Never>?), finished, full }
             let step: Step = state.withLock { state in
                 if state.finished { return .finished }
-                if let consumer = state.consumer {
-                    state.consumer = nil
-                    return .delivered(consumer)
+                if let consumer = state.consumers.popFirst() {
+                    return .delivered(consumer.continuation)
                 }
                 if state.items.count < capacity {
                     state.items.append(message)
-                    state.highWater = max(state.highWater, state.items.count)
                     return .delivered(nil)
                 }
                 state.producerWaiting = true
@@ -65,7 +63,9 @@ final class MessageBuffer: Sendable {
                 return false
             case .full:
                 let now = ContinuousClock.now
-                if now >= deadline {
+                let until = deadline ?? now + maxWait
+                deadline = until
+                if now >= until {
                     state.withLock {
                         $0.dropped += 1
                         $0.producerWaiting = false
@@ -73,7 +73,7 @@ final class MessageBuffer: Sendable {
                     return false
                 }
                 // Wake at least every 50 ms to re-check; a stale signal only causes a re-check.
-                let wait = min(now.duration(to: deadline), .milliseconds(50))
+                let wait = min(now.duration(to: until), .milliseconds(50))
                 _ = room.wait(timeout: .now() + .nanoseconds(Int(wait.seconds * 1e9)))
             }
         }
@@ -81,7 +81,11 @@ final class MessageBuffer: Sendable {
 
     /// The next message; `nil` once finished and drained, or when the task is cancelled.
     func next() async -> MQTTMessage? {
-        await withTaskCancellationHandler {
+        let token = state.withLock { state in
+            defer { state.nextToken += 1 }
+            return state.nextToken
+        }
+        return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<MQTTMessage?, Never>) in
                 enum Step { case value(MQTTMessage?, wakeProducer: Bool), parked }
                 let step: Step = state.withLock { state in
@@ -91,7 +95,7 @@ final class MessageBuffer: Sendable {
                         return .value(item, wakeProducer: wake)
                     }
                     if state.finished || Task.isCancelled { return .value(nil, wakeProducer: false) }
-                    state.consumer = continuation
+                    state.consumers.append((token, continuation))
                     return .parked
                 }
                 if case .value(let item, let wake) = step {
@@ -100,28 +104,28 @@ final class MessageBuffer: Sendable {
                 }
             }
         } onCancel: {
-            let consumer = state.withLock { state in
-                defer { state.consumer = nil }
-                return state.consumer
+            let consumer = state.withLock { state -> CheckedContinuation<MQTTMessage?, Never>? in
+                guard let index = state.consumers.firstIndex(where: { $0.token == token }) else { return nil }
+                return state.consumers.remove(at: index).continuation
             }
             consumer?.resume(returning: nil)
         }
     }
 
-    /// No more messages will come; the consumer drains what is buffered, then gets `nil`.
+    /// No more messages will come; consumers drain what is buffered, then get `nil`.
     func finish() {
-        let consumer = state.withLock { state in
+        let consumers = state.withLock { state in
             state.finished = true
-            defer { state.consumer = nil }
-            return state.consumer
+            defer { state.consumers.removeAll() }
+            return state.consumers
         }
-        consumer?.resume(returning: nil)
+        for consumer in consumers { consumer.continuation.resume(returning: nil) }
         room.signal()
     }
 }
 
-/// The incoming messages of an `MQTTClient`, in arrival order. Single consumer: iterate it from
-/// one task only.
+/// The incoming messages of an `MQTTClient`, in arrival order. Several tasks may iterate; each
+/// message goes to exactly one of them.
 public struct MQTTMessageStream: AsyncSequence, Sendable {
     public typealias Element = MQTTMessage
     let buffer: MessageBuffer

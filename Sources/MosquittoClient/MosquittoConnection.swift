@@ -3,7 +3,6 @@ import DequeModule
 import Dispatch
 import Foundation
 import Logging
-import Synchronization
 
 /// How a publisher learns that its publish completed.
 enum PublishCompletion: Sendable {
@@ -70,6 +69,9 @@ final class MosquittoConnection: Sendable {
 
     struct Window: Sendable {
         var publishes: InFlightWindow<PublishCompletion, RoomWaiter>
+        /// Stream completions collected on the network thread during one `mosquitto_loop`
+        /// (kept here so an acknowledgement costs one lock).
+        var deferredCompletions: [MQTTPublishCompletion] = []
         var requests = AckTable<PendingRequest, Result<[Int32], MQTTError>>()
         var nextWaiterToken: UInt64 = 1
     }
@@ -99,10 +101,10 @@ final class MosquittoConnection: Sendable {
     let states: AsyncStream<MQTTConnectionState>
     private let statesContinuation: AsyncStream<MQTTConnectionState>.Continuation
 
-    private let session = Mutex(Session())
-    private let window: Mutex<Window>
-    private let loopEvents = Mutex(LoopEvents())
-    private let termination = Mutex(Termination())
+    private let session = Locked(Session())
+    private let window: Locked<Window>
+    private let loopEvents = Locked(LoopEvents())
+    private let termination = Locked(Termination())
     /// Wakes the network thread from a backoff wait (shutdown).
     private let wake = DispatchSemaphore(value: 0)
 
@@ -125,7 +127,7 @@ final class MosquittoConnection: Sendable {
         logger[metadataKey: "mqtt.client_id"] = "\(configuration.clientID)"
         self.logger = logger
         self.messageBuffer = MessageBuffer(capacity: configuration.messageBufferSize)
-        self.window = Mutex(Window(publishes: InFlightWindow(limit: configuration.maxInFlight)))
+        self.window = Locked(Window(publishes: InFlightWindow(limit: configuration.maxInFlight)))
         (completions, completionsContinuation) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
         (states, statesContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(256))
         do {
@@ -158,12 +160,19 @@ final class MosquittoConnection: Sendable {
             try check(mosquitto_username_pw_set(mosq, username, configuration.password), "setting credentials")
         }
         if let tls = configuration.tls {
-            if tls.caFile == nil && tls.caDirectory == nil {
+            // No CA given: the operating system's trust store (MQTT-NOTES §11). mosquitto_tls_set
+            // needs a CA file or directory, so a client certificate without a CA uses Debian's
+            // hashed store directly.
+            var caDirectory = tls.caDirectory
+            if tls.caFile == nil && caDirectory == nil {
                 try check(mosquitto_int_option(mosq, MOSQ_OPT_TLS_USE_OS_CERTS, 1), "using the system trust store")
+                if tls.certificateFile != nil { caDirectory = "/etc/ssl/certs" }
             }
-            try check(
-                mosquitto_tls_set(mosq, tls.caFile, tls.caDirectory, tls.certificateFile, tls.keyFile, nil),
-                "configuring TLS (check that ca_file, cert_file and key_file exist and are readable)")
+            if tls.caFile != nil || caDirectory != nil {
+                try check(
+                    mosquitto_tls_set(mosq, tls.caFile, caDirectory, tls.certificateFile, tls.keyFile, nil),
+                    "configuring TLS (check that ca_file, cert_file and key_file exist and are readable)")
+            }
             try check(mosquitto_tls_insecure_set(mosq, tls.insecure), "setting tls_insecure")
         }
         if let will = configuration.will {
@@ -233,11 +242,12 @@ final class MosquittoConnection: Sendable {
 
     /// Asks the network thread to drain, disconnect and stop. Does not wait.
     func requestStop() {
-        let neverStarted = session.withLock { session in
-            session.stopRequested = true
-            return !session.started
+        let finishHere = session.withLock { session in
+            defer { session.stopRequested = true }
+            // Without a network thread, the first stop request releases everything here.
+            return !session.started && !session.stopRequested
         }
-        if neverStarted {
+        if finishHere {
             finish(error: nil)
         } else {
             wake.signal()
@@ -378,7 +388,7 @@ final class MosquittoConnection: Sendable {
     private func handOver(_ message: MQTTMessage) throws(MQTTError) -> Int32 {
         var mid: Int32 = 0
         var properties: OpaquePointer?
-        defer { mosquitto_property_free_all(&properties) }
+        defer { if properties != nil { mosquitto_property_free_all(&properties) } }
         if !message.properties.isEmpty {
             let rc = MosquittoProperties.make(message.properties, into: &properties)
             guard rc == MosquittoCode.success else {
@@ -423,25 +433,45 @@ final class MosquittoConnection: Sendable {
     // MARK: - Completions
 
     private func releaseSlot() {
-        if let (waiter, id) = window.withLock({ $0.publishes.releaseSlot() }) {
+        for (waiter, id) in window.withLock({ $0.publishes.releaseSlot() }) {
             waiter.resume(returning: id)
         }
     }
 
+    private static func error(forReason reason: Int32, of id: MQTTPublishID) -> MQTTError? {
+        reason >= 0x80 ? MosquittoCode.rejection(reason, context: "broker rejected publish \(id)") : nil
+    }
+
     private func complete(_ pending: PendingPublish<PublishCompletion>, reason: Int32) {
-        let error: MQTTError? =
-            reason >= 0x80 ? MosquittoCode.rejection(reason, context: "broker rejected publish \(pending.id)") : nil
-        complete(pending, error: error)
+        complete(pending, error: Self.error(forReason: reason, of: pending.id))
     }
 
     private func complete(_ pending: PendingPublish<PublishCompletion>, error: MQTTError?) {
+        deliver(pending, error: error)
+        releaseSlot()
+    }
+
+    /// Tells the publisher at once. (Acknowledgements on the network thread instead collect
+    /// stream completions in `Window.deferredCompletions`, yielded together after the current
+    /// `mosquitto_loop` by `flushCompletions`, so a consumer of `completions` wakes once per
+    /// batch rather than once per acknowledgement.)
+    private func deliver(_ pending: PendingPublish<PublishCompletion>, error: MQTTError?) {
         switch pending.completion {
         case .stream:
             completionsContinuation.yield(MQTTPublishCompletion(id: pending.id, qos: pending.qos, error: error))
         case .continuation(let continuation):
             if let error { continuation.resume(throwing: error) } else { continuation.resume() }
         }
-        releaseSlot()
+    }
+
+    /// Yields the completions collected during the last `mosquitto_loop` (network thread).
+    private func flushCompletions() {
+        let batch = window.withLock { w in
+            defer { w.deferredCompletions.removeAll(keepingCapacity: true) }
+            return w.deferredCompletions
+        }
+        guard !batch.isEmpty else { return }
+        for completion in batch { completionsContinuation.yield(completion) }
     }
 
     private func complete(_ request: PendingRequest, with result: Result<[Int32], MQTTError>) {
@@ -459,9 +489,19 @@ final class MosquittoConnection: Sendable {
     }
 
     fileprivate func publishAcknowledged(mid: Int32, reason: Int32) {
-        if let pending = window.withLock({ $0.publishes.publishes.acknowledged(mid, reason) }) {
-            complete(pending, reason: reason)
+        // One lock for matching the ack and freeing its slot: this runs once per message.
+        let (waiter, woken) = window.withLock { w -> (PendingPublish<PublishCompletion>?, [(RoomWaiter, MQTTPublishID)]) in
+            guard let pending = w.publishes.publishes.acknowledged(mid, reason) else { return (nil, []) }
+            let woken = w.publishes.releaseSlot()
+            guard case .stream = pending.completion else { return (pending, woken) }
+            w.deferredCompletions.append(
+                MQTTPublishCompletion(id: pending.id, qos: pending.qos, error: Self.error(forReason: reason, of: pending.id)))
+            return (nil, woken)
         }
+        if let waiter {
+            deliver(waiter, error: Self.error(forReason: reason, of: waiter.id))
+        }
+        for (room, id) in woken { room.resume(returning: id) }
     }
 
     fileprivate func requestAcknowledged(mid: Int32, codes: [Int32]) {
@@ -481,7 +521,8 @@ final class MosquittoConnection: Sendable {
         logger.trace("message received", metadata: ["mqtt.topic": "\(message.topic)"])
         if !messageBuffer.push(message, maxWait: configuration.backpressureTimeout) {
             let dropped = messageBuffer.droppedCount
-            if dropped > 0 && (dropped & (dropped - 1)) == 0 || dropped % 1000 == 0 {
+            // Rate-limited: the 1st, 2nd, 4th, 8th … drop, then every 1000th.
+            if dropped > 0 && ((dropped & (dropped - 1)) == 0 || dropped % 1000 == 0) {
                 logger.error(
                     "message buffer full: consumer too slow, message dropped after it was acknowledged",
                     metadata: ["mqtt.topic": "\(message.topic)", "mqtt.dropped": "\(dropped)"])
@@ -562,6 +603,7 @@ final class MosquittoConnection: Sendable {
 
             if socketOpen {
                 let rc = mosquitto_loop(handle.raw, 100, 1)
+                flushCompletions()
                 let events = loopEvents.withLock { state in
                     defer { state.events.removeAll() }
                     return state.events
@@ -728,7 +770,9 @@ final class MosquittoConnection: Sendable {
     private func drainAndDisconnect() {
         let drainDeadline = ContinuousClock.now + configuration.shutdownDrainTimeout
         while window.withLock({ $0.publishes.used }) > 0 && ContinuousClock.now < drainDeadline {
-            if mosquitto_loop(handle.raw, 50, 1) != MosquittoCode.success { break }
+            let rc = mosquitto_loop(handle.raw, 50, 1)
+            flushCompletions()
+            if rc != MosquittoCode.success { break }
         }
         session.withLock { $0.isConnected = false }
         loopEvents.withLock { $0.events.removeAll() }
@@ -736,6 +780,7 @@ final class MosquittoConnection: Sendable {
         let deadline = ContinuousClock.now + .seconds(1)
         while ContinuousClock.now < deadline {
             let rc = mosquitto_loop(handle.raw, 50, 1)
+            flushCompletions()
             let disconnected = loopEvents.withLock { state in
                 state.events.contains { if case .disconnected = $0 { return true } else { return false } }
             }
@@ -746,11 +791,14 @@ final class MosquittoConnection: Sendable {
     /// Fails everything still waiting, ends the streams, destroys the handle (network thread,
     /// or the caller of `requestStop` when the thread never started).
     private func finish(error: MQTTError?) {
+        flushCompletions()
         let (queued, requests) = session.withLock { session in
             session.destroyed = true
             session.isConnected = false
-            let queued = Array(session.queued)
-            let requests = Array(session.pendingRequests)
+            // Deques are returned as they are: `Array(emptyDeque)` writes to the shared empty-array
+            // singleton, which ThreadSanitizer reports when two clients stop at once.
+            let queued = session.queued
+            let requests = session.pendingRequests
             session.queued.removeAll()
             session.pendingRequests.removeAll()
             return (queued, requests)
@@ -766,7 +814,8 @@ final class MosquittoConnection: Sendable {
         for waiter in waiters { waiter.resume(throwing: reason) }
         for q in queued { complete(PendingPublish(id: q.id, qos: q.message.qos, completion: q.completion), error: reason) }
         for p in publishes { complete(p, error: reason) }
-        for r in requests + boundRequests { r.waiter?.resume(throwing: reason) }
+        for r in requests { r.waiter?.resume(throwing: reason) }
+        for r in boundRequests { r.waiter?.resume(throwing: reason) }
         if !publishes.isEmpty || !queued.isEmpty {
             logger.warning(
                 "stopped with publishes not acknowledged",

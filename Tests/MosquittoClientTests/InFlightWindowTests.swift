@@ -36,19 +36,31 @@ import Testing
         #expect(window.waiterCount == 2)
         // A free slot goes to the oldest waiter, with a fresh id; usage stays at the limit.
         let handoff = window.releaseSlot()
-        #expect(handoff?.0 == "first waiter")
-        #expect(handoff?.1.rawValue == 3)
+        #expect(handoff.map(\.0) == ["first waiter"])
+        #expect(handoff.map(\.1.rawValue) == [3])
         #expect(window.used == 2)
         // A cancelled waiter leaves the queue.
         #expect(window.cancelWait(token: 2) == "second waiter")
         #expect(window.cancelWait(token: 2) == nil)
-        #expect(window.releaseSlot() == nil)
+        #expect(window.releaseSlot().isEmpty)
         #expect(window.used == 1)
         // No overtaking: while someone waits, tryReserve does not take the slot.
         _ = window.tryReserve()
         #expect(window.reserveOrWait(token: 3, "third") == nil)
-        _ = window.releaseSlot()
         #expect(window.tryReserve() == nil)
+    }
+
+    @Test func waitersAreWokenInBatchesOfAnEighthOfTheWindow() {
+        var window = InFlightWindow<Void, Int>(limit: 16)
+        for _ in 0..<16 { _ = window.tryReserve() }
+        for token in 0..<3 { #expect(window.reserveOrWait(token: UInt64(token), token) == nil) }
+        // One free slot is not enough (wakeBatch = 2) ...
+        #expect(window.releaseSlot().isEmpty)
+        #expect(window.used == 15)
+        // ... two are: both go to the two oldest waiters.
+        #expect(window.releaseSlot().map(\.0) == [0, 1])
+        #expect(window.used == 16)
+        #expect(window.waiterCount == 1)
     }
 
     @Test func removeAllWaitersEmptiesTheQueue() {

@@ -1,5 +1,4 @@
 import Dispatch
-import Synchronization
 import Testing
 
 @testable import MosquittoClient
@@ -36,7 +35,7 @@ import Testing
         let buffer = MessageBuffer(capacity: 1)
         #expect(buffer.push(message(0), maxWait: .zero))
         // The producer runs on its own thread, like libmosquitto's network thread.
-        let pushed = Mutex<Bool?>(nil)
+        let pushed = Locked<Bool?>(nil)
         let producerDone = DispatchSemaphore(value: 0)
         let next = message(1)
         DispatchQueue.global().async {
@@ -72,6 +71,19 @@ import Testing
         waiter.cancel()
         #expect(await waiter.value == nil)
     }
+
+    @Test func severalConsumersEachGetDifferentMessages() async {
+        let buffer = MessageBuffer(capacity: 4)
+        let stream = MQTTMessageStream(buffer: buffer)
+        async let a = stream.makeAsyncIterator().nextValue()
+        async let b = stream.makeAsyncIterator().nextValue()
+        try? await Task.sleep(for: .milliseconds(20))
+        #expect(buffer.push(message(1), maxWait: .zero))
+        #expect(buffer.push(message(2), maxWait: .zero))
+        let topics = await [a?.topic, b?.topic].compactMap { $0 }.sorted()
+        #expect(topics == ["t/1", "t/2"])
+        #expect(buffer.count == 0)
+    }
 }
 
 extension MQTTMessageStream.AsyncIterator {
@@ -81,4 +93,3 @@ extension MQTTMessageStream.AsyncIterator {
         return await copy.next()
     }
 }
-

@@ -148,6 +148,47 @@ import Testing
         await client.shutdown()
     }
 
+    @Test func subscriptionsMadeBeforeStartAreSentOnConnectAndRunEndsOnCancel() async throws {
+        let broker = try Mosquitto()
+        try broker.start()
+        let client = try MQTTClient(
+            configuration: S.configuration(port: broker.port, id: S.uniqueID("early")), logger: S.logger)
+        let subscribed = Task { try await client.subscribe(MQTTSubscription("early/#", qos: .atLeastOnce)) }
+        try await Task.sleep(for: .milliseconds(50))
+        let running = Task { await client.run() }
+        #expect(try await subscribed.value == .atLeastOnce)
+        try await client.publish(.text("early/a", "hello"))
+        #expect(await S.receive(1, from: client).map(\.text) == ["hello"])
+        running.cancel()
+        await running.value
+        #expect(client.state == .stopped(error: nil))
+    }
+
+    @Test func repeatedStartAndShutdownLeavesNoConnectionOpen() async throws {
+        let broker = try Mosquitto()
+        try broker.start()
+        for round in 0..<20 {
+            let client = try await S.connectedClient(S.configuration(port: broker.port, id: S.uniqueID("cycle\(round)")))
+            try await client.publish(.text("cycle/\(round)", "x"))
+            await client.shutdown()
+        }
+        // Clients that are gone but never started release their handle too.
+        for round in 0..<20 {
+            _ = try MQTTClient(configuration: S.configuration(port: broker.port, id: S.uniqueID("unused\(round)")))
+        }
+        #expect(try Self.establishedConnections(toPort: broker.port) == 0)
+    }
+
+    /// ESTABLISHED TCP connections from this machine to 127.0.0.1:`port` (client side), from /proc/net/tcp.
+    static func establishedConnections(toPort port: Int) throws -> Int {
+        let table = try String(contentsOfFile: "/proc/net/tcp", encoding: .utf8)
+        let remote = String(format: ":%04X", port)
+        return table.split(separator: "\n").dropFirst().filter { line in
+            let fields = line.split(separator: " ")
+            return fields.count > 3 && fields[2].hasSuffix(remote) && fields[3] == "01"
+        }.count
+    }
+
     @Test func invalidConfigurationListsEveryProblem() {
         var configuration = MQTTConfiguration(host: "", port: 0, clientID: "")
         configuration.keepAlive = .seconds(1)

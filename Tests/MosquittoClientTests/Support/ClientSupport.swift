@@ -1,7 +1,6 @@
 import Backoff
 import Foundation
 import Logging
-import Synchronization
 
 @testable import MosquittoClient
 
@@ -82,7 +81,7 @@ enum ClientSupport {
     }
 
     final class Collected: Sendable {
-        private let storage = Mutex<[MQTTMessage]>([])
+        private let storage = Locked<[MQTTMessage]>([])
         func append(_ message: MQTTMessage) -> Int {
             storage.withLock {
                 $0.append(message)

@@ -56,7 +56,8 @@ final class Mosquitto: Sendable {
     /// The broker's temporary directory (removed on deinit).
     let directory: String
     let options: Options
-    private let process = Mutex<Int32?>(nil)
+    /// The broker's PID, 0 when not running (an atomic: visible to ThreadSanitizer, unlike Mutex).
+    private let process = Atomic<Int32>(0)
 
     static let executable = "/usr/sbin/mosquitto"
 
@@ -123,12 +124,23 @@ final class Mosquitto: Sendable {
 
     /// Starts the broker and waits until its port accepts connections.
     func start() throws {
+        // A restart may find the port briefly held (e.g. a client's connect attempt); retry.
+        for attempt in 0..<20 {
+            do {
+                return try startOnce()
+            } catch let failure as TestFailure where failure.description.contains("Address already in use") && attempt < 19 {
+                usleep(100_000)
+            }
+        }
+    }
+
+    private func startOnce() throws {
         let pid = try Self.spawn(Self.executable, ["-c", configPath])
-        process.withLock { $0 = pid }
+        process.store(pid, ordering: .sequentiallyConsistent)
         let deadline = ContinuousClock.now + .seconds(10)
         while ContinuousClock.now < deadline {
             if let status = Self.reap(pid) {
-                process.withLock { $0 = nil }
+                process.store(0, ordering: .sequentiallyConsistent)
                 throw TestFailure("mosquitto exited at start (status \(status)): \(log)")
             }
             if Self.accepts(port: port) { return }
@@ -139,11 +151,15 @@ final class Mosquitto: Sendable {
     }
 
     /// The running broker's PID.
-    var pid: Int32? { process.withLock { $0 } }
+    var pid: Int32? {
+        let pid = process.load(ordering: .sequentiallyConsistent)
+        return pid == 0 ? nil : pid
+    }
 
     /// SIGTERM and wait: a clean stop (persistence is written).
     func stop() {
-        guard let pid = process.withLock({ p in defer { p = nil }; return p }) else { return }
+        let pid = process.exchange(0, ordering: .sequentiallyConsistent)
+        guard pid != 0 else { return }
         Glibc.kill(pid, SIGTERM)
         let deadline = ContinuousClock.now + .seconds(5)
         while ContinuousClock.now < deadline {
@@ -156,7 +172,8 @@ final class Mosquitto: Sendable {
 
     /// SIGKILL and wait: a crash.
     func kill() {
-        guard let pid = process.withLock({ p in defer { p = nil }; return p }) else { return }
+        let pid = process.exchange(0, ordering: .sequentiallyConsistent)
+        guard pid != 0 else { return }
         Glibc.kill(pid, SIGKILL)
         Self.wait(pid)
     }
@@ -212,26 +229,36 @@ final class Mosquitto: Sendable {
 
     // MARK: - Ports
 
-    /// A port the kernel just handed out for 127.0.0.1 (bound and released).
+    /// A free 127.0.0.1 port **below the kernel's ephemeral range**. A port from that range
+    /// could be picked as the local port of a client's outgoing connection while the broker is
+    /// stopped (and even self-connect), and then the restarted broker cannot bind it.
     static func freePort() throws -> Int {
+        let range = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))?
+            .split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).compactMap { Int($0) } ?? []
+        let ephemeralLow = range.first ?? 32768
+        let candidates = ephemeralLow > 12000 ? 10000..<ephemeralLow : 49152..<65536
+        for _ in 0..<200 {
+            let port = Int.random(in: candidates)
+            if canBind(port: port) { return port }
+        }
+        throw TestFailure("no free port found in \(candidates)")
+    }
+
+    /// Whether 127.0.0.1:`port` can be bound right now.
+    static func canBind(port: Int) -> Bool {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw TestFailure("socket() failed") }
+        guard fd >= 0 else { return false }
         defer { close(fd) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
+        address.sin_port = UInt16(port).bigEndian
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
             }
         }
-        guard bound == 0 else { throw TestFailure("bind() failed") }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        return Int(UInt16(bigEndian: address.sin_port))
+        return bound == 0
     }
 
     /// Whether something accepts TCP connections on 127.0.0.1:`port`.
