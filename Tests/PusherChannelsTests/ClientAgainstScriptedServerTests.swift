@@ -1,5 +1,7 @@
 import Backoff
 import Foundation
+import Hummingbird
+import NIOCore
 import Logging
 import NIOSSL
 import PusherProtocol
@@ -294,5 +296,71 @@ private func quietLogger() -> Logger {
                 #expect(error.message.contains("denied private-denied for 1.2"))
             }
         }
+    }
+}
+
+/// The auth endpoint mode over real HTTP: form body, custom headers, `shared_secret` for an
+/// encrypted channel, and a refusal surfacing on its channel.
+@Suite(.timeLimit(.minutes(1))) struct AuthEndpointTests {
+    @Test func endpointAuthorizesAndItsSharedSecretDecryptsEventsOverTheWire() async throws {
+        let log = ScriptLog()
+        let channel = "private-encrypted-orders"
+        let channelKey = PusherAuth.sharedSecret(channel: channel, masterKey: [UInt8](repeating: 9, count: 32))
+        let formsSeen = Mutex<[String: String]>([:])
+        try await withScriptedPusherServer(log: log) { router in
+            router.post("/pusher/auth") { request, _ -> Response in
+                let body = String(buffer: try await request.body.collect(upTo: 4096))
+                var form: [String: String] = [:]
+                for pair in body.split(separator: "&") {
+                    let parts = pair.split(separator: "=", maxSplits: 1).map { String($0).removingPercentEncoding ?? "" }
+                    if parts.count == 2 { form[parts[0]] = parts[1] }
+                }
+                let channelName = form["channel_name"] ?? ""
+                formsSeen.withLock { $0[channelName] = form["socket_id"] }
+                guard request.headers[.authorization] == "Bearer t0k3n", channelName == channel else {
+                    return Response(status: .forbidden, body: .init(byteBuffer: ByteBuffer(string: "forbidden")))
+                }
+                let auth = PusherAuth.channelAuth(key: appKey, secret: appSecret, socketID: form["socket_id"] ?? "", channel: channelName)
+                let reply = #"{"auth":"\#(auth)","shared_secret":"\#(Data(channelKey).base64EncodedString())"}"#
+                return Response(status: .ok, body: .init(byteBuffer: ByteBuffer(string: reply)))
+            }
+        } script: { c in
+            try await c.sendEstablished(socketID: "5.55")
+            guard let subscribe = try await c.receive() else { return }
+            let fields = ScriptedConnection.fields(subscribe)
+            guard fields["channel"] == channel,
+                PusherAuth.verifyChannelAuth(fields["auth"] ?? "", key: appKey, secret: appSecret, socketID: "5.55", channel: channel, channelData: nil)
+            else {
+                log.record("unexpected subscribe \(subscribe)")
+                return
+            }
+            try await c.send(PusherFrame(event: "pusher_internal:subscription_succeeded", channel: channel, data: "{}"))
+            let sealed = SecretBox.sealEventData(#"{"order":"A1","qty":2}"#, key: channelKey) ?? ""
+            try await c.send(PusherFrame(event: "new-order", channel: channel, data: sealed))
+            while try await c.receive() != nil {}
+        } test: { port in
+            var opts = try options(port: port)
+            opts.authorization = .endpoint(url: "http://127.0.0.1:\(port)/pusher/auth", headers: ["Authorization": "Bearer t0k3n"])
+            let client = PusherClient(options: opts, logger: quietLogger())
+            let updates = client.updates()
+            client.subscribe("private-forbidden")
+            let orders = client.subscribe(channel)
+            let events = orders.events()
+            try await withRunningClient(client) { client in
+                client.connect()
+                let event = try await withTimeout(5, "decrypted event") {
+                    for await event in events { return event }
+                    throw TestFailure("stream ended")
+                }
+                #expect(event == PusherEvent(name: "new-order", channel: channel, data: #"{"order":"A1","qty":2}"#))
+                let seen = try await collect(updates, "forbidden channel failure") { seen in
+                    seen.contains { if case .subscriptionFailed("private-forbidden", _) = $0 { true } else { false } }
+                }
+                let failure = seen.compactMap { if case .subscriptionFailed(_, let e) = $0 { e } else { nil } }.first
+                #expect(failure?.message.contains("403") == true)
+            }
+        }
+        #expect(formsSeen.withLock { $0 } == [channel: "5.55", "private-forbidden": "5.55"])
+        #expect(log.recorded == [])
     }
 }
