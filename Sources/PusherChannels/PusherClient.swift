@@ -98,6 +98,9 @@ public final class PusherClient: Sendable {
         if options.encrypted {
             var tls = TLSConfiguration.makeClientConfiguration()
             if let caFile = options.caFile { tls.trustRoots = .file(caFile) }
+            // NIOSSL waits up to 5 s for the peer's close_notify; every reconnect waits for the
+            // old connection to end, so keep that short.
+            tls.shutdownTimeout = .seconds(1)
             self.tlsConfiguration = tls
         } else {
             self.tlsConfiguration = nil

@@ -32,7 +32,7 @@ private func options(port: Int, tls: TestCertificates? = nil, activity: Duration
 
 private func quietLogger() -> Logger {
     var logger = Logger(label: "pusher-test")
-    logger.logLevel = .critical
+    logger.logLevel = ProcessInfo.processInfo.environment["PUSHER_TEST_LOG"] == nil ? .critical : .debug
     return logger
 }
 
