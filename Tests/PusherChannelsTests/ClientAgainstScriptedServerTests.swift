@@ -1,4 +1,5 @@
 import Backoff
+import AsyncHTTPClient
 import Foundation
 import Hummingbird
 import NIOCore
@@ -6,6 +7,7 @@ import Logging
 import NIOSSL
 import PusherProtocol
 import Synchronization
+import ServiceLifecycle
 import Testing
 
 @testable import PusherChannels
@@ -302,7 +304,8 @@ private func quietLogger() -> Logger {
 /// The auth endpoint mode over real HTTP: form body, custom headers, `shared_secret` for an
 /// encrypted channel, and a refusal surfacing on its channel.
 @Suite(.timeLimit(.minutes(1))) struct AuthEndpointTests {
-    @Test func endpointAuthorizesAndItsSharedSecretDecryptsEventsOverTheWire() async throws {
+    @Test(arguments: ["endpoint", "requestBuilder"])
+    func endpointAuthorizesAndItsSharedSecretDecryptsEventsOverTheWire(mode: String) async throws {
         let log = ScriptLog()
         let channel = "private-encrypted-orders"
         let channelKey = PusherAuth.sharedSecret(channel: channel, masterKey: [UInt8](repeating: 9, count: 32))
@@ -340,7 +343,19 @@ private func quietLogger() -> Logger {
             while try await c.receive() != nil {}
         } test: { port in
             var opts = try options(port: port)
-            opts.authorization = .endpoint(url: "http://127.0.0.1:\(port)/pusher/auth", headers: ["Authorization": "Bearer t0k3n"])
+            let url = "http://127.0.0.1:\(port)/pusher/auth"
+            if mode == "endpoint" {
+                opts.authorization = .endpoint(url: url, headers: ["Authorization": "Bearer t0k3n"])
+            } else {
+                opts.authorization = .requestBuilder { request in
+                    var http = HTTPClientRequest(url: url)
+                    http.method = .POST
+                    http.headers.add(name: "Authorization", value: "Bearer t0k3n")
+                    http.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
+                    http.body = .bytes(ByteBuffer(string: request.formBody))
+                    return http
+                }
+            }
             let client = PusherClient(options: opts, logger: quietLogger())
             let updates = client.updates()
             client.subscribe("private-forbidden")
@@ -361,6 +376,106 @@ private func quietLogger() -> Logger {
             }
         }
         #expect(formsSeen.withLock { $0 } == [channel: "5.55", "private-forbidden": "5.55"])
+        #expect(log.recorded == [])
+    }
+}
+
+@Suite(.timeLimit(.minutes(1))) struct ClientLifecycleTests {
+    /// disconnect() while the WebSocket is still being opened must close it once it opens,
+    /// not leave a connection the machine no longer wants.
+    @Test func disconnectWhileOpeningClosesTheNewConnection() async throws {
+        let log = ScriptLog()
+        try await withScriptedPusherServer(log: log) { c in
+            try await c.sendEstablished(socketID: "1.1")
+            while try await c.receive() != nil {}
+        } test: { port in
+            let client = PusherClient(options: try options(port: port), logger: quietLogger())
+            let updates = client.updates()
+            try await withRunningClient(client) { client in
+                client.connect()
+                client.disconnect()
+                let seen = try await collect(updates, "disconnected") { seen in
+                    seen.contains { if case .connectionStateChanged(let s) = $0 { s.current == .disconnected } else { false } }
+                }
+                #expect(!seen.contains { if case .connectionStateChanged(let s) = $0 { s.current == .connected } else { false } })
+                try await Task.sleep(for: .milliseconds(200))
+                #expect(client.connectionState == .disconnected)
+                // And it can connect again afterwards.
+                client.connect()
+                _ = try await collect(updates, "connected again") { seen in
+                    seen.contains { if case .connectionStateChanged(let s) = $0 { s.current == .connected } else { false } }
+                }
+                #expect(client.socketID == "1.1")
+            }
+        }
+        #expect(log.recorded == [])
+    }
+
+    /// Unsubscribing at run time tells the server and stops delivery; subscribing again works.
+    @Test func unsubscribeAndResubscribeAtRunTime() async throws {
+        let log = ScriptLog()
+        try await withScriptedPusherServer(log: log) { c in
+            try await c.sendEstablished(socketID: "3.3")
+            var expected = ["pusher:subscribe", "pusher:unsubscribe", "pusher:subscribe"]
+            while let frame = try await c.receive() {
+                guard !expected.isEmpty else { continue }
+                let next = expected.removeFirst()
+                if frame.event != next { log.record("expected \(next), got \(frame.event)") }
+                if frame.event == "pusher:subscribe" {
+                    try await c.send(PusherFrame(event: "pusher_internal:subscription_succeeded", channel: "news", data: "{}"))
+                    try await c.send(PusherFrame(event: "hello", channel: "news", data: "\(expected.count)"))
+                }
+            }
+        } test: { port in
+            let client = PusherClient(options: try options(port: port), logger: quietLogger())
+            let updates = client.updates()
+            try await withRunningClient(client) { client in
+                client.connect()
+                client.subscribe("news")
+                _ = try await collect(updates, "first hello") { seen in
+                    seen.contains(.event(PusherEvent(name: "hello", channel: "news", data: "2")))
+                }
+                client.unsubscribe("news")
+                #expect(client.channelNames.isEmpty)
+                client.subscribe("news")
+                _ = try await collect(updates, "second hello") { seen in
+                    seen.contains(.event(PusherEvent(name: "hello", channel: "news", data: "0")))
+                }
+            }
+        }
+        #expect(log.recorded == [])
+    }
+}
+
+@Suite(.timeLimit(.minutes(1))) struct ClientAsServiceTests {
+    /// In a ServiceGroup, graceful shutdown disconnects with a close frame and run() returns.
+    @Test func gracefulShutdownDisconnectsCleanly() async throws {
+        let log = ScriptLog()
+        let sawClose = Mutex(false)
+        try await withScriptedPusherServer(log: log) { c in
+            try await c.sendEstablished(socketID: "4.4")
+            while try await c.receive() != nil {}
+            sawClose.withLock { $0 = true }
+        } test: { port in
+            let client = PusherClient(options: try options(port: port), logger: quietLogger())
+            let states = client.connectionStates()
+            let group = ServiceGroup(services: [client], logger: quietLogger())
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask { try await group.run() }
+                client.connect()
+                _ = try await withTimeout(5, "connected") {
+                    for await change in states where change.current == .connected { return true }
+                    throw TestFailure("stream ended")
+                }
+                let started = ContinuousClock.now
+                await group.triggerGracefulShutdown()
+                // The suite's time limit catches a hang; a clean close takes well under 3 s.
+                try await tasks.next()
+                #expect(ContinuousClock.now - started < .seconds(3))
+            }
+            #expect(client.connectionState == .disconnected)
+        }
+        #expect(sawClose.withLock { $0 })
         #expect(log.recorded == [])
     }
 }
