@@ -6,6 +6,7 @@ import NIOHTTP1
 import NIOSSL
 import NIOWebSocket
 import PusherProtocol
+import ServiceLifecycle
 import Synchronization
 import WSClient
 
@@ -30,7 +31,7 @@ import WSClient
 /// stream (``updates()``, ``events()``, a channel's ``PusherChannel/events()``…) in arrival order
 /// without creating a task per frame; callbacks registered with `bind` run on that reader, so
 /// they must be quick.
-public final class PusherClient: Sendable {
+public final class PusherClient: Service, Sendable {
     /// The options this client was made with.
     public let options: PusherClientOptions
     private let logger: Logger
@@ -43,6 +44,7 @@ public final class PusherClient: Sendable {
     private enum Work: Sendable {
         case openTransport
         case authorize(channel: String, socketID: String)
+        case shutdown
     }
 
     private enum Outgoing: Sendable {
@@ -67,6 +69,9 @@ public final class PusherClient: Sendable {
     private struct State: Sendable {
         var machine: PusherConnectionStateMachine
         var outgoing: AsyncStream<Outgoing>.Continuation?
+        /// The machine asked to close while no transport was registered yet (it was still
+        /// being opened): the transport closes as soon as it registers.
+        var closePending = false
         var transportID = 0
         var sinks: [Int: Sink] = [:]
         var bindings: [Int: Binding] = [:]
@@ -98,6 +103,9 @@ public final class PusherClient: Sendable {
         if options.encrypted {
             var tls = TLSConfiguration.makeClientConfiguration()
             if let caFile = options.caFile { tls.trustRoots = .file(caFile) }
+            // NIOSSL waits up to 5 s for the peer's close_notify; every reconnect waits for the
+            // old connection to end, so keep that short.
+            tls.shutdownTimeout = .seconds(1)
             self.tlsConfiguration = tls
         } else {
             self.tlsConfiguration = nil
@@ -107,19 +115,31 @@ public final class PusherClient: Sendable {
     // MARK: lifecycle
 
     /// Runs the client's connection, timers and authorizations until the calling task is
-    /// cancelled. Call it once, in its own task; everything else may be called from anywhere.
+    /// cancelled or — when run as a `Service` in a `ServiceGroup` — until graceful shutdown,
+    /// which disconnects cleanly first (close frame, at most 3 s). Call it once, in its own
+    /// task; everything else may be called from anywhere.
     public func run() async throws {
-        try await withThrowingDiscardingTaskGroup { group in
-            group.addTask { try await self.runTimer() }
-            for await item in work {
-                switch item {
-                case .openTransport:
-                    group.addTask { await self.runTransport() }
-                case .authorize(let channel, let socketID):
-                    group.addTask { await self.authorize(channel: channel, socketID: socketID) }
+        await withGracefulShutdownHandler {
+            // Children never throw: a cancelled timer just ends, so run() returns normally
+            // after a graceful shutdown.
+            await withDiscardingTaskGroup { group in
+                group.addTask { await self.runTimer() }
+                for await item in work {
+                    switch item {
+                    case .openTransport:
+                        group.addTask { await self.runTransport() }
+                    case .authorize(let channel, let socketID):
+                        group.addTask { await self.authorize(channel: channel, socketID: socketID) }
+                    case .shutdown:
+                        await self.disconnectAndWait(timeout: .seconds(3))
+                        group.cancelAll()
+                        return
+                    }
                 }
+                group.cancelAll()
             }
-            group.cancelAll()
+        } onGracefulShutdown: {
+            self.workContinuation.yield(.shutdown)
         }
     }
 
@@ -131,6 +151,22 @@ public final class PusherClient: Sendable {
     /// Close the connection; subscriptions are kept and resent by the next ``connect()``.
     public func disconnect() {
         perform { $0.disconnectRequested(now: .now) }
+    }
+
+    /// ``disconnect()`` and wait until the connection is closed, at most `timeout`
+    /// (``run()`` must be running for the close to happen).
+    public func disconnectAndWait(timeout: Duration = .seconds(3)) async {
+        let states = connectionStates()
+        disconnect()
+        guard connectionState != .disconnected else { return }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for await change in states where change.current == .disconnected { return }
+            }
+            group.addTask { try? await Task.sleep(for: timeout) }
+            await group.next()
+            group.cancelAll()
+        }
     }
 
     // MARK: queries
@@ -300,9 +336,14 @@ public final class PusherClient: Sendable {
             for action in actions {
                 switch action {
                 case .openTransport:
+                    state.closePending = false
                     followups.work.append(.openTransport)
                 case .closeTransport:
-                    state.outgoing?.yield(.close)
+                    if let outgoing = state.outgoing {
+                        outgoing.yield(.close)
+                    } else {
+                        state.closePending = true
+                    }
                 case .send(let text):
                     state.outgoing?.yield(.text(text))
                 case .authorize(let channel, let socketID):
@@ -398,14 +439,18 @@ public final class PusherClient: Sendable {
 
     // MARK: transport
 
-    private func runTimer() async throws {
+    private func runTimer() async {
         while !Task.isCancelled {
             let now = ContinuousClock.now
             let deadline = state.withLock { $0.machine.nextDeadline }
             // Wake at the machine's deadline, but at least every 100 ms so a deadline set by
             // another task (ping sent, reconnect scheduled) is noticed promptly.
             let wake = min(deadline ?? now + .milliseconds(100), now + .milliseconds(100))
-            try await Task.sleep(until: wake, clock: .continuous)
+            do {
+                try await Task.sleep(until: wake, clock: .continuous)
+            } catch {
+                return
+            }
             perform { $0.tick(now: .now) }
         }
     }
@@ -415,9 +460,15 @@ public final class PusherClient: Sendable {
         let transportID = state.withLock { state in
             state.transportID += 1
             state.outgoing = continuation
+            if state.closePending {
+                state.closePending = false
+                continuation.yield(.close)
+            }
             return state.transportID
         }
-        defer {
+        /// Unregister before telling the machine, so a close it asks for from now on is kept
+        /// for the next transport's opening instead of going to this finished one.
+        @Sendable func unregister() {
             continuation.finish()
             state.withLock { state in
                 if state.transportID == transportID { state.outgoing = nil }
@@ -465,8 +516,10 @@ public final class PusherClient: Sendable {
             if let code {
                 logger.debug("Pusher connection closed", metadata: ["pusher.close_code": "\(code)"])
             }
+            unregister()
             perform { $0.transportClosed(code: code, now: .now) }
         } catch {
+            unregister()
             perform { $0.transportFailed(message: "\(error)", now: .now) }
         }
     }

@@ -21,6 +21,9 @@ public struct PusherHTTPClient: Sendable {
     public var maxEventBytes: Int
     /// Per-request timeout.
     public var timeout: Duration
+    /// The 32-byte encryption master key: events for `private-encrypted-` channels are sealed
+    /// with SHA-256(channel ‖ key) before sending, as Pusher's server libraries do.
+    public var encryptionMasterKey: [UInt8]?
     private let signature: RequestSignature
     private let httpClient: HTTPClient
     private let logger: Logger
@@ -39,6 +42,7 @@ public struct PusherHTTPClient: Sendable {
         encrypted: Bool = true,
         maxEventBytes: Int = PusherLimits.eventDataBytes,
         timeout: Duration = .seconds(10),
+        encryptionMasterKey: [UInt8]? = nil,
         httpClient: HTTPClient = .shared,
         logger: Logger = Logger(label: "pusher.http")
     ) {
@@ -53,6 +57,7 @@ public struct PusherHTTPClient: Sendable {
         }
         self.maxEventBytes = maxEventBytes
         self.timeout = timeout
+        self.encryptionMasterKey = encryptionMasterKey
         self.httpClient = httpClient
         self.logger = logger
     }
@@ -77,6 +82,14 @@ public struct PusherHTTPClient: Sendable {
         for channel in channels.dropFirst() {
             if let problem = ChannelName.problem(with: channel) { throw .invalidRequest(problem) }
         }
+        var data = data
+        if ChannelName(channels[0]).kind == .privateEncrypted {
+            // Pusher allows one channel per encrypted trigger: each has its own key.
+            guard channels.count == 1 else { throw .invalidRequest("an encrypted channel must be triggered alone") }
+            data = try sealed(data, channel: channels[0])
+        } else if channels.contains(where: { ChannelName($0).kind == .privateEncrypted }) {
+            throw .invalidRequest("an encrypted channel must be triggered alone")
+        }
         let body = JSONText.object([
             ("name", JSONText.quoted(event)),
             ("data", JSONText.quoted(data)),
@@ -93,8 +106,15 @@ public struct PusherHTTPClient: Sendable {
         guard (1...PusherLimits.batchSize).contains(events.count) else {
             throw .invalidRequest("a batch holds 1 to \(PusherLimits.batchSize) events, not \(events.count)")
         }
-        for event in events { try validate(event) }
-        let body = #"{"batch":["# + events.map(\.json).joined(separator: ",") + "]}"
+        var prepared: [PusherBatchEvent] = []
+        for var event in events {
+            try validate(event)
+            if ChannelName(event.channel).kind == .privateEncrypted {
+                event.data = try sealed(event.data, channel: event.channel)
+            }
+            prepared.append(event)
+        }
+        let body = #"{"batch":["# + prepared.map(\.json).joined(separator: ",") + "]}"
         return try await send(method: .POST, path: "/apps/\(appID)/batch_events", body: body)
     }
 
@@ -140,6 +160,17 @@ public struct PusherHTTPClient: Sendable {
     }
 
     // MARK: validation and sending
+
+    private func sealed(_ data: String, channel: String) throws(PusherHTTPError) -> String {
+        guard let masterKey = encryptionMasterKey else {
+            throw .invalidRequest("triggering on \(channel) needs the encryption master key")
+        }
+        let key = PusherAuth.sharedSecret(channel: channel, masterKey: masterKey)
+        guard let wire = SecretBox.sealEventData(data, key: key) else {
+            throw .invalidRequest("could not encrypt the event for \(channel)")
+        }
+        return wire
+    }
 
     private func validate(_ event: PusherBatchEvent) throws(PusherHTTPError) {
         if let problem = ChannelName.problem(with: event.channel) { throw .invalidRequest(problem) }

@@ -1,9 +1,13 @@
 import Backoff
+import AsyncHTTPClient
 import Foundation
+import Hummingbird
+import NIOCore
 import Logging
 import NIOSSL
 import PusherProtocol
 import Synchronization
+import ServiceLifecycle
 import Testing
 
 @testable import PusherChannels
@@ -30,7 +34,7 @@ private func options(port: Int, tls: TestCertificates? = nil, activity: Duration
 
 private func quietLogger() -> Logger {
     var logger = Logger(label: "pusher-test")
-    logger.logLevel = .critical
+    logger.logLevel = ProcessInfo.processInfo.environment["PUSHER_TEST_LOG"] == nil ? .critical : .debug
     return logger
 }
 
@@ -294,5 +298,184 @@ private func quietLogger() -> Logger {
                 #expect(error.message.contains("denied private-denied for 1.2"))
             }
         }
+    }
+}
+
+/// The auth endpoint mode over real HTTP: form body, custom headers, `shared_secret` for an
+/// encrypted channel, and a refusal surfacing on its channel.
+@Suite(.timeLimit(.minutes(1))) struct AuthEndpointTests {
+    @Test(arguments: ["endpoint", "requestBuilder"])
+    func endpointAuthorizesAndItsSharedSecretDecryptsEventsOverTheWire(mode: String) async throws {
+        let log = ScriptLog()
+        let channel = "private-encrypted-orders"
+        let channelKey = PusherAuth.sharedSecret(channel: channel, masterKey: [UInt8](repeating: 9, count: 32))
+        let formsSeen = Mutex<[String: String]>([:])
+        try await withScriptedPusherServer(log: log) { router in
+            router.post("/pusher/auth") { request, _ -> Response in
+                let body = String(buffer: try await request.body.collect(upTo: 4096))
+                var form: [String: String] = [:]
+                for pair in body.split(separator: "&") {
+                    let parts = pair.split(separator: "=", maxSplits: 1).map { String($0).removingPercentEncoding ?? "" }
+                    if parts.count == 2 { form[parts[0]] = parts[1] }
+                }
+                let channelName = form["channel_name"] ?? ""
+                formsSeen.withLock { $0[channelName] = form["socket_id"] }
+                guard request.headers[.authorization] == "Bearer t0k3n", channelName == channel else {
+                    return Response(status: .forbidden, body: .init(byteBuffer: ByteBuffer(string: "forbidden")))
+                }
+                let auth = PusherAuth.channelAuth(key: appKey, secret: appSecret, socketID: form["socket_id"] ?? "", channel: channelName)
+                let reply = #"{"auth":"\#(auth)","shared_secret":"\#(Data(channelKey).base64EncodedString())"}"#
+                return Response(status: .ok, body: .init(byteBuffer: ByteBuffer(string: reply)))
+            }
+        } script: { c in
+            try await c.sendEstablished(socketID: "5.55")
+            guard let subscribe = try await c.receive() else { return }
+            let fields = ScriptedConnection.fields(subscribe)
+            guard fields["channel"] == channel,
+                PusherAuth.verifyChannelAuth(fields["auth"] ?? "", key: appKey, secret: appSecret, socketID: "5.55", channel: channel, channelData: nil)
+            else {
+                log.record("unexpected subscribe \(subscribe)")
+                return
+            }
+            try await c.send(PusherFrame(event: "pusher_internal:subscription_succeeded", channel: channel, data: "{}"))
+            let sealed = SecretBox.sealEventData(#"{"order":"A1","qty":2}"#, key: channelKey) ?? ""
+            try await c.send(PusherFrame(event: "new-order", channel: channel, data: sealed))
+            while try await c.receive() != nil {}
+        } test: { port in
+            var opts = try options(port: port)
+            let url = "http://127.0.0.1:\(port)/pusher/auth"
+            if mode == "endpoint" {
+                opts.authorization = .endpoint(url: url, headers: ["Authorization": "Bearer t0k3n"])
+            } else {
+                opts.authorization = .requestBuilder { request in
+                    var http = HTTPClientRequest(url: url)
+                    http.method = .POST
+                    http.headers.add(name: "Authorization", value: "Bearer t0k3n")
+                    http.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
+                    http.body = .bytes(ByteBuffer(string: request.formBody))
+                    return http
+                }
+            }
+            let client = PusherClient(options: opts, logger: quietLogger())
+            let updates = client.updates()
+            client.subscribe("private-forbidden")
+            let orders = client.subscribe(channel)
+            let events = orders.events()
+            try await withRunningClient(client) { client in
+                client.connect()
+                let event = try await withTimeout(5, "decrypted event") {
+                    for await event in events { return event }
+                    throw TestFailure("stream ended")
+                }
+                #expect(event == PusherEvent(name: "new-order", channel: channel, data: #"{"order":"A1","qty":2}"#))
+                let seen = try await collect(updates, "forbidden channel failure") { seen in
+                    seen.contains { if case .subscriptionFailed("private-forbidden", _) = $0 { true } else { false } }
+                }
+                let failure = seen.compactMap { if case .subscriptionFailed(_, let e) = $0 { e } else { nil } }.first
+                #expect(failure?.message.contains("403") == true)
+            }
+        }
+        #expect(formsSeen.withLock { $0 } == [channel: "5.55", "private-forbidden": "5.55"])
+        #expect(log.recorded == [])
+    }
+}
+
+@Suite(.timeLimit(.minutes(1))) struct ClientLifecycleTests {
+    /// disconnect() while the WebSocket is still being opened must close it once it opens,
+    /// not leave a connection the machine no longer wants.
+    @Test func disconnectWhileOpeningClosesTheNewConnection() async throws {
+        let log = ScriptLog()
+        try await withScriptedPusherServer(log: log) { c in
+            try await c.sendEstablished(socketID: "1.1")
+            while try await c.receive() != nil {}
+        } test: { port in
+            let client = PusherClient(options: try options(port: port), logger: quietLogger())
+            let updates = client.updates()
+            try await withRunningClient(client) { client in
+                client.connect()
+                client.disconnect()
+                let seen = try await collect(updates, "disconnected") { seen in
+                    seen.contains { if case .connectionStateChanged(let s) = $0 { s.current == .disconnected } else { false } }
+                }
+                #expect(!seen.contains { if case .connectionStateChanged(let s) = $0 { s.current == .connected } else { false } })
+                try await Task.sleep(for: .milliseconds(200))
+                #expect(client.connectionState == .disconnected)
+                // And it can connect again afterwards.
+                client.connect()
+                _ = try await collect(updates, "connected again") { seen in
+                    seen.contains { if case .connectionStateChanged(let s) = $0 { s.current == .connected } else { false } }
+                }
+                #expect(client.socketID == "1.1")
+            }
+        }
+        #expect(log.recorded == [])
+    }
+
+    /// Unsubscribing at run time tells the server and stops delivery; subscribing again works.
+    @Test func unsubscribeAndResubscribeAtRunTime() async throws {
+        let log = ScriptLog()
+        try await withScriptedPusherServer(log: log) { c in
+            try await c.sendEstablished(socketID: "3.3")
+            var expected = ["pusher:subscribe", "pusher:unsubscribe", "pusher:subscribe"]
+            while let frame = try await c.receive() {
+                guard !expected.isEmpty else { continue }
+                let next = expected.removeFirst()
+                if frame.event != next { log.record("expected \(next), got \(frame.event)") }
+                if frame.event == "pusher:subscribe" {
+                    try await c.send(PusherFrame(event: "pusher_internal:subscription_succeeded", channel: "news", data: "{}"))
+                    try await c.send(PusherFrame(event: "hello", channel: "news", data: "\(expected.count)"))
+                }
+            }
+        } test: { port in
+            let client = PusherClient(options: try options(port: port), logger: quietLogger())
+            let updates = client.updates()
+            try await withRunningClient(client) { client in
+                client.connect()
+                client.subscribe("news")
+                _ = try await collect(updates, "first hello") { seen in
+                    seen.contains(.event(PusherEvent(name: "hello", channel: "news", data: "2")))
+                }
+                client.unsubscribe("news")
+                #expect(client.channelNames.isEmpty)
+                client.subscribe("news")
+                _ = try await collect(updates, "second hello") { seen in
+                    seen.contains(.event(PusherEvent(name: "hello", channel: "news", data: "0")))
+                }
+            }
+        }
+        #expect(log.recorded == [])
+    }
+}
+
+@Suite(.timeLimit(.minutes(1))) struct ClientAsServiceTests {
+    /// In a ServiceGroup, graceful shutdown disconnects with a close frame and run() returns.
+    @Test func gracefulShutdownDisconnectsCleanly() async throws {
+        let log = ScriptLog()
+        let sawClose = Mutex(false)
+        try await withScriptedPusherServer(log: log) { c in
+            try await c.sendEstablished(socketID: "4.4")
+            while try await c.receive() != nil {}
+            sawClose.withLock { $0 = true }
+        } test: { port in
+            let client = PusherClient(options: try options(port: port), logger: quietLogger())
+            let states = client.connectionStates()
+            let group = ServiceGroup(services: [client], logger: quietLogger())
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask { try await group.run() }
+                client.connect()
+                _ = try await withTimeout(5, "connected") {
+                    for await change in states where change.current == .connected { return true }
+                    throw TestFailure("stream ended")
+                }
+                let started = ContinuousClock.now
+                await group.triggerGracefulShutdown()
+                // The suite's time limit catches a hang; a clean close takes well under 3 s.
+                try await tasks.next()
+                #expect(ContinuousClock.now - started < .seconds(3))
+            }
+            #expect(client.connectionState == .disconnected)
+        }
+        #expect(sawClose.withLock { $0 })
+        #expect(log.recorded == [])
     }
 }

@@ -172,7 +172,9 @@ private func api(port: Int) -> PusherHTTPClient {
         let freePort = Mutex(0)
         try await withFakeAPI { port, _ in freePort.withLock { $0 = port } }
         do {
-            try await api(port: freePort.withLock { $0 }).trigger(channels: ["c"], event: "e", data: "d")
+            var client = api(port: freePort.withLock { $0 })
+            client.timeout = .seconds(1)
+            try await client.trigger(channels: ["c"], event: "e", data: "d")
             Issue.record("a closed port answered")
         } catch {
             #expect(error.status == nil)

@@ -124,10 +124,12 @@ struct TestFailure: Error, CustomStringConvertible {
 func withScriptedPusherServer(
     tls: TLSConfiguration? = nil,
     log: ScriptLog,
+    routes: (Router<BasicRequestContext>) -> Void = { _ in },
     script: @escaping @Sendable (inout ScriptedConnection) async throws -> Void,
     test: @Sendable (Int) async throws -> Void
 ) async throws {
     let router = Router()
+    routes(router)
     let webSocket = HTTPServerBuilder.http1WebSocketUpgrade(
         configuration: .init(ws: .init(maxFrameSize: 1 << 20))
     ) { request, _, _ in
