@@ -239,7 +239,7 @@ public final class Spool {
     public func read(after: UInt64 = 0, limit: Int) throws -> [SpoolRecord] {
         try ensureOpen()
         var result: [SpoolRecord] = []
-        guard limit > 0 else { return result }
+        guard limit > 0, after < lastSequence else { return result }
         var sequence = max(after, deliveredWatermark) + 1
         while sequence <= lastSequence, result.count < limit {
             if !acknowledgedAboveWatermark.contains(sequence) {
@@ -249,6 +249,14 @@ public final class Spool {
             sequence += 1
         }
         return result
+    }
+
+    /// The oldest pending record's sequence and payload size, without reading the payload
+    /// (drop-oldest overflow needs only these). Always `deliveredWatermark + 1` when anything
+    /// is pending: a record acknowledged right above the watermark moves the watermark.
+    public var oldestPending: (sequence: UInt64, byteCount: Int)? {
+        guard deliveredWatermark < lastSequence, let location = index.first else { return nil }
+        return (deliveredWatermark + 1, location.length)
     }
 
     // MARK: acknowledging
@@ -333,7 +341,9 @@ public final class Spool {
         // Compaction: a segment whose every data record is delivered is no longer needed.
         // Never the active one (it carries the newest acknowledgement record); the oldest
         // surviving segment's name keeps the watermark recoverable (name − 1 ≤ watermark).
-        var removedAny = false
+        // The deletion is not made durable with a directory fsync: a segment that reappears
+        // after a power loss holds only records at or below the watermark, or — if the
+        // acknowledgement record was lost too — records that are then delivered again.
         while segments.count > 1, let oldest = segments.first, oldest.lastDataSequence <= watermark {
             _ = systemClose(oldest.descriptor)
             if unlink(oldest.path) != 0 {
@@ -341,10 +351,6 @@ public final class Spool {
             }
             diskBytes -= oldest.size
             segments.removeFirst()
-            removedAny = true
-        }
-        if removedAny, configuration.fsync != .never {
-            try Spool.syncDirectory(directory)
         }
     }
 

@@ -189,3 +189,18 @@ struct SpoolTests {
         }
     }
 }
+
+@Suite("Spool: edge values")
+struct SpoolEdgeTests {
+    @Test("reading after the largest sequence value returns nothing instead of overflowing")
+    func readAfterMax() throws {
+        try withTemporaryDirectory { directory in
+            let spool = try Spool(directory: directory, configuration: testConfiguration())
+            try spool.append([1])
+            #expect(try spool.read(after: .max, limit: 5).isEmpty)
+            #expect(try spool.read(after: 0, limit: 0).isEmpty)
+            #expect(try !spool.acknowledge(.max))
+            #expect(try spool.acknowledge(upTo: .max) == 1)
+        }
+    }
+}
