@@ -1,6 +1,7 @@
 // spool-bench: release-mode throughput of the BridgeCore spool, per record size and fsync policy.
 //
 //     swift run -c release spool-bench [DIRECTORY]
+//     spool-bench crash-writer DIRECTORY always|batch|never   (used by the SIGKILL test)
 //
 // DIRECTORY (default: ./.build/spool-bench) must be on the file system the daemon's
 // state_dir will use: tmpfs would hide the cost of fsync. Each case runs 3 times in a fresh
@@ -61,6 +62,35 @@ func run(_ benchCase: Case, in base: String) throws -> Measurement {
 
 func median(_ values: [Double]) -> Double {
     values.sorted()[values.count / 2]
+}
+
+/// `spool-bench crash-writer DIRECTORY FSYNC`: appends records forever and prints each
+/// returned sequence on its own line, flushed, so a test can SIGKILL it at a random moment and
+/// check that recovery returns at least every record whose `append` had returned.
+/// The payload of record n is `recordPayload(n)`, which the test recomputes.
+func crashWriter(directory: String, policyName: String) throws -> Never {
+    let policy: SpoolFsyncPolicy =
+        switch policyName {
+        case "always": .always
+        case "never": .never
+        default: .batch(records: 64)
+        }
+    let spool = try Spool(directory: directory, configuration: SpoolConfiguration(fsync: policy, segmentBytes: 64 << 10))
+    var sequence = spool.lastSequence
+    while true {
+        sequence += 1
+        let written = try spool.append(crashWriterPayload(sequence))
+        FileHandle.standardOutput.write(Data("\(written)\n".utf8))
+    }
+}
+
+/// Record n: 1 + n % 700 bytes derived from n, so a shifted or mixed-up record is visible.
+func crashWriterPayload(_ sequence: UInt64) -> [UInt8] {
+    (0..<(1 + Int(sequence % 700))).map { UInt8(truncatingIfNeeded: Int(sequence) &* 7 &+ $0) }
+}
+
+if CommandLine.arguments.count == 4, CommandLine.arguments[1] == "crash-writer" {
+    try crashWriter(directory: CommandLine.arguments[2], policyName: CommandLine.arguments[3])
 }
 
 let base = CommandLine.arguments.count > 1 ? CommandLine.arguments[1] : FileManager.default.currentDirectoryPath + "/.build/spool-bench"
