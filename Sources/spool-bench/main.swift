@@ -75,7 +75,10 @@ func crashWriter(directory: String, policyName: String) throws -> Never {
         case "never": .never
         default: .batch(records: 64)
         }
-    let spool = try Spool(directory: directory, configuration: SpoolConfiguration(fsync: policy, segmentBytes: 64 << 10))
+    let spool = try Spool(
+        directory: directory,
+        configuration: SpoolConfiguration(fsync: policy, segmentBytes: 64 << 10)
+    )
     var sequence = spool.lastSequence
     while true {
         sequence += 1
@@ -93,13 +96,17 @@ if CommandLine.arguments.count == 4, CommandLine.arguments[1] == "crash-writer" 
     try crashWriter(directory: CommandLine.arguments[2], policyName: CommandLine.arguments[3])
 }
 
-let base = CommandLine.arguments.count > 1 ? CommandLine.arguments[1] : FileManager.default.currentDirectoryPath + "/.build/spool-bench"
+let base =
+    CommandLine.arguments.count > 1
+    ? CommandLine.arguments[1] : FileManager.default.currentDirectoryPath + "/.build/spool-bench"
 try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
 
 var cases: [Case] = []
 for size in [100, 1024] {
     cases.append(Case(name: "never", policy: .never, recordBytes: size, records: size == 100 ? 200_000 : 50_000))
-    cases.append(Case(name: "batch(64)", policy: .batch(records: 64), recordBytes: size, records: size == 100 ? 100_000 : 30_000))
+    cases.append(
+        Case(name: "batch(64)", policy: .batch(records: 64), recordBytes: size, records: size == 100 ? 100_000 : 30_000)
+    )
     cases.append(Case(name: "always", policy: .always, recordBytes: size, records: 2_000))
 }
 

@@ -82,7 +82,8 @@ public final class DeliveryBacklog {
         let sequence = try store(payload)
         counters.stored += 1
         counters.droppedOldest += dropped.count
-        return dropped.isEmpty ? .stored(sequence: sequence) : .storedDroppingOldest(sequence: sequence, dropped: dropped)
+        return dropped.isEmpty
+            ? .stored(sequence: sequence) : .storedDroppingOldest(sequence: sequence, dropped: dropped)
     }
 
     /// Up to `limit` undelivered messages with a sequence above `after`, in order.

@@ -200,7 +200,11 @@ public final class Spool {
         let record = SpoolRecordFormat.encode(kind: .data, sequence: sequence, payload: payload)
         try write(record, to: active)
         index.append(
-            Location(descriptor: active.descriptor, offset: active.size + SpoolRecordFormat.headerSize, length: payload.count)
+            Location(
+                descriptor: active.descriptor,
+                offset: active.size + SpoolRecordFormat.headerSize,
+                length: payload.count
+            )
         )
         active.size += recordSize
         active.lastDataSequence = sequence
@@ -393,7 +397,12 @@ public final class Spool {
         var done = 0
         while done < location.length {
             let count = payload.withUnsafeMutableBytes { buffer in
-                pread(location.descriptor, buffer.baseAddress! + done, location.length - done, off_t(location.offset + done))
+                pread(
+                    location.descriptor,
+                    buffer.baseAddress! + done,
+                    location.length - done,
+                    off_t(location.offset + done)
+                )
             }
             if count < 0 {
                 if errno == EINTR { continue }
@@ -467,7 +476,9 @@ extension Spool {
                 let path = segmentPath(directory: directory, firstSequence: first)
                 let isLast = position == names.count - 1
                 if let expected, first != expected {
-                    let moved = try moveAside(names[position...].map { segmentPath(directory: directory, firstSequence: $0) })
+                    let moved = try moveAside(
+                        names[position...].map { segmentPath(directory: directory, firstSequence: $0) }
+                    )
                     report.damage.append(
                         SpoolDamage(
                             file: path,
@@ -506,7 +517,12 @@ extension Spool {
                             names[(position + 1)...].map { segmentPath(directory: directory, firstSequence: $0) }
                         )
                         report.damage.append(
-                            SpoolDamage(file: path, offset: stop.offset, reason: stop.reason, repair: .movedAside(moved))
+                            SpoolDamage(
+                                file: path,
+                                offset: stop.offset,
+                                reason: stop.reason,
+                                repair: .movedAside(moved)
+                            )
                         )
                         stopAfterThis = true
                     }

@@ -32,7 +32,8 @@ struct DeliveryBacklogTests {
 
     @Test("FIFO delivery with out-of-order acknowledgements", arguments: BacklogStorage.allCases)
     func fifo(storage: BacklogStorage) throws {
-        try withBacklog(storage, limits: .init(maxMessages: 100, maxBytes: 10_000), overflow: .dropOldest) { (backlog: DeliveryBacklog) throws -> Void in
+        try withBacklog(storage, limits: .init(maxMessages: 100, maxBytes: 10_000), overflow: .dropOldest) {
+            (backlog: DeliveryBacklog) throws -> Void in
             for index in 1...5 as ClosedRange<UInt64> {
                 #expect(try backlog.enqueue(payload(for: index)) == .stored(sequence: index))
             }
@@ -42,7 +43,9 @@ struct DeliveryBacklogTests {
             #expect(try backlog.pending(after: 3, limit: 1).map(\.sequence) == [4])
             #expect(try backlog.acknowledge(1))
             #expect(try !backlog.acknowledge(1))
-            #expect(try backlog.pending(limit: 10) == (3...5).map { SpoolRecord(sequence: $0, payload: payload(for: $0)) })
+            #expect(
+                try backlog.pending(limit: 10) == (3...5).map { SpoolRecord(sequence: $0, payload: payload(for: $0)) }
+            )
             #expect(backlog.count == 3)
             #expect(backlog.counters.removed == 2)
         }
@@ -50,7 +53,8 @@ struct DeliveryBacklogTests {
 
     @Test("drop-oldest: exact drops by count, dropped messages are never delivered", arguments: BacklogStorage.allCases)
     func dropOldest(storage: BacklogStorage) throws {
-        try withBacklog(storage, limits: .init(maxMessages: 3, maxBytes: 10_000), overflow: .dropOldest) { (backlog: DeliveryBacklog) throws -> Void in
+        try withBacklog(storage, limits: .init(maxMessages: 3, maxBytes: 10_000), overflow: .dropOldest) {
+            (backlog: DeliveryBacklog) throws -> Void in
             var dropped: [UInt64] = []
             for index in 1...10 as ClosedRange<UInt64> {
                 switch try backlog.enqueue(payload(for: index, size: 10)) {
@@ -70,9 +74,13 @@ struct DeliveryBacklogTests {
 
     @Test("drop-oldest by bytes evicts as many as needed", arguments: BacklogStorage.allCases)
     func dropOldestByBytes(storage: BacklogStorage) throws {
-        try withBacklog(storage, limits: .init(maxMessages: 100, maxBytes: 100), overflow: .dropOldest) { (backlog: DeliveryBacklog) throws -> Void in
+        try withBacklog(storage, limits: .init(maxMessages: 100, maxBytes: 100), overflow: .dropOldest) {
+            (backlog: DeliveryBacklog) throws -> Void in
             for index in 1...10 as ClosedRange<UInt64> { _ = try backlog.enqueue(payload(for: index, size: 10)) }
-            #expect(try backlog.enqueue(payload(for: 11, size: 35)) == .storedDroppingOldest(sequence: 11, dropped: [1, 2, 3, 4]))
+            #expect(
+                try backlog.enqueue(payload(for: 11, size: 35))
+                    == .storedDroppingOldest(sequence: 11, dropped: [1, 2, 3, 4])
+            )
             #expect(backlog.byteCount == 95)
             #expect(backlog.count == 7)
         }
@@ -80,14 +88,18 @@ struct DeliveryBacklogTests {
 
     @Test("drop-newest and oversize: refused and counted, nothing stored", arguments: BacklogStorage.allCases)
     func dropNewest(storage: BacklogStorage) throws {
-        try withBacklog(storage, limits: .init(maxMessages: 2, maxBytes: 100), overflow: .dropNewest) { (backlog: DeliveryBacklog) throws -> Void in
+        try withBacklog(storage, limits: .init(maxMessages: 2, maxBytes: 100), overflow: .dropNewest) {
+            (backlog: DeliveryBacklog) throws -> Void in
             #expect(try backlog.enqueue(payload(for: 1, size: 10)) == .stored(sequence: 1))
             #expect(try backlog.enqueue(payload(for: 2, size: 10)) == .stored(sequence: 2))
             #expect(try backlog.enqueue(payload(for: 3, size: 10)) == .droppedNewest)
             #expect(try backlog.enqueue(payload(for: 4, size: 101)) == .droppedOversize)
             #expect(try backlog.acknowledge(1))
             #expect(try backlog.enqueue(payload(for: 5, size: 10)) == .stored(sequence: 3))
-            #expect(backlog.counters == BufferCounters(stored: 3, removed: 1, droppedOldest: 0, droppedNewest: 1, droppedOversize: 1))
+            #expect(
+                backlog.counters
+                    == BufferCounters(stored: 3, removed: 1, droppedOldest: 0, droppedNewest: 1, droppedOversize: 1)
+            )
         }
     }
 
@@ -113,7 +125,9 @@ struct DeliveryBacklogTests {
 
     @Test("memory and spool storage make identical decisions for random traffic", .timeLimit(.minutes(1)))
     func storagesAgree() async throws {
-        await propertyCheck(count: 40, input: Gen.int(in: 0...999).array(of: 1...200), Gen.bool) { operations, dropOldest in
+        await propertyCheck(count: 40, input: Gen.int(in: 0...999).array(of: 1...200), Gen.bool) {
+            operations,
+            dropOldest in
             do {
                 try withTemporaryDirectory { directory in
                     let limits = BufferLimits(maxMessages: 6, maxBytes: 200)

@@ -21,7 +21,9 @@ struct SpoolCrashTests {
     /// The spool-bench executable next to the test bundle (SwiftPM builds every product before
     /// running tests).
     func writerExecutable() throws -> URL {
-        let testBinary = URL(fileURLWithPath: try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+        let testBinary = URL(
+            fileURLWithPath: try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+        )
         var directory = testBinary.deletingLastPathComponent()
         for _ in 0..<4 {
             let candidate = directory.appendingPathComponent("spool-bench")
@@ -31,7 +33,10 @@ struct SpoolCrashTests {
         throw CocoaError(.fileNoSuchFile, userInfo: [NSFilePathErrorKey: "spool-bench next to \(testBinary.path)"])
     }
 
-    @Test("killed mid-append, the spool recovers every confirmed record in order", arguments: ["never", "batch", "always"])
+    @Test(
+        "killed mid-append, the spool recovers every confirmed record in order",
+        arguments: ["never", "batch", "always"]
+    )
     func sigkillWhileAppending(policy: String) throws {
         let executable = try writerExecutable()
         try withTemporaryDirectory { directory in
@@ -70,7 +75,8 @@ struct SpoolCrashTests {
                 let records = try allPending(spool)
                 #expect(records.count >= Int(confirmed), "nothing confirmed was lost")
                 #expect(records.first?.sequence == 1)
-                for (offset, record) in records.enumerated() where record.sequence != UInt64(offset + 1) || record.payload != expectedPayload(record.sequence) {
+                for (offset, record) in records.enumerated()
+                where record.sequence != UInt64(offset + 1) || record.payload != expectedPayload(record.sequence) {
                     Issue.record("record at position \(offset) is \(record.sequence) with a wrong payload or sequence")
                     break
                 }
