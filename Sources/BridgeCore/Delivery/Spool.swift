@@ -438,6 +438,15 @@ extension Spool {
 
     static let segmentSuffix = ".seg"
 
+    /// The conventional spool directory of one bridge direction:
+    /// `STATE_DIR/<bridge>/<direction>.spool` (DESIGN §4 `state_dir`), e.g.
+    /// `/var/lib/pusher-mqtt-bridge/factory/mqtt-to-pusher.spool`. Bridge names are
+    /// `[a-z0-9_-]+` (validated by the config), so they are safe as path components.
+    public static func directory(stateDirectory: String, bridge: String, direction: String) -> String {
+        let base = stateDirectory.hasSuffix("/") ? String(stateDirectory.dropLast()) : stateDirectory
+        return base + "/" + bridge + "/" + direction + ".spool"
+    }
+
     /// `DIRECTORY/00000000000000000042.seg`: 20 digits so names sort like their numbers.
     static func segmentPath(directory: String, firstSequence: UInt64) -> String {
         let digits = String(firstSequence)

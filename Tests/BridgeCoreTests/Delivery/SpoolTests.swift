@@ -233,3 +233,20 @@ struct SpoolEdgeTests {
         }
     }
 }
+
+@Suite("Spool: directory layout")
+struct SpoolLayoutTests {
+    @Test("one directory per bridge and direction under state_dir, created with its parents")
+    func conventionalDirectory() throws {
+        #expect(
+            Spool.directory(stateDirectory: "/var/lib/pusher-mqtt-bridge/", bridge: "factory", direction: "mqtt-to-pusher")
+                == "/var/lib/pusher-mqtt-bridge/factory/mqtt-to-pusher.spool"
+        )
+        try withTemporaryDirectory { stateDirectory in
+            let directory = Spool.directory(stateDirectory: stateDirectory, bridge: "factory", direction: "pusher-to-mqtt")
+            let spool = try Spool(directory: directory, configuration: testConfiguration())
+            try spool.append([1])
+            #expect(try fileNames(in: directory) == ["00000000000000000001.seg", "lock"])
+        }
+    }
+}
