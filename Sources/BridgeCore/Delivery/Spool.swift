@@ -184,7 +184,9 @@ public final class Spool {
     ///
     /// - Throws: ``SpoolError`` for a payload over `maxPayloadBytes` (``SpoolError/isPayloadTooLarge``)
     ///   or a failed write (disk full…); after a failed write the segment is cut back to its
-    ///   previous length, so the log stays valid.
+    ///   previous length, so the log stays valid. A failed `fdatasync` (policy `always` or a
+    ///   full batch) is thrown too, but the record *was* written and stays pending: treat the
+    ///   disk as failing rather than appending the same payload again.
     @discardableResult
     public func append(_ payload: [UInt8]) throws -> UInt64 {
         try ensureOpen()
