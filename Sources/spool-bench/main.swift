@@ -7,7 +7,8 @@
 // state_dir will use: tmpfs would hide the cost of fsync. Each case runs 3 times in a fresh
 // spool; the median is printed. "append" = append N records under the policy (plus a final
 // sync); "drain" = read them back in batches of 256 and acknowledge each batch with
-// acknowledge(upTo:), which also deletes delivered segments (default 4 MiB segments).
+// acknowledge(upTo:), which also deletes delivered segments (default 4 MiB segments);
+// "drain, ack each" = the same with acknowledge(_:) per record.
 import BridgeCore
 import Foundation
 
@@ -21,6 +22,7 @@ struct Case {
 struct Measurement {
     var appendSeconds: Double
     var drainSeconds: Double
+    var drainEachSeconds: Double
 }
 
 func seconds(_ duration: Duration) -> Double {
@@ -56,8 +58,27 @@ func run(_ benchCase: Case, in base: String) throws -> Measurement {
     guard drained == benchCase.records, checksum != 0 || benchCase.records == 0 else {
         throw CocoaError(.fileReadCorruptFile)
     }
+
+    // The same backlog again, acknowledged one record at a time (one acknowledgement record,
+    // i.e. one write(2), per message), as a delivery task acknowledging each PUBACK would.
+    for _ in 0..<benchCase.records { try spool.append(payload) }
+    try spool.sync()
+    let eachStart = clock.now
+    var drainedEach = 0
+    while true {
+        let batch = try spool.read(limit: 256)
+        if batch.isEmpty { break }
+        for record in batch { try spool.acknowledge(record.sequence) }
+        drainedEach += batch.count
+    }
+    let eachTime = clock.now - eachStart
+    guard drainedEach == benchCase.records else { throw CocoaError(.fileReadCorruptFile) }
     try spool.close()
-    return Measurement(appendSeconds: seconds(appendTime), drainSeconds: seconds(drainTime))
+    return Measurement(
+        appendSeconds: seconds(appendTime),
+        drainSeconds: seconds(drainTime),
+        drainEachSeconds: seconds(eachTime)
+    )
 }
 
 func median(_ values: [Double]) -> Double {
@@ -111,18 +132,19 @@ for size in [100, 1024] {
 }
 
 print("spool-bench: directory \(base), 3 runs per case, median shown")
-print("| fsync | record | records | append rec/s | append MB/s | drain rec/s | drain MB/s |")
-print("|---|---|---|---|---|---|---|")
+print("| fsync | record | records | append rec/s | append MB/s | drain rec/s | drain MB/s | drain, ack each, rec/s |")
+print("|---|---|---|---|---|---|---|---|")
 for benchCase in cases {
     var runs: [Measurement] = []
     for _ in 0..<3 { runs.append(try run(benchCase, in: base)) }
     let append = median(runs.map(\.appendSeconds))
     let drain = median(runs.map(\.drainSeconds))
+    let drainEach = median(runs.map(\.drainEachSeconds))
     let records = Double(benchCase.records)
     let megabytes = records * Double(benchCase.recordBytes) / 1_000_000
     func format(_ value: Double) -> String { String(format: "%.0f", value) }
     func formatMB(_ value: Double) -> String { String(format: "%.1f", value) }
     print(
-        "| \(benchCase.name) | \(benchCase.recordBytes) B | \(benchCase.records) | \(format(records / append)) | \(formatMB(megabytes / append)) | \(format(records / drain)) | \(formatMB(megabytes / drain)) |"
+        "| \(benchCase.name) | \(benchCase.recordBytes) B | \(benchCase.records) | \(format(records / append)) | \(formatMB(megabytes / append)) | \(format(records / drain)) | \(formatMB(megabytes / drain)) | \(format(records / drainEach)) |"
     )
 }
