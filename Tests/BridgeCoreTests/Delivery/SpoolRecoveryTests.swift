@@ -262,3 +262,48 @@ struct SpoolRecoveryTests {
         }
     }
 }
+
+@Suite("Spool: torn last record in a later segment")
+struct SpoolRotatedRecoveryTests {
+    @Test("the last record of the newest segment cut at every byte offset; older segments untouched")
+    func truncateLastRecordOfNewestSegment() throws {
+        let configuration = testConfiguration(segmentBytes: 100)
+        // 20 + 30 bytes per record, two per segment: [1,2] [3,4] [5]; record 5 is cut.
+        let (files, lastStart) = try withTemporaryDirectory { directory -> ([String: [UInt8]], Int) in
+            let spool = try Spool(directory: directory, configuration: configuration)
+            for sequence in 1...4 as ClosedRange<UInt64> { try spool.append(payload(for: sequence, size: 30)) }
+            try spool.acknowledge(upTo: 1)  // an acknowledgement record inside segment 3
+            try spool.append(payload(for: 5, size: 30))
+            try spool.close()
+            var files: [String: [UInt8]] = [:]
+            for name in try fileNames(in: directory) where name.hasSuffix(".seg") {
+                files[name] = try [UInt8](Data(contentsOf: URL(fileURLWithPath: directory + "/" + name)))
+            }
+            return (files, 0)
+        }
+        #expect(
+            files.keys.sorted() == ["00000000000000000001.seg", "00000000000000000003.seg", "00000000000000000005.seg"]
+        )
+        let newest = try #require(files["00000000000000000005.seg"])
+        #expect(newest.count == 50)
+        for cut in lastStart..<newest.count {
+            try withTemporaryDirectory { directory in
+                for (name, bytes) in files {
+                    let content = name == "00000000000000000005.seg" ? Array(bytes[0..<cut]) : bytes
+                    try Data(content).write(to: URL(fileURLWithPath: directory + "/" + name))
+                }
+                do {
+                    let spool = try Spool(directory: directory, configuration: configuration)
+                    #expect(try allPending(spool).map(\.sequence) == [2, 3, 4], "cut at \(cut)")
+                    #expect(spool.recovery.damage.count == (cut == 0 ? 0 : 1))
+                    #expect(try spool.append([5, 5]) == 5)
+                    try spool.close()
+                }
+                let reopened = try Spool(directory: directory, configuration: configuration)
+                #expect(reopened.recovery.damage.isEmpty)
+                #expect(try allPending(reopened).map(\.sequence) == [2, 3, 4, 5])
+                #expect(try reopened.read(after: 4, limit: 1).first?.payload == [5, 5])
+            }
+        }
+    }
+}
