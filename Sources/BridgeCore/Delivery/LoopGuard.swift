@@ -7,6 +7,8 @@ import DequeModule
 /// our MQTT publish → the broker sends it back to our own subscription → Pusher → …
 /// The daemon calls ``recordPublish(_:now:)`` with the digest of each (topic, payload) it hands
 /// to the broker, and ``isOwnEcho(_:now:)`` for each message its subscriptions receive.
+/// Record **before** calling the MQTT client's publish: the echo can come back on
+/// libmosquitto's thread before the publish call has even returned.
 ///
 /// Rules, and why:
 /// - **Each recorded publish suppresses exactly one echo.** The broker delivers one copy per

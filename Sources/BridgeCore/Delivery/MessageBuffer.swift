@@ -2,7 +2,7 @@ import DequeModule
 
 /// A message that knows how many bytes it costs in a ``MessageBuffer``.
 public protocol BufferableMessage {
-    /// The size counted against ``MessageBuffer/Limits/maxBytes`` (normally the payload size).
+    /// The size counted against ``BufferLimits/maxBytes`` (normally the payload size).
     var bufferedByteCount: Int { get }
 }
 
@@ -27,6 +27,38 @@ public enum BufferAdmission<Message> {
 
 extension BufferAdmission: Sendable where Message: Sendable {}
 
+/// The bounds of one direction's buffer (DESIGN §4 `[bridge.buffer] max_messages`, `max_bytes`).
+public struct BufferLimits: Sendable, Equatable {
+    /// Most messages held at once; at least 1.
+    public var maxMessages: Int
+    /// Most bytes held at once (sum of the messages' byte counts).
+    public var maxBytes: Int
+
+    /// Bounds with these values; values below 1 (messages) or 0 (bytes) are raised to them.
+    public init(maxMessages: Int, maxBytes: Int) {
+        self.maxMessages = max(1, maxMessages)
+        self.maxBytes = max(0, maxBytes)
+    }
+}
+
+/// Running totals of a buffer since it was created, for metrics and logs (DESIGN §4: "every
+/// drop is counted and logged").
+public struct BufferCounters: Sendable, Equatable {
+    /// Messages accepted.
+    public var stored = 0
+    /// Messages removed after delivery.
+    public var removed = 0
+    /// Buffered messages dropped to make room (drop-oldest).
+    public var droppedOldest = 0
+    /// Incoming messages dropped because the buffer was full (drop-newest).
+    public var droppedNewest = 0
+    /// Incoming messages dropped because they alone exceed `maxBytes` (either policy).
+    public var droppedOversize = 0
+
+    /// Every drop, whatever the reason.
+    public var dropped: Int { droppedOldest + droppedNewest + droppedOversize }
+}
+
 /// A bounded FIFO of messages for one bridge direction: at most `maxMessages` messages and
 /// `maxBytes` bytes, with a fixed overflow policy and a counter for every drop.
 ///
@@ -35,35 +67,9 @@ extension BufferAdmission: Sendable where Message: Sendable {}
 /// delivery leaves the message at the head for the retry.
 public struct MessageBuffer<Message: BufferableMessage> {
     /// The bounds (DESIGN §4 `max_messages`, `max_bytes`).
-    public struct Limits: Sendable, Equatable {
-        /// Most messages held at once; at least 1.
-        public var maxMessages: Int
-        /// Most bytes held at once (sum of ``BufferableMessage/bufferedByteCount``).
-        public var maxBytes: Int
-
-        /// Bounds with these values; values below 1 (messages) or 0 (bytes) are raised to them.
-        public init(maxMessages: Int, maxBytes: Int) {
-            self.maxMessages = max(1, maxMessages)
-            self.maxBytes = max(0, maxBytes)
-        }
-    }
-
-    /// Running totals since the buffer was created, for metrics and logs.
-    public struct Counters: Sendable, Equatable {
-        /// Messages accepted by ``MessageBuffer/append(_:)``.
-        public var stored = 0
-        /// Messages removed by ``MessageBuffer/removeFirst()`` (normally: delivered).
-        public var removed = 0
-        /// Buffered messages dropped to make room (drop-oldest).
-        public var droppedOldest = 0
-        /// Incoming messages dropped because the buffer was full (drop-newest).
-        public var droppedNewest = 0
-        /// Incoming messages dropped because they alone exceed `maxBytes` (either policy).
-        public var droppedOversize = 0
-
-        /// Every drop, whatever the reason.
-        public var dropped: Int { droppedOldest + droppedNewest + droppedOversize }
-    }
+    public typealias Limits = BufferLimits
+    /// Running totals since the buffer was created.
+    public typealias Counters = BufferCounters
 
     /// The bounds in force.
     public let limits: Limits

@@ -184,7 +184,9 @@ public final class Spool {
     ///
     /// - Throws: ``SpoolError`` for a payload over `maxPayloadBytes` (``SpoolError/isPayloadTooLarge``)
     ///   or a failed write (disk full…); after a failed write the segment is cut back to its
-    ///   previous length, so the log stays valid.
+    ///   previous length, so the log stays valid. A failed `fdatasync` (policy `always` or a
+    ///   full batch) is thrown too, but the record *was* written and stays pending: treat the
+    ///   disk as failing rather than appending the same payload again.
     @discardableResult
     public func append(_ payload: [UInt8]) throws -> UInt64 {
         try ensureOpen()
@@ -200,7 +202,11 @@ public final class Spool {
         let record = SpoolRecordFormat.encode(kind: .data, sequence: sequence, payload: payload)
         try write(record, to: active)
         index.append(
-            Location(descriptor: active.descriptor, offset: active.size + SpoolRecordFormat.headerSize, length: payload.count)
+            Location(
+                descriptor: active.descriptor,
+                offset: active.size + SpoolRecordFormat.headerSize,
+                length: payload.count
+            )
         )
         active.size += recordSize
         active.lastDataSequence = sequence
@@ -239,7 +245,7 @@ public final class Spool {
     public func read(after: UInt64 = 0, limit: Int) throws -> [SpoolRecord] {
         try ensureOpen()
         var result: [SpoolRecord] = []
-        guard limit > 0 else { return result }
+        guard limit > 0, after < lastSequence else { return result }
         var sequence = max(after, deliveredWatermark) + 1
         while sequence <= lastSequence, result.count < limit {
             if !acknowledgedAboveWatermark.contains(sequence) {
@@ -249,6 +255,14 @@ public final class Spool {
             sequence += 1
         }
         return result
+    }
+
+    /// The oldest pending record's sequence and payload size, without reading the payload
+    /// (drop-oldest overflow needs only these). Always `deliveredWatermark + 1` when anything
+    /// is pending: a record acknowledged right above the watermark moves the watermark.
+    public var oldestPending: (sequence: UInt64, byteCount: Int)? {
+        guard deliveredWatermark < lastSequence, let location = index.first else { return nil }
+        return (deliveredWatermark + 1, location.length)
     }
 
     // MARK: acknowledging
@@ -333,7 +347,9 @@ public final class Spool {
         // Compaction: a segment whose every data record is delivered is no longer needed.
         // Never the active one (it carries the newest acknowledgement record); the oldest
         // surviving segment's name keeps the watermark recoverable (name − 1 ≤ watermark).
-        var removedAny = false
+        // The deletion is not made durable with a directory fsync: a segment that reappears
+        // after a power loss holds only records at or below the watermark, or — if the
+        // acknowledgement record was lost too — records that are then delivered again.
         while segments.count > 1, let oldest = segments.first, oldest.lastDataSequence <= watermark {
             _ = systemClose(oldest.descriptor)
             if unlink(oldest.path) != 0 {
@@ -341,10 +357,6 @@ public final class Spool {
             }
             diskBytes -= oldest.size
             segments.removeFirst()
-            removedAny = true
-        }
-        if removedAny, configuration.fsync != .never {
-            try Spool.syncDirectory(directory)
         }
     }
 
@@ -387,7 +399,12 @@ public final class Spool {
         var done = 0
         while done < location.length {
             let count = payload.withUnsafeMutableBytes { buffer in
-                pread(location.descriptor, buffer.baseAddress! + done, location.length - done, off_t(location.offset + done))
+                pread(
+                    location.descriptor,
+                    buffer.baseAddress! + done,
+                    location.length - done,
+                    off_t(location.offset + done)
+                )
             }
             if count < 0 {
                 if errno == EINTR { continue }
@@ -422,6 +439,15 @@ extension Spool {
     }
 
     static let segmentSuffix = ".seg"
+
+    /// The conventional spool directory of one bridge direction:
+    /// `STATE_DIR/<bridge>/<direction>.spool` (DESIGN §4 `state_dir`), e.g.
+    /// `/var/lib/pusher-mqtt-bridge/factory/mqtt-to-pusher.spool`. Bridge names are
+    /// `[a-z0-9_-]+` (validated by the config), so they are safe as path components.
+    public static func directory(stateDirectory: String, bridge: String, direction: String) -> String {
+        let base = stateDirectory.hasSuffix("/") ? String(stateDirectory.dropLast()) : stateDirectory
+        return base + "/" + bridge + "/" + direction + ".spool"
+    }
 
     /// `DIRECTORY/00000000000000000042.seg`: 20 digits so names sort like their numbers.
     static func segmentPath(directory: String, firstSequence: UInt64) -> String {
@@ -461,7 +487,9 @@ extension Spool {
                 let path = segmentPath(directory: directory, firstSequence: first)
                 let isLast = position == names.count - 1
                 if let expected, first != expected {
-                    let moved = try moveAside(names[position...].map { segmentPath(directory: directory, firstSequence: $0) })
+                    let moved = try moveAside(
+                        names[position...].map { segmentPath(directory: directory, firstSequence: $0) }
+                    )
                     report.damage.append(
                         SpoolDamage(
                             file: path,
@@ -500,7 +528,12 @@ extension Spool {
                             names[(position + 1)...].map { segmentPath(directory: directory, firstSequence: $0) }
                         )
                         report.damage.append(
-                            SpoolDamage(file: path, offset: stop.offset, reason: stop.reason, repair: .movedAside(moved))
+                            SpoolDamage(
+                                file: path,
+                                offset: stop.offset,
+                                reason: stop.reason,
+                                repair: .movedAside(moved)
+                            )
                         )
                         stopAfterThis = true
                     }

@@ -13,8 +13,12 @@
 /// The default is `batch(records: 64)` with the owner calling ``Spool/sync()`` about once a
 /// second: DESIGN §5.6 promises that daemon *restarts* lose nothing (true for every policy);
 /// a power loss costing at most ~1 s or 64 messages is the usual trade-off of message brokers
-/// (mosquitto's own persistence only writes every `autosave_interval`), while `always` caps an
-/// SSD-backed spool at a few thousand appends per second (see the spool benchmarks).
+/// (mosquitto's own persistence only writes every `autosave_interval`), while `always` is bound
+/// by the disk's flush latency. Measured with `swift run -c release spool-bench` on the
+/// project's 2-core VM (virtual disk, shared with other builds; ranges over 4 runs, 100 B / 1 KiB
+/// records): `always` 330–7 400 appends/s, `batch(64)` 14 000–226 000/s, `never`
+/// 380 000–1 070 000/s. Every policy is far above what the Pusher HTTP API or a Pusher
+/// connection delivers, except `always` on a slow disk.
 ///
 /// Acknowledgement records are never forced to disk by themselves: losing one only means the
 /// records it covered are delivered again after a restart (at-least-once), never lost.

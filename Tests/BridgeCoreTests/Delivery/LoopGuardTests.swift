@@ -20,9 +20,15 @@ struct LoopGuardTests {
     func echoRecognised() {
         var guardian = LoopGuard<TestInstant>(window: .seconds(5))
         guardian.recordPublish(MessageDigest(topic: topic, payload: payload), now: .at(milliseconds: 0))
-        let answer1 = guardian.isOwnEcho(MessageDigest(topic: topic, payload: Array("other".utf8)), now: .at(milliseconds: 3))
+        let answer1 = guardian.isOwnEcho(
+            MessageDigest(topic: topic, payload: Array("other".utf8)),
+            now: .at(milliseconds: 3)
+        )
         #expect(!answer1)
-        let answer2 = guardian.isOwnEcho(MessageDigest(topic: topic + "/x", payload: payload), now: .at(milliseconds: 3))
+        let answer2 = guardian.isOwnEcho(
+            MessageDigest(topic: topic + "/x", payload: payload),
+            now: .at(milliseconds: 3)
+        )
         #expect(!answer2)
         let answer3 = guardian.isOwnEcho(MessageDigest(topic: topic, payload: payload), now: .at(milliseconds: 4))
         #expect(answer3)
@@ -75,7 +81,10 @@ struct LoopGuardTests {
     func capacity() {
         var guardian = LoopGuard<TestInstant>(window: .seconds(60), capacity: 100)
         for index in 0..<250 {
-            guardian.recordPublish(MessageDigest(topic: topic, payload: [UInt8(index % 256), UInt8(index / 256)]), now: .at(milliseconds: Int64(index)))
+            guardian.recordPublish(
+                MessageDigest(topic: topic, payload: [UInt8(index % 256), UInt8(index / 256)]),
+                now: .at(milliseconds: Int64(index))
+            )
         }
         #expect(guardian.count == 100)
         #expect(guardian.evictedBeforeExpiry == 150)
@@ -87,7 +96,10 @@ struct LoopGuardTests {
 
     @Test("digests separate topic and payload boundaries")
     func digestBoundaries() {
-        #expect(MessageDigest(parts: [Array("ab".utf8), Array("c".utf8)]) != MessageDigest(parts: [Array("a".utf8), Array("bc".utf8)]))
+        #expect(
+            MessageDigest(parts: [Array("ab".utf8), Array("c".utf8)])
+                != MessageDigest(parts: [Array("a".utf8), Array("bc".utf8)])
+        )
         #expect(MessageDigest(topic: "a", payload: [1]) == MessageDigest(topic: "a", payload: [1]))
         #expect(MessageDigest(topic: "a", payload: [1]).description.count == 32)
     }

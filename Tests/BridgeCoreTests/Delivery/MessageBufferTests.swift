@@ -83,7 +83,10 @@ struct MessageBufferTests {
         #expect(buffer.elements.map { $0[0] } == [2, 3, 10])
     }
 
-    @Test("a message larger than max_bytes is dropped under either policy and counted apart", arguments: BufferOverflowPolicy.allCases)
+    @Test(
+        "a message larger than max_bytes is dropped under either policy and counted apart",
+        arguments: BufferOverflowPolicy.allCases
+    )
     func oversize(policy: BufferOverflowPolicy) {
         var buffer = MessageBuffer<[UInt8]>(limits: .init(maxMessages: 10, maxBytes: 50), overflow: policy)
         _ = buffer.append(message(1))

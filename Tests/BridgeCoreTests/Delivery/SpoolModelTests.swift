@@ -18,7 +18,8 @@ struct SpoolModelTests {
 
         var pending: [SpoolRecord] {
             ((watermark + 1)...max(watermark + 1, lastSequence)).compactMap { sequence in
-                guard sequence <= lastSequence, !acknowledgedAbove.contains(sequence), let payload = records[sequence] else {
+                guard sequence <= lastSequence, !acknowledgedAbove.contains(sequence), let payload = records[sequence]
+                else {
                     return nil
                 }
                 return SpoolRecord(sequence: sequence, payload: payload)
@@ -32,7 +33,9 @@ struct SpoolModelTests {
         }
 
         mutating func acknowledge(_ sequence: UInt64) -> Bool {
-            guard sequence > watermark, sequence <= lastSequence, !acknowledgedAbove.contains(sequence) else { return false }
+            guard sequence > watermark, sequence <= lastSequence, !acknowledgedAbove.contains(sequence) else {
+                return false
+            }
             acknowledgedAbove.insert(sequence)
             while acknowledgedAbove.remove(watermark + 1) != nil { watermark += 1 }
             return true
@@ -97,7 +100,10 @@ struct SpoolModelTests {
                             model.restart()
                         default:
                             let after = model.watermark &+ UInt64(argument % 5)
-                            #expect(try current.read(after: after, limit: 3) == Array(model.pending.filter { $0.sequence > after }.prefix(3)))
+                            #expect(
+                                try current.read(after: after, limit: 3)
+                                    == Array(model.pending.filter { $0.sequence > after }.prefix(3))
+                            )
                         }
                         let checked = try #require(spool)
                         #expect(checked.deliveredWatermark == model.watermark)
@@ -125,7 +131,9 @@ struct SpoolModelTests {
         #expect(reference.stop == nil)
         await propertyCheck(
             count: 300,
-            input: Gen.int(in: 0...(original.count - 1)).array(of: 1...4), Gen.int(in: 1...255), Gen.int(in: 0...original.count)
+            input: Gen.int(in: 0...(original.count - 1)).array(of: 1...4),
+            Gen.int(in: 1...255),
+            Gen.int(in: 0...original.count)
         ) { positions, mask, cut in
             var bytes = Array(original[0..<cut])
             for position in positions where position < bytes.count { bytes[position] ^= UInt8(mask) }

@@ -45,7 +45,11 @@ struct SpoolRecordFormatTests {
         #expect(Array(record[4..<8]) == [2, 0, 0, 0])
         #expect(Array(record[8..<16]) == [8, 7, 6, 5, 4, 3, 2, 1])
         let crc = CRC32C.checksum(Array(record[0..<16]) + [0xAA, 0xBB])
-        #expect(Array(record[16..<20]) == [UInt8(crc & 0xFF), UInt8((crc >> 8) & 0xFF), UInt8((crc >> 16) & 0xFF), UInt8(crc >> 24)])
+        #expect(
+            Array(record[16..<20]) == [
+                UInt8(crc & 0xFF), UInt8((crc >> 8) & 0xFF), UInt8((crc >> 16) & 0xFF), UInt8(crc >> 24),
+            ]
+        )
         #expect(Array(record[20...]) == [0xAA, 0xBB])
     }
 
@@ -56,17 +60,21 @@ struct SpoolRecordFormatTests {
         bytes += SpoolRecordFormat.encode(kind: .data, sequence: 8, payload: [])
         let scan = SpoolRecordFormat.scan(bytes, firstSequence: 7, maxPayloadBytes: 100)
         #expect(scan.stop == nil)
-        #expect(scan.records == [
-            .init(sequence: 7, payloadOffset: 20, payloadLength: 3),
-            .init(sequence: 8, payloadOffset: 63, payloadLength: 0),
-        ])
+        #expect(
+            scan.records == [
+                .init(sequence: 7, payloadOffset: 20, payloadLength: 3),
+                .init(sequence: 8, payloadOffset: 63, payloadLength: 0),
+            ]
+        )
         #expect(scan.highestAcknowledgement == 5)
         #expect(scan.nextSequence == 9)
         #expect(scan.validLength == bytes.count)
 
         let wrongStart = SpoolRecordFormat.scan(bytes, firstSequence: 6, maxPayloadBytes: 100)
         #expect(wrongStart.records.isEmpty)
-        #expect(wrongStart.stop == .init(offset: 0, reason: .unexpectedSequence(expected: 6, found: 7), reachesEnd: false))
+        #expect(
+            wrongStart.stop == .init(offset: 0, reason: .unexpectedSequence(expected: 6, found: 7), reachesEnd: false)
+        )
     }
 
     @Test("an implausible length is damage, not an allocation")

@@ -11,7 +11,9 @@ struct SpoolRecoveryTests {
 
     /// Writes `count` records into a fresh spool in `directory` and returns the segment's bytes
     /// and the offset where each record starts.
-    func writeRecords(_ sizes: [Int], in directory: String, acknowledgeUpTo: UInt64? = nil) throws -> (bytes: [UInt8], starts: [Int]) {
+    func writeRecords(_ sizes: [Int], in directory: String, acknowledgeUpTo: UInt64? = nil) throws -> (
+        bytes: [UInt8], starts: [Int]
+    ) {
         var starts: [Int] = []
         do {
             let spool = try Spool(directory: directory, configuration: testConfiguration())
@@ -27,7 +29,9 @@ struct SpoolRecoveryTests {
     }
 
     /// A fresh directory holding one segment file with exactly these bytes.
-    func withSegment<T>(_ bytes: [UInt8], name: String = SpoolRecoveryTests.firstSegment, _ body: (String) throws -> T) throws -> T {
+    func withSegment<T>(_ bytes: [UInt8], name: String = SpoolRecoveryTests.firstSegment, _ body: (String) throws -> T)
+        throws -> T
+    {
         try withTemporaryDirectory { directory in
             try Data(bytes).write(to: URL(fileURLWithPath: directory + "/" + name))
             return try body(directory)
@@ -40,7 +44,9 @@ struct SpoolRecoveryTests {
         let (bytes, starts) = try withTemporaryDirectory { try writeRecords(sizes, in: $0) }
         let lastStart = starts[3]
         #expect(bytes.count == lastStart + SpoolRecordFormat.headerSize + 57)
-        let earlier = (1...3).map { SpoolRecord(sequence: UInt64($0), payload: payload(for: UInt64($0), size: sizes[$0 - 1])) }
+        let earlier = (1...3).map {
+            SpoolRecord(sequence: UInt64($0), payload: payload(for: UInt64($0), size: sizes[$0 - 1]))
+        }
 
         for cut in lastStart..<bytes.count {
             try withSegment(Array(bytes[0..<cut])) { directory in
@@ -164,13 +170,21 @@ struct SpoolRecoveryTests {
                 #expect(damage.offset == starts[1])
                 let aside = directory + "/" + Self.firstSegment + ".corrupt"
                 #expect(damage.repair == .movedAside([aside]))
-                #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: aside))) == damaged, "kept whole for inspection")
+                #expect(
+                    try [UInt8](Data(contentsOf: URL(fileURLWithPath: aside))) == damaged,
+                    "kept whole for inspection"
+                )
                 #expect(try spool.append([7]) == 2)
                 try spool.close()
             }
             let reopened = try Spool(directory: directory, configuration: testConfiguration())
             #expect(reopened.recovery.damage.isEmpty)
-            #expect(try allPending(reopened) == [SpoolRecord(sequence: 1, payload: payload(for: 1, size: 10)), SpoolRecord(sequence: 2, payload: [7])])
+            #expect(
+                try allPending(reopened) == [
+                    SpoolRecord(sequence: 1, payload: payload(for: 1, size: 10)),
+                    SpoolRecord(sequence: 2, payload: [7]),
+                ]
+            )
         }
     }
 
@@ -184,7 +198,11 @@ struct SpoolRecoveryTests {
                 for sequence in 1...6 as ClosedRange<UInt64> { try spool.append(payload(for: sequence, size: 30)) }
                 try spool.close()
             }
-            #expect(try fileNames(in: directory) == ["00000000000000000001.seg", "00000000000000000003.seg", "00000000000000000005.seg", "lock"])
+            #expect(
+                try fileNames(in: directory) == [
+                    "00000000000000000001.seg", "00000000000000000003.seg", "00000000000000000005.seg", "lock",
+                ]
+            )
             let middle = directory + "/00000000000000000003.seg"
             var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: middle)))
             bytes[50 + 25] ^= 0x10  // record 4's payload
@@ -193,7 +211,10 @@ struct SpoolRecoveryTests {
             let spool = try Spool(directory: directory, configuration: configuration)
             #expect(try allPending(spool).map(\.sequence) == [1, 2, 3])
             #expect(spool.recovery.damage.count == 1)
-            #expect(spool.recovery.damage.first?.repair == .movedAside([middle + ".corrupt", directory + "/00000000000000000005.seg.corrupt"]))
+            #expect(
+                spool.recovery.damage.first?.repair
+                    == .movedAside([middle + ".corrupt", directory + "/00000000000000000005.seg.corrupt"])
+            )
             #expect(try spool.append([1]) == 4)
         }
     }
@@ -237,6 +258,51 @@ struct SpoolRecoveryTests {
                 #expect(try allPending(spool).isEmpty)
                 #expect(spool.recovery.damage.count == 1)
                 #expect(try spool.append([1]) == 1)
+            }
+        }
+    }
+}
+
+@Suite("Spool: torn last record in a later segment")
+struct SpoolRotatedRecoveryTests {
+    @Test("the last record of the newest segment cut at every byte offset; older segments untouched")
+    func truncateLastRecordOfNewestSegment() throws {
+        let configuration = testConfiguration(segmentBytes: 100)
+        // 20 + 30 bytes per record, two per segment: [1,2] [3,4] [5]; record 5 is cut.
+        let (files, lastStart) = try withTemporaryDirectory { directory -> ([String: [UInt8]], Int) in
+            let spool = try Spool(directory: directory, configuration: configuration)
+            for sequence in 1...4 as ClosedRange<UInt64> { try spool.append(payload(for: sequence, size: 30)) }
+            try spool.acknowledge(upTo: 1)  // an acknowledgement record inside segment 3
+            try spool.append(payload(for: 5, size: 30))
+            try spool.close()
+            var files: [String: [UInt8]] = [:]
+            for name in try fileNames(in: directory) where name.hasSuffix(".seg") {
+                files[name] = try [UInt8](Data(contentsOf: URL(fileURLWithPath: directory + "/" + name)))
+            }
+            return (files, 0)
+        }
+        #expect(
+            files.keys.sorted() == ["00000000000000000001.seg", "00000000000000000003.seg", "00000000000000000005.seg"]
+        )
+        let newest = try #require(files["00000000000000000005.seg"])
+        #expect(newest.count == 50)
+        for cut in lastStart..<newest.count {
+            try withTemporaryDirectory { directory in
+                for (name, bytes) in files {
+                    let content = name == "00000000000000000005.seg" ? Array(bytes[0..<cut]) : bytes
+                    try Data(content).write(to: URL(fileURLWithPath: directory + "/" + name))
+                }
+                do {
+                    let spool = try Spool(directory: directory, configuration: configuration)
+                    #expect(try allPending(spool).map(\.sequence) == [2, 3, 4], "cut at \(cut)")
+                    #expect(spool.recovery.damage.count == (cut == 0 ? 0 : 1))
+                    #expect(try spool.append([5, 5]) == 5)
+                    try spool.close()
+                }
+                let reopened = try Spool(directory: directory, configuration: configuration)
+                #expect(reopened.recovery.damage.isEmpty)
+                #expect(try allPending(reopened).map(\.sequence) == [2, 3, 4, 5])
+                #expect(try reopened.read(after: 4, limit: 1).first?.payload == [5, 5])
             }
         }
     }

@@ -9,7 +9,16 @@ struct SpoolTests {
     func appendAndRead() throws {
         try withTemporaryDirectory { directory in
             let spool = try Spool(directory: directory, configuration: testConfiguration())
-            #expect(spool.recovery == SpoolRecoveryReport(segmentsFound: 0, pendingRecords: 0, deliveredWatermark: 0, nextSequence: 1, damage: []))
+            #expect(
+                spool.recovery
+                    == SpoolRecoveryReport(
+                        segmentsFound: 0,
+                        pendingRecords: 0,
+                        deliveredWatermark: 0,
+                        nextSequence: 1,
+                        damage: []
+                    )
+            )
             for sequence in 1...5 as ClosedRange<UInt64> {
                 #expect(try spool.append(payload(for: sequence)) == sequence)
             }
@@ -32,7 +41,11 @@ struct SpoolTests {
                 try spool.close()
             }
             let reopened = try Spool(directory: directory, configuration: testConfiguration())
-            #expect(try allPending(reopened) == [SpoolRecord(sequence: 1, payload: []), SpoolRecord(sequence: 2, payload: [1])])
+            #expect(
+                try allPending(reopened) == [
+                    SpoolRecord(sequence: 1, payload: []), SpoolRecord(sequence: 2, payload: [1]),
+                ]
+            )
         }
     }
 
@@ -86,7 +99,9 @@ struct SpoolTests {
     func pendingBytes() throws {
         try withTemporaryDirectory { directory in
             let spool = try Spool(directory: directory, configuration: testConfiguration())
-            for sequence in 1...6 as ClosedRange<UInt64> { try spool.append(payload(for: sequence, size: Int(sequence) * 10)) }
+            for sequence in 1...6 as ClosedRange<UInt64> {
+                try spool.append(payload(for: sequence, size: Int(sequence) * 10))
+            }
             #expect(spool.pendingBytes == 210)
             try spool.acknowledge(4)
             #expect(spool.pendingBytes == 170)
@@ -147,29 +162,43 @@ struct SpoolTests {
         }
     }
 
-    @Test("invalid configurations are rejected with a message", arguments: [
-        SpoolConfiguration(fsync: .batch(records: 0)),
-        SpoolConfiguration(segmentBytes: 0),
-    ])
+    @Test(
+        "invalid configurations are rejected with a message",
+        arguments: [
+            SpoolConfiguration(fsync: .batch(records: 0)),
+            SpoolConfiguration(segmentBytes: 0),
+        ]
+    )
     func invalidConfiguration(configuration: SpoolConfiguration) throws {
         try withTemporaryDirectory { directory in
-            let error = try #require(throws: SpoolError.self) { _ = try Spool(directory: directory, configuration: configuration) }
+            let error = try #require(throws: SpoolError.self) {
+                _ = try Spool(directory: directory, configuration: configuration)
+            }
             #expect(error.description.contains("invalid configuration"))
         }
     }
 
-    @Test("every fsync policy stores and recovers the same records", arguments: [
-        SpoolFsyncPolicy.always, .batch(records: 3), .never,
-    ])
+    @Test(
+        "every fsync policy stores and recovers the same records",
+        arguments: [
+            SpoolFsyncPolicy.always, .batch(records: 3), .never,
+        ]
+    )
     func fsyncPolicies(policy: SpoolFsyncPolicy) throws {
         try withTemporaryDirectory { directory in
             do {
-                let spool = try Spool(directory: directory, configuration: testConfiguration(segmentBytes: 256, fsync: policy))
+                let spool = try Spool(
+                    directory: directory,
+                    configuration: testConfiguration(segmentBytes: 256, fsync: policy)
+                )
                 for sequence in 1...20 as ClosedRange<UInt64> { try spool.append(payload(for: sequence)) }
                 try spool.acknowledge(upTo: 7)
                 try spool.sync()
             }
-            let spool = try Spool(directory: directory, configuration: testConfiguration(segmentBytes: 256, fsync: policy))
+            let spool = try Spool(
+                directory: directory,
+                configuration: testConfiguration(segmentBytes: 256, fsync: policy)
+            )
             #expect(try allPending(spool) == (8...20).map { SpoolRecord(sequence: $0, payload: payload(for: $0)) })
         }
     }
@@ -186,6 +215,38 @@ struct SpoolTests {
             #expect(try fileNames(in: directory).filter { $0.hasSuffix(".seg") }.count == 3)
             let spool = try Spool(directory: directory, configuration: testConfiguration(segmentBytes: 64))
             #expect(try allPending(spool).map(\.payload.count) == [10, 500, 10])
+        }
+    }
+}
+
+@Suite("Spool: edge values")
+struct SpoolEdgeTests {
+    @Test("reading after the largest sequence value returns nothing instead of overflowing")
+    func readAfterMax() throws {
+        try withTemporaryDirectory { directory in
+            let spool = try Spool(directory: directory, configuration: testConfiguration())
+            try spool.append([1])
+            #expect(try spool.read(after: .max, limit: 5).isEmpty)
+            #expect(try spool.read(after: 0, limit: 0).isEmpty)
+            #expect(try !spool.acknowledge(.max))
+            #expect(try spool.acknowledge(upTo: .max) == 1)
+        }
+    }
+}
+
+@Suite("Spool: directory layout")
+struct SpoolLayoutTests {
+    @Test("one directory per bridge and direction under state_dir, created with its parents")
+    func conventionalDirectory() throws {
+        #expect(
+            Spool.directory(stateDirectory: "/var/lib/pusher-mqtt-bridge/", bridge: "factory", direction: "mqtt-to-pusher")
+                == "/var/lib/pusher-mqtt-bridge/factory/mqtt-to-pusher.spool"
+        )
+        try withTemporaryDirectory { stateDirectory in
+            let directory = Spool.directory(stateDirectory: stateDirectory, bridge: "factory", direction: "pusher-to-mqtt")
+            let spool = try Spool(directory: directory, configuration: testConfiguration())
+            try spool.append([1])
+            #expect(try fileNames(in: directory) == ["00000000000000000001.seg", "lock"])
         }
     }
 }
