@@ -152,10 +152,15 @@ struct CommandLineTests {
         #expect(routed.stdout.contains("rule lights-to-pusher: MATCH -> pusher channel \"private-lights\" event \"on\" via http"))
     }
 
-    @Test func versionAndUnavailableCommands() throws {
+    @Test func versionAndUsageErrors() throws {
         let version = try Self.run(["--version"])
         #expect(version.status == 0)
         #expect(version.stdout == BridgeCoreVersion.current + "\n")
-        #expect(try Self.run(["tap", "--channel", "x"]).status == 64)
+        // tap needs a channel, trigger its three options: usage errors (64) before any config is read.
+        #expect(try Self.run(["tap", "--config", ShippedConfigTests.path]).status == 64)
+        #expect(try Self.run(["trigger", "--config", ShippedConfigTests.path, "--channel", "c"]).status == 64)
+        #expect(try Self.run(["run", "--config", ShippedConfigTests.path, "--log-level", "loud"]).status == 64)
+        // A config that is not there: 78, for run as for check.
+        #expect(try Self.run(["run", "--config", "/nonexistent/bridges.conf"]).status == 78)
     }
 }
