@@ -81,7 +81,11 @@ cat <<HINT
 HINT
 "$bin_dir/pusher-mqtt-bridge" run --config "$config" &
 daemon=$!
-trap 'kill -TERM $daemon 2>/dev/null || true' INT TERM
-wait "$daemon" || status=$?
+# Ctrl-C / SIGTERM: let the daemon drain and publish "offline" before the local servers stop.
+trap 'kill -TERM "$daemon" 2>/dev/null || true' INT TERM
+status=0
+while kill -0 "$daemon" 2>/dev/null; do
+  wait "$daemon" && status=0 || status=$?
+done
 trap - INT TERM
-exit "${status:-0}"
+exit "$status"

@@ -1,5 +1,6 @@
 import BridgeCore
 import Logging
+import ServiceLifecycle
 import Synchronization
 import UnixSignals
 
@@ -78,16 +79,22 @@ public final class Daemon: Sendable {
                 group.cancelAll()
                 return .failure
             }
+            // The endpoint runs in a service group of its own so that it stops gracefully.
+            var endpointGroup: ServiceGroup?
+            let endpointDone = AsyncStream.makeStream(of: Void.self)
             if let address = configuration.daemon.metrics {
                 let endpoint = OperationsEndpoint(
                     host: address.host, port: address.port, metrics: metrics,
                     readiness: { [weak self] in self?.readiness() ?? Readiness(notReady: ["stopping"]) },
                     logger: logger, onListening: onMetricsListening
                 )
+                let services = ServiceGroup(configuration: .init(services: [.init(service: endpoint)], gracefulShutdownSignals: [], logger: logger))
+                endpointGroup = services
                 group.addTask { [logger] in
-                    do { try await endpoint.run() } catch is CancellationError {} catch {
+                    do { try await services.run() } catch {
                         logger.error("metrics endpoint failed", metadata: ["error": "\(error)", "address": "\(address)"])
                     }
+                    endpointDone.continuation.finish()
                 }
             }
             group.addTask { [weak self] in await self?.reportStatus() }
@@ -107,6 +114,10 @@ public final class Daemon: Sendable {
             }
             await shutdown()
             bridgeTasks.continuation.finish()
+            if let endpointGroup {
+                await endpointGroup.triggerGracefulShutdown()
+                for await _ in endpointDone.stream {}
+            }
             group.cancelAll()
             return .success
         }
