@@ -249,3 +249,38 @@ qos = 1
         listener.close()
         collector.close()
         bridge.stop()
+
+
+def test_sigkill_mid_stream_mqtt_to_pusher_loss_window(pusher, broker, workdir, bridges):
+    """DESIGN 5.6: libmosquitto acknowledges before the bridge sees a message, so a SIGKILL can lose
+    what was acknowledged but not yet spooled. Measure it: 2000 QoS 1 messages at ~1000/s, SIGKILL
+    in the middle, restart; everything published while the bridge is down waits in its session."""
+    config = bridge_config(pusher, broker, workdir, MQTT_TO_PUSHER)
+    first = bridges(config, name="killed")
+    listener = PysherListener(pusher, "sensor-kitchen", ["temperature"])
+    wait_until(lambda: publish(broker.port, "sensors/kitchen/temperature", "probe") or "probe" in listener.data(), 20, 0.3, "flow")
+    pub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="e2e-kill-pub")
+    pub.connect("127.0.0.1", broker.port)
+    pub.loop_start()
+    n = 2000
+    for i in range(n):
+        if i == n // 2:
+            first.kill()
+        pub.publish("sensors/kitchen/temperature", f"k:{i}", qos=1)
+        time.sleep(0.001)
+    bridges(config, name="restarted")
+    expected = {f"k:{i}" for i in range(n)}
+    try:
+        wait_until(lambda: expected <= set(listener.data()), 30, 0.2, "all messages")
+    except AssertionError:
+        pass
+    got = [d for d in listener.data() if d.startswith("k:")]
+    lost = sorted(expected - set(got), key=lambda s: int(s[2:]))
+    duplicates = len(got) - len(set(got))
+    print(f"\nSIGKILL window: {len(lost)} of {n} lost {lost[:10]}, {duplicates} duplicates")
+    pub.loop_stop()
+    listener.close()
+    # What was acknowledged by the broker and still only in the bridge's memory (MQTT client buffer,
+    # between callback and spool) is the only loss: a handful of messages at this rate, never more
+    # than 1 %.
+    assert len(lost) <= n // 100, f"{len(lost)} lost"
