@@ -41,6 +41,11 @@ import Darwin
 /// What survives a power loss depends on ``SpoolFsyncPolicy``; a process crash loses nothing
 /// `append` returned for, under every policy.
 ///
+/// ## Resources
+/// One open file descriptor per segment (pending bytes / `segmentBytes` + 1: 17 for a full
+/// 64 MiB buffer with the default 4 MiB segments) plus the lock file; an index entry of
+/// 24 bytes per pending record in memory. Payloads stay on disk until read.
+///
 /// ## Threads
 /// Not `Sendable`: one task owns a spool (the daemon's delivery task for that direction) and
 /// calls it synchronously; the calls block on file I/O. A directory lock (`flock` on
