@@ -77,17 +77,12 @@ final class BridgeRuntime: Sendable {
         pusher = PusherClient(options: try Self.pusherOptions(settings), logger: logger)
         rest = try Self.restClient(settings, logger: logger)
         mqtt = try MQTTClient(configuration: Self.mqttConfiguration(settings), logger: logger)
-        let limits = MessageBuffer<OutboxEntry<OutgoingMQTT>>.Limits(maxMessages: settings.buffer.maxMessages, maxBytes: settings.buffer.maxBytes)
-        let spoolRoot = settings.buffer.persist ? daemon.stateDirectory + "/" + settings.name : nil
-        toMQTT = try Outbox(
-            name: "pusher_to_mqtt", limits: limits, overflow: settings.buffer.overflow,
-            spoolDirectory: spoolRoot.map { $0 + "/pusher_to_mqtt" }, logger: logger
-        )
-        toPusher = try Outbox(
-            name: "mqtt_to_pusher",
-            limits: .init(maxMessages: settings.buffer.maxMessages, maxBytes: settings.buffer.maxBytes),
-            overflow: settings.buffer.overflow, spoolDirectory: spoolRoot.map { $0 + "/mqtt_to_pusher" }, logger: logger
-        )
+        let limits = BufferLimits(maxMessages: settings.buffer.maxMessages, maxBytes: settings.buffer.maxBytes)
+        func spool(_ direction: String) -> String? {
+            settings.buffer.persist ? Spool.directory(stateDirectory: daemon.stateDirectory, bridge: settings.name, direction: direction) : nil
+        }
+        toMQTT = try Outbox(name: "pusher_to_mqtt", limits: limits, overflow: settings.buffer.overflow, spoolDirectory: spool("pusher_to_mqtt"), logger: logger)
+        toPusher = try Outbox(name: "mqtt_to_pusher", limits: limits, overflow: settings.buffer.overflow, spoolDirectory: spool("mqtt_to_pusher"), logger: logger)
         var mirrors: [String: PresenceMirror] = [:]
         for rule in settings.presence {
             mirrors[rule.channel] = PresenceMirror(rule: rule, ownUserID: settings.ownPresenceUserID)
@@ -143,7 +138,7 @@ final class BridgeRuntime: Sendable {
         pusher.disconnect()
         toMQTT.close()
         // Drain what is buffered while the MQTT connection and the HTTP API are still there.
-        while ContinuousClock.now < deadline, toMQTT.pending + toPusher.count > 0 {
+        while ContinuousClock.now < deadline, toMQTT.pending + toPusher.pending > 0 {
             try? await Task.sleep(for: .milliseconds(20))
         }
         let (statusTopic, qos) = shared.withLock { ($0.settings.mqtt.statusTopic, 1) }
@@ -347,7 +342,7 @@ final class BridgeRuntime: Sendable {
         while !Task.isCancelled {
             let batch = await toMQTT.next(max: 256)
             if batch.isEmpty { return }
-            for (index, entry) in batch.enumerated() {
+            for entry in batch {
                 let publish = entry.item.publish
                 let v5 = shared.withLock { $0.settings.mqtt.protocolVersion == .v5 }
                 let message = MQTTMessage(
@@ -366,8 +361,7 @@ final class BridgeRuntime: Sendable {
                     }
                     if let early { complete(entry, with: early) }
                 } catch {
-                    // The client is shutting down: the rest stays spooled for the next start.
-                    for rest in batch[index...] { toMQTT.abandon(rest) }
+                    // The client is shutting down: the rest stays in the backlog for the next start.
                     return
                 }
             }
@@ -389,8 +383,7 @@ final class BridgeRuntime: Sendable {
     private func complete(_ entry: OutboxEntry<OutgoingMQTT>, with completion: MQTTPublishCompletion) {
         if let error = completion.error {
             metrics.errors(bridge: name, kind: "mqtt_publish").increment()
-            logger.warning("MQTT publish failed; kept in the spool", metadata: ["mqtt.topic": "\(entry.item.publish.topic)", "error": "\(error)"])
-            toMQTT.abandon(entry)
+            logger.warning("MQTT publish failed; kept for the next start", metadata: ["mqtt.topic": "\(entry.item.publish.topic)", "error": "\(error)"])
             return
         }
         toMQTT.acknowledge(entry)
@@ -459,7 +452,7 @@ final class BridgeRuntime: Sendable {
                 if batch.isEmpty { break }
                 for entry in batch {
                     let lane = lanes[Self.lane(for: entry.item.event.channel)]
-                    if await !lane.push(entry) { toPusher.abandon(entry) }
+                    _ = await lane.push(entry)  // false only when stopping: it stays in the backlog
                 }
             }
             for lane in lanes { lane.finish() }
@@ -490,7 +483,7 @@ final class BridgeRuntime: Sendable {
                     }
                 case .rejected(let status, let body):
                     for entry in batch {
-                        toPusher.discard(entry)
+                        toPusher.acknowledge(entry)
                         deadLetter(
                             DeadLetter(
                                 rule: entry.item.event.rule, reason: .rejectedByPusher(status: status, body: body),
@@ -501,17 +494,13 @@ final class BridgeRuntime: Sendable {
                 case .retry(let error):
                     metrics.errors(bridge: name, kind: "pusher_http").increment()
                     if shared.withLock({ $0.stopping }) && lane.isFinished {
-                        for entry in batch { toPusher.abandon(entry) }
-                        break
+                        break  // left in the backlog for the next start
                     }
                     let delay = policy.delay(attempt: attempt)
                     logger.warning("Pusher HTTP API failed; retrying", metadata: ["error": "\(error)", "retry_in": "\(delay)", "events": "\(batch.count)"])
                     attempt += 1
                     try? await Task.sleep(for: delay)
-                    if Task.isCancelled {
-                        for entry in batch { toPusher.abandon(entry) }
-                        return
-                    }
+                    if Task.isCancelled { return }
                     continue
                 }
                 break

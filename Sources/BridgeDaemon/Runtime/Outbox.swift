@@ -2,44 +2,40 @@ import BridgeCore
 import Logging
 import Synchronization
 
-/// Something an ``Outbox`` can hold and spool: it knows its size and its bytes on disk.
+/// Something an ``Outbox`` can hold: it knows its bytes in the backlog (and on disk).
 protocol OutboxItem: Sendable {
-    /// Bytes counted against `[bridge.buffer] max_bytes`.
-    var byteCount: Int { get }
-    /// The spool record for this item.
+    /// The backlog record for this item.
     func encoded() -> [UInt8]
-    /// The item from a spool record; `nil` for a record this version cannot read.
+    /// The item from a backlog record; `nil` for a record this version cannot read.
     static func decode(_ bytes: [UInt8]) -> Self?
 }
 
-/// One message waiting in an ``Outbox``, with its spool sequence number (0 when not spooled).
-struct OutboxEntry<Item: OutboxItem>: Sendable, BufferableMessage {
+/// One message handed out by an ``Outbox``, with its backlog sequence number.
+struct OutboxEntry<Item: OutboxItem>: Sendable {
     var sequence: UInt64
     var item: Item
-    var bufferedByteCount: Int { item.byteCount }
 }
 
 /// What happened to a message offered to an ``Outbox``.
 struct OutboxAdmission: Sendable, Equatable {
     /// Messages dropped by the overflow policy (the offered one included, for drop-newest).
     var dropped = 0
-    /// The spool could not take the message (disk full, I/O error): it is only in memory.
+    /// The spool could not take the message (disk full, I/O error): it was not stored.
     var spoolFailed = false
 }
 
-/// The queue of one bridge direction (DESIGN §4 `[bridge.buffer]`): bounded by count and bytes
-/// with the configured overflow policy (every drop counted), optionally backed by an on-disk
-/// ``Spool`` so a restart loses nothing that was buffered, and awaited by one consumer.
+/// The queue of one bridge direction: BridgeCore's ``DeliveryBacklog`` (bounded by count and
+/// bytes with the configured overflow policy, in memory or spooled to disk with `persist = true`)
+/// plus what the daemon needs around it: a lock, and an async wait for the one consumer.
 ///
-/// A message is appended to the spool before it is buffered and acknowledged in the spool only
-/// after the far side accepted it, so whatever is in flight at a crash is delivered again after
-/// the restart (at-least-once, DESIGN §5.6). Dropped messages are acknowledged at once.
+/// A message stays in the backlog until the far side accepted it (``acknowledge(_:)``), so what
+/// is in flight at a crash is delivered again after the restart (at-least-once, DESIGN §5.6).
 final class Outbox<Item: OutboxItem>: Sendable {
     private struct State: ~Copyable {
-        var buffer: MessageBuffer<OutboxEntry<Item>>
+        var backlog: DeliveryBacklog
         var spool: Spool?
-        /// Entries handed out by `next` and not yet acknowledged or returned.
-        var inFlight = 0
+        /// The highest sequence handed to the consumer.
+        var handedOut: UInt64 = 0
         var waiter: CheckedContinuation<Void, Never>?
         var closed = false
         var appendsSinceSync = 0
@@ -50,73 +46,43 @@ final class Outbox<Item: OutboxItem>: Sendable {
     private let logger: Logger
 
     /// - Parameter spoolDirectory: where to keep the spool; `nil` keeps messages in memory only.
-    /// - Returns: the outbox, with the spool's pending records (from an earlier run) buffered first.
-    init(name: String, limits: MessageBuffer<OutboxEntry<Item>>.Limits, overflow: BufferOverflowPolicy, spoolDirectory: String?, logger: Logger) throws {
+    ///   An existing spool's pending records (from an earlier run) are handed out first.
+    init(name: String, limits: BufferLimits, overflow: BufferOverflowPolicy, spoolDirectory: String?, logger: Logger) throws {
         self.name = name
         self.logger = logger
-        var buffer = MessageBuffer<OutboxEntry<Item>>(limits: limits, overflow: overflow)
-        var spool: Spool?
         if let spoolDirectory {
-            let opened = try Spool(directory: spoolDirectory, logger: logger)
-            var recovered = 0
-            var unreadable = 0
-            var after: UInt64 = 0
-            while true {
-                let records = try opened.read(after: after, limit: 1024)
-                guard let last = records.last else { break }
-                after = last.sequence
-                for record in records {
-                    guard let item = Item.decode(record.payload) else {
-                        unreadable += 1
-                        _ = try? opened.acknowledge(record.sequence)
-                        continue
-                    }
-                    if case .droppedNewest = buffer.append(OutboxEntry(sequence: record.sequence, item: item)) {
-                        _ = try? opened.acknowledge(record.sequence)
-                    }
-                    recovered += 1
-                }
+            let spool = try Spool(directory: spoolDirectory, logger: logger)
+            let backlog = DeliveryBacklog(limits: limits, overflow: overflow, spool: spool)
+            if backlog.count > 0 {
+                logger.notice("spool recovered", metadata: ["outbox": "\(name)", "messages": "\(backlog.count)"])
             }
-            if recovered > 0 || unreadable > 0 {
-                logger.notice("spool recovered", metadata: ["outbox": "\(name)", "messages": "\(recovered)", "unreadable": "\(unreadable)"])
-            }
-            spool = opened
+            state = Mutex(State(backlog: backlog, spool: spool))
+        } else {
+            state = Mutex(State(backlog: DeliveryBacklog(limits: limits, overflow: overflow), spool: nil))
         }
-        state = Mutex(State(buffer: buffer, spool: spool))
     }
 
-    /// Messages buffered and not yet handed out.
-    var count: Int { state.withLock { $0.buffer.count } }
+    /// Messages not yet acknowledged (waiting or in flight).
+    var pending: Int { state.withLock { $0.backlog.count } }
 
-    /// Messages buffered or handed out and not yet acknowledged.
-    var pending: Int { state.withLock { $0.buffer.count + $0.inFlight } }
-
-    /// Running totals of the buffer (drops by reason).
-    var counters: MessageBuffer<OutboxEntry<Item>>.Counters { state.withLock { $0.buffer.counters } }
-
-    /// Offers a message: spool it, buffer it, wake the consumer.
+    /// Offers a message: store it (on disk when spooled), wake the consumer.
     @discardableResult
     func append(_ item: Item) -> OutboxAdmission {
         var admission = OutboxAdmission()
         let waiter: CheckedContinuation<Void, Never>? = state.withLock { state in
-            var sequence: UInt64 = 0
-            if let spool = state.spool {
-                do {
-                    sequence = try spool.append(item.encoded())
-                    state.appendsSinceSync += 1
-                } catch {
-                    admission.spoolFailed = true
+            do {
+                switch try state.backlog.enqueue(item.encoded()) {
+                case .stored:
+                    break
+                case .storedDroppingOldest(_, let dropped):
+                    admission.dropped = dropped.count
+                case .droppedNewest, .droppedOversize:
+                    admission.dropped = 1
                 }
-            }
-            switch state.buffer.append(OutboxEntry(sequence: sequence, item: item)) {
-            case .stored:
-                break
-            case .storedDroppingOldest(let dropped):
-                admission.dropped = dropped.count
-                for entry in dropped where entry.sequence != 0 { _ = try? state.spool?.acknowledge(entry.sequence) }
-            case .droppedNewest(let entry), .droppedOversize(let entry):
-                admission.dropped = 1
-                if entry.sequence != 0 { _ = try? state.spool?.acknowledge(entry.sequence) }
+                state.appendsSinceSync += 1
+            } catch {
+                admission.spoolFailed = true
+                logger.error("spool write failed: message not stored", metadata: ["outbox": "\(name)", "error": "\(error)"])
             }
             defer { state.waiter = nil }
             return state.waiter
@@ -125,23 +91,40 @@ final class Outbox<Item: OutboxItem>: Sendable {
         return admission
     }
 
-    /// Up to `max` messages, oldest first, waiting while there are none. Returns `[]` once the
-    /// outbox is closed and empty, or when the task is cancelled.
+    /// Up to `max` messages not handed out yet, oldest first, waiting while there are none.
+    /// Returns `[]` once the outbox is closed and everything was handed out, or on cancellation.
     func next(max: Int) async -> [OutboxEntry<Item>] {
         while true {
             let taken: [OutboxEntry<Item>]? = state.withLock { state in
-                if state.buffer.isEmpty { return state.closed ? [] : nil }
-                var out: [OutboxEntry<Item>] = []
-                while out.count < max, let entry = state.buffer.removeFirst() { out.append(entry) }
-                state.inFlight += out.count
-                return out
+                let records: [SpoolRecord]
+                do {
+                    records = try state.backlog.pending(after: state.handedOut, limit: max)
+                } catch {
+                    logger.error("spool read failed", metadata: ["outbox": "\(name)", "error": "\(error)"])
+                    return state.closed ? [] : nil
+                }
+                guard let last = records.last else { return state.closed ? [] : nil }
+                state.handedOut = last.sequence
+                var entries: [OutboxEntry<Item>] = []
+                entries.reserveCapacity(records.count)
+                for record in records {
+                    if let item = Item.decode(record.payload) {
+                        entries.append(OutboxEntry(sequence: record.sequence, item: item))
+                    } else {
+                        logger.error("unreadable spool record skipped", metadata: ["outbox": "\(name)", "spool.sequence": "\(record.sequence)"])
+                        _ = try? state.backlog.acknowledge(record.sequence)
+                    }
+                }
+                return entries
             }
-            if let taken { return taken }
+            if let taken, !taken.isEmpty || isClosed { return taken }
             if Task.isCancelled { return [] }
+            if taken != nil { continue }  // every record was unreadable: look again
             await withTaskCancellationHandler {
                 await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                     let resumeNow = state.withLock { state in
-                        if !state.buffer.isEmpty || state.closed || state.waiter != nil { return true }
+                        let more = (try? state.backlog.pending(after: state.handedOut, limit: 1).isEmpty == false) ?? false
+                        if more || state.closed || state.waiter != nil { return true }
                         state.waiter = continuation
                         return false
                     }
@@ -157,21 +140,15 @@ final class Outbox<Item: OutboxItem>: Sendable {
         }
     }
 
-    /// The far side accepted this message: forget it (also on disk).
+    private var isClosed: Bool { state.withLock { $0.closed } }
+
+    /// The far side accepted this message (or it was dead-lettered): forget it, also on disk.
     func acknowledge(_ entry: OutboxEntry<Item>) {
         state.withLock { state in
-            state.inFlight -= 1
-            if entry.sequence != 0 { _ = try? state.spool?.acknowledge(entry.sequence) }
+            do { _ = try state.backlog.acknowledge(entry.sequence) } catch {
+                logger.warning("spool acknowledgement failed; the message may be delivered again", metadata: ["outbox": "\(name)", "error": "\(error)"])
+            }
         }
-    }
-
-    /// The message will never be delivered (dead-lettered): forget it like an accepted one.
-    func discard(_ entry: OutboxEntry<Item>) { acknowledge(entry) }
-
-    /// A message handed out could not be delivered now; it stays spooled (delivered after a restart)
-    /// and is no longer counted in flight. Callers that retry keep the entry themselves.
-    func abandon(_ entry: OutboxEntry<Item>) {
-        state.withLock { $0.inFlight -= 1 }
     }
 
     /// Forces spooled appends to disk (called about once a second; see `SpoolFsyncPolicy`).
@@ -183,7 +160,7 @@ final class Outbox<Item: OutboxItem>: Sendable {
         }
     }
 
-    /// No more messages will be appended; `next` returns `[]` once the buffer is empty.
+    /// No more messages will be appended; `next` returns `[]` once everything was handed out.
     func close() {
         let waiter = state.withLock { state in
             state.closed = true

@@ -7,8 +7,6 @@ struct OutgoingMQTT: OutboxItem, Equatable {
     /// When the source message reached the bridge (Unix ms), for the delivery-time histogram.
     var receivedAtMillis: Int64
 
-    var byteCount: Int { publish.payload.count + publish.topic.utf8.count }
-
     func encoded() -> [UInt8] {
         var writer = RecordWriter(version: 1)
         writer.string(publish.rule)
@@ -49,8 +47,6 @@ struct OutgoingMQTT: OutboxItem, Equatable {
 struct OutgoingPusher: OutboxItem, Equatable {
     var event: PusherEventPublish
     var receivedAtMillis: Int64
-
-    var byteCount: Int { event.data.utf8.count + event.channel.utf8.count + event.event.utf8.count }
 
     func encoded() -> [UInt8] {
         var writer = RecordWriter(version: 1)
