@@ -221,7 +221,8 @@ let package = Package(
         .testTarget(
             name: "BridgeDaemonTests",
             dependencies: [
-                "BridgeDaemon",
+                "BridgeDaemon", "BridgeCore", "PusherChannels",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             swiftSettings: swiftSettings

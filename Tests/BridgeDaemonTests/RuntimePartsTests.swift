@@ -1,0 +1,168 @@
+@testable import BridgeDaemon
+import BridgeCore
+import Foundation
+import Logging
+import PusherChannels
+import Testing
+
+@Suite struct OutgoingMessageCodecTests {
+    @Test func mqttRecordsRoundTrip() {
+        let message = OutgoingMQTT(
+            publish: MQTTPublish(rule: "prices", topic: "dash/prices/ü", payload: [0, 255, 10], qos: 1, retain: true,
+                                 userProperties: [.init("pusher-channel", "market-data"), .init("pusher-event", "new-price")]),
+            receivedAtMillis: 1_795_297_102_123)
+        #expect(OutgoingMQTT.decode(message.encoded()) == message)
+    }
+
+    @Test func pusherRecordsRoundTrip() {
+        let event = OutgoingPusher(event: PusherEventPublish(rule: "t", channel: "sensor-1", event: "temperature", data: "{\"v\":\"☃\"}", via: .clientEvent),
+                                   receivedAtMillis: 42)
+        #expect(OutgoingPusher.decode(event.encoded()) == event)
+    }
+
+    @Test func truncatedOrForeignRecordsAreRejectedNotTrapped() {
+        let bytes = OutgoingPusher(event: PusherEventPublish(rule: "r", channel: "c", event: "e", data: "d", via: .http), receivedAtMillis: 1).encoded()
+        for cut in 0..<bytes.count {
+            #expect(OutgoingPusher.decode(Array(bytes[..<cut])) == nil)
+        }
+        #expect(OutgoingPusher.decode(bytes + [0]) == nil)
+        #expect(OutgoingMQTT.decode(bytes) == nil)
+        var wrongVersion = bytes
+        wrongVersion[0] = 9
+        #expect(OutgoingPusher.decode(wrongVersion) == nil)
+    }
+}
+
+@Suite struct OutboxTests {
+    static func item(_ n: Int) -> OutgoingPusher {
+        OutgoingPusher(event: PusherEventPublish(rule: "r", channel: "c", event: "e", data: "m\(n)", via: .http), receivedAtMillis: Int64(n))
+    }
+
+    @Test func handsOutInOrderAndKeepsUnacknowledgedAcrossRestart() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("outbox-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let limits = BufferLimits(maxMessages: 100, maxBytes: 1 << 20)
+        do {
+            let outbox = try Outbox<OutgoingPusher>(name: "t", limits: limits, overflow: .dropOldest, spoolDirectory: directory, logger: Logger(label: "t"))
+            for n in 0..<5 { outbox.append(Self.item(n)) }
+            let first = await outbox.next(max: 3)
+            #expect(first.map(\.item.event.data) == ["m0", "m1", "m2"])
+            outbox.acknowledge(first[0])
+            outbox.acknowledge(first[2])
+            #expect(outbox.pending == 3)
+            outbox.sync()
+            outbox.closeSpool()
+        }
+        // After a restart: everything above the durable watermark (m0), in order. m2 was acknowledged
+        // out of order, above the unacknowledged m1, so it comes again: at-least-once (DESIGN 5.6).
+        let reopened = try Outbox<OutgoingPusher>(name: "t", limits: limits, overflow: .dropOldest, spoolDirectory: directory, logger: Logger(label: "t"))
+        #expect(await reopened.next(max: 10).map(\.item.event.data) == ["m1", "m2", "m3", "m4"])
+        reopened.closeSpool()
+    }
+
+    @Test func overflowDropsAreReported() async {
+        let outbox = try! Outbox<OutgoingPusher>(name: "t", limits: BufferLimits(maxMessages: 2, maxBytes: 1 << 20), overflow: .dropNewest, spoolDirectory: nil, logger: Logger(label: "t"))
+        #expect(outbox.append(Self.item(0)).dropped == 0)
+        #expect(outbox.append(Self.item(1)).dropped == 0)
+        #expect(outbox.append(Self.item(2)).dropped == 1)
+        #expect(await outbox.next(max: 10).map(\.item.event.data) == ["m0", "m1"])
+    }
+
+    @Test func nextWaitsForAnAppendAndEndsWhenClosed() async {
+        let outbox = try! Outbox<OutgoingPusher>(name: "t", limits: BufferLimits(maxMessages: 10, maxBytes: 1 << 20), overflow: .dropOldest, spoolDirectory: nil, logger: Logger(label: "t"))
+        async let waited = outbox.next(max: 10)
+        try? await Task.sleep(for: .milliseconds(50))
+        outbox.append(Self.item(7))
+        #expect(await waited.map(\.item.event.data) == ["m7"])
+        outbox.close()
+        #expect(await outbox.next(max: 10).isEmpty)
+    }
+}
+
+@Suite struct LaneQueueTests {
+    @Test func pushWaitsForRoomAndPopDrainsAfterFinish() async {
+        let lane = LaneQueue<Int>(capacity: 2)
+        #expect(await lane.push(1))
+        #expect(await lane.push(2))
+        async let third = lane.push(3)  // waits: the lane is full
+        #expect(await lane.pop(max: 10) == [1, 2])
+        #expect(await third)
+        lane.finish()
+        #expect(await lane.pop(max: 10) == [3])
+        #expect(await lane.pop(max: 10) == [])
+        #expect(await !lane.push(4))
+    }
+
+    @Test func aChannelAlwaysUsesOneLane() {
+        #expect(BridgeRuntime.lane(for: "sensor-1") == BridgeRuntime.lane(for: "sensor-1"))
+        let lanes = Set((0..<100).map { BridgeRuntime.lane(for: "sensor-\($0)") })
+        #expect(lanes == Set(0..<BridgeRuntime.laneCount))
+    }
+}
+
+@Suite struct RateLimitedLogTests {
+    @Test func limitsPerMinuteAndCountsTheRest() {
+        var log = RateLimitedLog(perMinute: 2)
+        let start = ContinuousClock.now
+        #expect(log.allow(now: start) == (true, 0))
+        #expect(log.allow(now: start) == (true, 0))
+        #expect(log.allow(now: start) == (false, 1))
+        #expect(log.allow(now: start + .seconds(1)) == (false, 2))
+        #expect(log.allow(now: start + .seconds(61)) == (true, 2))
+    }
+}
+
+@Suite struct ReloadPlanTests {
+    static func config(_ text: String) throws -> BridgeConfiguration {
+        try ConfigLoader.parse(text, file: "t.conf", environment: ConfigEnvironment(variables: [:], readFile: { _ in nil }, fileExists: { _ in true }))
+    }
+
+    static func bridge(_ name: String, port: Int = 1883, rule: String = "a") -> String {
+        """
+        [[bridge]]
+        name = "\(name)"
+        [bridge.pusher]
+        key = "k"
+        host = "127.0.0.1"
+        port = 6001
+        tls = false
+        [bridge.mqtt]
+        host = "127.0.0.1"
+        port = \(port)
+        [[bridge.rule]]
+        name = "\(rule)"
+        from = "pusher"
+        channel = "c"
+        topic = "t/\(rule)"
+
+        """
+    }
+
+    @Test func splitsChangesByWhetherConnectionsCanStay() throws {
+        let old = try Self.config("[daemon]\nmetrics = \"\"\n" + Self.bridge("same") + Self.bridge("rules") + Self.bridge("conn") + Self.bridge("gone"))
+        let new = try Self.config(
+            "[daemon]\nmetrics = \"\"\n" + Self.bridge("same") + Self.bridge("rules", rule: "b") + Self.bridge("conn", port: 1884) + Self.bridge("new"))
+        let plan = ReloadPlan(old: old, new: new)
+        #expect(plan.unchanged == ["same"])
+        #expect(plan.rulesChanged.map(\.name) == ["rules"])
+        #expect(plan.restarted.map(\.name) == ["conn"])
+        #expect(plan.added.map(\.name) == ["new"])
+        #expect(plan.removed == ["gone"])
+    }
+}
+
+@Suite struct TapLineTests {
+    @Test func applicationEventsKeepDataExactly() {
+        let line = Tap.line(for: PusherEvent(name: "new-price", channel: "market-data", data: "{\"p\":\"ü\"}\n", userID: "7"))
+        #expect(line == #"{"channel":"market-data","event":"new-price","data":"{\"p\":\"ü\"}\n","user_id":"7"}"#)
+        #expect(Tap.line(for: PusherEvent(name: "x", channel: nil, data: nil)) == nil)
+    }
+
+    @Test func presenceLines() {
+        let members = [PusherMember(userID: "a", userInfo: "{\"n\":1}"), PusherMember(userID: "b")]
+        #expect(Tap.line(for: .subscriptionSucceeded(channel: "presence-x", members: members, me: nil))
+            == #"{"channel":"presence-x","event":"pusher:subscription_succeeded","members":{"a":{"n":1},"b":{}}}"#)
+        #expect(Tap.line(for: .memberRemoved(channel: "presence-x", member: PusherMember(userID: "a")))
+            == #"{"channel":"presence-x","event":"pusher:member_removed","user_id":"a"}"#)
+    }
+}
