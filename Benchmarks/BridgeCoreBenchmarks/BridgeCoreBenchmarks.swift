@@ -11,4 +11,5 @@ let benchmarks: @Sendable () -> Void = {
         maxIterations: 1_000
     )
     ruleTableBenchmarks()
+    spoolBenchmarks()
 }
