@@ -129,3 +129,30 @@ def test_last_will_offline_on_sigkill(pusher, broker, workdir, bridges):
     # The broker publishes the will after the keepalive grace (1.5 × 5 s) at the latest.
     wait_until(lambda: retained(broker.port, "pusher-mqtt-bridge/e2e/status", 0.3).get("pusher-mqtt-bridge/e2e/status") == b"offline",
                15, 0.5, "Last Will offline")
+
+
+def test_mqtt_to_pusher_as_client_events(pusher, broker, workdir, bridges):
+    rules = """
+[[bridge.rule]]
+name = "chat"
+from = "mqtt"
+topic = "chat/+"
+channel = "private-chat"
+event = "client-{1}"
+via = "client-event"
+qos = 1
+"""
+    bridges(bridge_config(pusher, broker, workdir, rules))
+    listener = PysherListener(pusher, "private-chat", ["client-hello"])
+    # The bridge's own connection must be subscribed before it may send client events.
+    wait_until(lambda: json_subs(pusher, "private-chat") >= 2, 15, 0.2, "the bridge and pysher both subscribed")
+    for i in range(5):  # Pusher allows 10 client events per second per connection
+        publish(broker.port, "chat/hello", f"hi {i}")
+    wait_until(lambda: len(listener.data()) >= 5, 15, 0.1, "5 client events at pysher")
+    assert listener.data() == [f"hi {i}" for i in range(5)]
+    listener.close()
+
+
+def json_subs(pusher_local, channel: str) -> int:
+    status, body = pusher_local.control("GET", f"/pusher-local/apps/{pusher_local.app_id}/stats")
+    return json.loads(body)["subscriptions"].get(channel, 0) if status == 200 else 0
