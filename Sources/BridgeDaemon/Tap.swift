@@ -9,9 +9,9 @@ public enum Tap {
     /// exactly as received (a JSON string holding the raw text).
     public static func line(for event: PusherEvent) -> String? {
         guard let channel = event.channel else { return nil }
-        var out = "{\"channel\":" + jsonString(channel) + ",\"event\":" + jsonString(event.name)
-        out += ",\"data\":" + (event.data.map(jsonString) ?? "null")
-        if let userID = event.userID { out += ",\"user_id\":" + jsonString(userID) }
+        var out = "{\"channel\":" + JSONText.quoted(channel) + ",\"event\":" + JSONText.quoted(event.name)
+        out += ",\"data\":" + (event.data.map { JSONText.quoted($0) } ?? "null")
+        if let userID = event.userID { out += ",\"user_id\":" + JSONText.quoted(userID) }
         return out + "}"
     }
 
@@ -20,12 +20,12 @@ public enum Tap {
     public static func line(for change: PusherPresenceChange) -> String {
         switch change {
         case .subscriptionSucceeded(let channel, let members, _):
-            let body = members.map { jsonString($0.userID) + ":" + info($0.userInfo) }.joined(separator: ",")
-            return "{\"channel\":\(jsonString(channel)),\"event\":\"pusher:subscription_succeeded\",\"members\":{\(body)}}"
+            let body = members.map { JSONText.quoted($0.userID) + ":" + info($0.userInfo) }.joined(separator: ",")
+            return "{\"channel\":\(JSONText.quoted(channel)),\"event\":\"pusher:subscription_succeeded\",\"members\":{\(body)}}"
         case .memberAdded(let channel, let member):
-            return "{\"channel\":\(jsonString(channel)),\"event\":\"pusher:member_added\",\"user_id\":\(jsonString(member.userID)),\"user_info\":\(info(member.userInfo))}"
+            return "{\"channel\":\(JSONText.quoted(channel)),\"event\":\"pusher:member_added\",\"user_id\":\(JSONText.quoted(member.userID)),\"user_info\":\(info(member.userInfo))}"
         case .memberRemoved(let channel, let member):
-            return "{\"channel\":\(jsonString(channel)),\"event\":\"pusher:member_removed\",\"user_id\":\(jsonString(member.userID))}"
+            return "{\"channel\":\(JSONText.quoted(channel)),\"event\":\"pusher:member_removed\",\"user_id\":\(JSONText.quoted(member.userID))}"
         }
     }
 

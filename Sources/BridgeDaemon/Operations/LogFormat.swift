@@ -88,10 +88,10 @@ public struct LineLogHandler: LogHandler {
             }
             return line + "\n"
         case .json:
-            var line = "{\"ts\":\(jsonString(timestamp)),\"level\":\(jsonString(level.rawValue)),"
-            line += "\"label\":\(jsonString(label)),\"msg\":\(jsonString(message))"
+            var line = "{\"ts\":\(JSONText.quoted(timestamp)),\"level\":\(JSONText.quoted(level.rawValue)),"
+            line += "\"label\":\(JSONText.quoted(label)),\"msg\":\(JSONText.quoted(message))"
             for key in keys where !["ts", "level", "label", "msg"].contains(key) {
-                line += ",\(jsonString(key)):\(jsonString("\(metadata[key]!)"))"
+                line += ",\(JSONText.quoted(key)):\(JSONText.quoted("\(metadata[key]!)"))"
             }
             return line + "}\n"
         }
@@ -114,22 +114,3 @@ public struct LineLogHandler: LogHandler {
 }
 
 private let stderrLock = Mutex<Void>(())
-
-/// A JSON string literal for `text`, escaping quotes, backslashes and control characters.
-func jsonString(_ text: String) -> String {
-    var out = "\""
-    for scalar in text.unicodeScalars {
-        switch scalar {
-        case "\"": out += "\\\""
-        case "\\": out += "\\\\"
-        case "\n": out += "\\n"
-        case "\r": out += "\\r"
-        case "\t": out += "\\t"
-        case let c where c.value < 0x20:
-            let hex = String(c.value, radix: 16)
-            out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-        default: out.unicodeScalars.append(scalar)
-        }
-    }
-    return out + "\""
-}
