@@ -4,7 +4,7 @@ import Testing
 @testable import MQTTClient
 
 /// Persistent sessions, broker outages, Last Will, disconnected-publish rules, slow consumers.
-@Suite struct SessionAndOutageTests {
+@Suite(.timeLimit(.minutes(1))) struct SessionAndOutageTests {
     typealias S = ClientSupport
 
     @Test(arguments: [MQTTProtocolVersion.v311, .v5])
