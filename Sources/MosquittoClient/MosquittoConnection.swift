@@ -282,13 +282,16 @@ final class MosquittoConnection: Sendable {
                     continuation.resume(throwing: CancellationError())
                     return
                 }
-                let stopped = session.withLock { $0.destroyed }
-                if stopped {
-                    continuation.resume(throwing: MQTTError.shutdown)
-                    return
+                // Checked and registered under `session`, so `finish` (which marks the handle
+                // destroyed under `session`, then fails all waiters) cannot miss this waiter.
+                let outcome: Result<MQTTPublishID?, MQTTError> = session.withLock { session in
+                    if session.destroyed { return .failure(.shutdown) }
+                    return .success(window.withLock { $0.publishes.reserveOrWait(token: token, continuation) })
                 }
-                if let id = window.withLock({ $0.publishes.reserveOrWait(token: token, continuation) }) {
-                    continuation.resume(returning: id)
+                switch outcome {
+                case .failure(let error): continuation.resume(throwing: error)
+                case .success(.some(let id)): continuation.resume(returning: id)
+                case .success(.none): break
                 }
             }
         } onCancel: {
@@ -310,6 +313,12 @@ final class MosquittoConnection: Sendable {
                 if session.destroyed || session.stopRequested { throw MQTTError.shutdown }
                 guard session.isConnected else {
                     guard message.qos > .atMostOnce else { throw MQTTError.notConnected }
+                    // Refuse a bad topic now rather than after the reconnect.
+                    guard !message.topic.isEmpty,
+                        message.topic.withCString({ mosquitto_pub_topic_check($0) }) == MosquittoCode.success
+                    else {
+                        throw MQTTError.invalidArgument("invalid topic \"\(message.topic)\" (no wildcards, not empty)")
+                    }
                     session.queued.append(QueuedPublish(id: id, message: message, completion: completion))
                     return nil
                 }
@@ -333,6 +342,21 @@ final class MosquittoConnection: Sendable {
             configuration.protocolVersion != .v5
         {
             throw MQTTError.unsupported("no_local, retain_as_published and retain handling need MQTT 5")
+        }
+        // Checked now, not when a queued request is finally sent: a bad filter would otherwise
+        // be remembered and fail again after every reconnect.
+        let filter: String
+        switch request {
+        case .subscribe(let subscription): filter = subscription.filter
+        case .unsubscribe(let f): filter = f
+        }
+        // mosquitto_sub_topic_check accepts "", which the broker answers by closing the
+        // connection — and a queued request would then be re-sent after every reconnect.
+        let valid =
+            !filter.isEmpty && filter.utf8.count <= 65535
+            && filter.withCString { mosquitto_sub_topic_check($0) } == MosquittoCode.success
+        guard valid else {
+            throw MQTTError.invalidArgument("invalid topic filter \"\(filter)\" (MQTT 5 §4.7: + and # only as whole levels, # last)")
         }
         return try await withCheckedThrowingContinuation { (continuation: RequestWaiter) in
             let outcome: Result<(Int32, Result<[Int32], MQTTError>?)?, MQTTError> = session.withLock { session in

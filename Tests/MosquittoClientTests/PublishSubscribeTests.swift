@@ -4,7 +4,7 @@ import Testing
 @testable import MosquittoClient
 
 /// Round trips through a real mosquitto that each test starts on its own port.
-@Suite struct PublishSubscribeTests {
+@Suite(.timeLimit(.minutes(1))) struct PublishSubscribeTests {
     typealias S = ClientSupport
 
     @Test(arguments: [MQTTQoS.atMostOnce, .atLeastOnce, .exactlyOnce], [MQTTProtocolVersion.v311, .v5])
@@ -187,6 +187,34 @@ import Testing
             let fields = line.split(separator: " ")
             return fields.count > 3 && fields[2].hasSuffix(remote) && fields[3] == "01"
         }.count
+    }
+
+    @Test func invalidTopicsAreRefusedWithAClearError() async throws {
+        let broker = try Mosquitto()
+        try broker.start()
+        let client = try await S.connectedClient(S.configuration(port: broker.port, id: S.uniqueID("topics")))
+        for topic in ["a/+/b", "a/#", ""] {
+            do {
+                try client.trySend(.text(topic, "x"))
+                Issue.record("publish to \"\(topic)\" must fail")
+            } catch {
+                #expect(error.kind == .invalidArgument, "\(error)")
+            }
+        }
+        for filter in ["a/#/b", "a/b#", ""] {
+            do {
+                try await client.subscribe(MQTTSubscription(filter))
+                Issue.record("subscribe to \"\(filter)\" must fail")
+            } catch let error as MQTTError {
+                #expect(error.kind == .invalidArgument, "\(error)")
+            }
+        }
+        #expect(client.inFlightCount == 0)
+        // The client still works.
+        try await client.subscribe(MQTTSubscription("ok/#"))
+        try await client.publish(.text("ok/1", "fine"))
+        #expect(await S.receive(1, from: client).map(\.text) == ["fine"])
+        await client.shutdown()
     }
 
     @Test func invalidConfigurationListsEveryProblem() {

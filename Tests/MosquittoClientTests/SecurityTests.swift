@@ -4,7 +4,7 @@ import Testing
 @testable import MosquittoClient
 
 /// TLS, mutual TLS and credentials against a real mosquitto with certificates made by openssl.
-@Suite struct SecurityTests {
+@Suite(.timeLimit(.minutes(1))) struct SecurityTests {
     typealias S = ClientSupport
 
     static func certificates() throws -> TestCertificates {

@@ -4,7 +4,7 @@ import Testing
 @testable import MosquittoClient
 
 /// Persistent sessions, broker outages, Last Will, disconnected-publish rules, slow consumers.
-@Suite struct SessionAndOutageTests {
+@Suite(.timeLimit(.minutes(1))) struct SessionAndOutageTests {
     typealias S = ClientSupport
 
     @Test(arguments: [MQTTProtocolVersion.v311, .v5])
@@ -26,6 +26,30 @@ import Testing
         let received = await S.receive(5, from: second)
         #expect(received.map(\.text) == (0..<5).map { "queued \($0)" })
         await second.shutdown()
+    }
+
+    @Test func stateChangesAreObservableInOrder() async throws {
+        let broker = try Mosquitto()
+        try broker.start()
+        let client = try await S.connectedClient(S.configuration(port: broker.port, id: S.uniqueID("states")))
+        broker.stop()
+        try await S.waitUntil("disconnected") {
+            if case .disconnected = client.state { return true }
+            return false
+        }
+        await client.shutdown()
+        var seen: [MQTTConnectionState] = []
+        for await state in client.states { seen.append(state) }
+        #expect(seen.first == .connecting(attempt: 0))
+        #expect(seen.dropFirst().first == .connected(sessionPresent: false))
+        let lost = try #require(seen.dropFirst(2).first)
+        guard case .disconnected(let error, let retryIn) = lost else {
+            Issue.record("expected disconnected, saw \(lost)")
+            return
+        }
+        #expect(error.kind == .connectionLost)
+        #expect(retryIn > .zero && retryIn <= .milliseconds(120))
+        #expect(seen.last == .stopped(error: nil))
     }
 
     @Test func cleanSessionHasNoSessionAndResubscribesByItself() async throws {

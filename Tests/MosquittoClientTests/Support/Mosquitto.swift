@@ -62,14 +62,39 @@ final class Mosquitto: Sendable {
     static let executable = "/usr/sbin/mosquitto"
 
     init(_ options: Options = .init()) throws {
+        Self.reapOrphans
         self.options = options
         self.port = try Self.freePort()
         let dir = FileManager.default.temporaryDirectory
             .appendingPathComponent("mosquitto-test-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         self.directory = dir
+        try "\(getpid())\n".write(toFile: dir + "/owner.pid", atomically: true, encoding: .utf8)
         try writeConfig()
     }
+
+    /// Once per test process: brokers left by an earlier test run that was killed (its `deinit`
+    /// never ran) are stopped by the PID recorded in their directory, if that run's process is gone.
+    private static let reapOrphans: Void = {
+        let temporary = FileManager.default.temporaryDirectory.path
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: temporary)) ?? []
+        for entry in entries where entry.hasPrefix("mosquitto-test-") {
+            let dir = temporary + "/" + entry
+            func pid(_ file: String) -> Int32? {
+                (try? String(contentsOfFile: dir + "/" + file, encoding: .utf8))
+                    .flatMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+            }
+            guard let owner = pid("owner.pid"), owner != getpid(), Glibc.kill(owner, 0) != 0 else { continue }
+            // Only if that PID is still this directory's broker (PIDs get reused).
+            if let broker = pid("mosquitto.pid"), broker > 0,
+                let commandLine = try? String(contentsOfFile: "/proc/\(broker)/cmdline", encoding: .utf8),
+                commandLine.contains(dir + "/mosquitto.conf")
+            {
+                _ = Glibc.kill(broker, SIGKILL)
+            }
+            try? FileManager.default.removeItem(atPath: dir)
+        }
+    }()
 
     deinit {
         kill()
@@ -137,6 +162,7 @@ final class Mosquitto: Sendable {
     private func startOnce() throws {
         let pid = try Self.spawn(Self.executable, ["-c", configPath])
         process.store(pid, ordering: .sequentiallyConsistent)
+        try? "\(pid)\n".write(toFile: directory + "/mosquitto.pid", atomically: true, encoding: .utf8)
         let deadline = ContinuousClock.now + .seconds(10)
         while ContinuousClock.now < deadline {
             if let status = Self.reap(pid) {
