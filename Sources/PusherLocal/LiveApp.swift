@@ -118,9 +118,18 @@ final class LiveApp: Sendable {
     }
 
     /// A text frame from a client.
-    func received(_ text: String, from id: ConnectionID, now: ContinuousClock.Instant) {
-        perform { state in
-            ((), state.hub.received(text, from: id, now: now, answerPings: state.faults.answerPings))
+    func received(_ text: String, from id: ConnectionID, now: ContinuousClock.Instant, logger: Logger) {
+        let refused = perform { state in
+            let before = state.hub.counters
+            let actions = state.hub.received(text, from: id, now: now, answerPings: state.faults.answerPings)
+            let after = state.hub.counters
+            let refused = after.badFrames > before.badFrames || after.refusedSubscriptions > before.refusedSubscriptions
+                || after.refusedClientEvents > before.refusedClientEvents
+            return (refused, actions)
+        }
+        if refused {
+            // Counted in the hub's counters; the client got a pusher:error saying why.
+            logger.debug("Frame refused", metadata: ["pusher.frame": "\(text.prefix(200))"])
         }
     }
 

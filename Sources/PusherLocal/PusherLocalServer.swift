@@ -355,7 +355,7 @@ struct ConnectionHandler: Sendable {
                     switch message {
                     case .text(let text):
                         logger.trace("Frame received", metadata: ["pusher.frame": "\(text.prefix(200))"])
-                        live.received(text, from: id, now: now)
+                        live.received(text, from: id, now: now, logger: logger)
                     case .binary:
                         logger.debug("Binary frame ignored")
                         live.perform { state in

@@ -304,6 +304,14 @@ struct AppHubTests {
         #expect(frames(expired, to: c).last == ServerFrame.cacheMiss(channel: "cache-prices"))
     }
 
+    @Test func encryptedPayloadsPassThroughUntouched() {
+        var hub = hub([a])
+        _ = hub.received(subscribeText(a, "private-encrypted-vault"), from: a, now: t0)
+        let sealed = "{\"nonce\":\"bm9uY2U=\",\"ciphertext\":\"Y2lwaGVy\"}"
+        let actions = hub.publish(PublishRequest(name: "secret", data: sealed, channels: ["private-encrypted-vault"]), now: t0)
+        #expect(frames(actions, to: a) == [ServerFrame.channelEvent(event: "secret", channel: "private-encrypted-vault", data: sealed)])
+    }
+
     @Test func closeAllClosesEveryConnectionWithTheCode() {
         let hub = hub([a, b])
         #expect(hub.closeAll(code: 4200, reason: "r") == [.close(a, code: 4200, reason: "r"), .close(b, code: 4200, reason: "r")])

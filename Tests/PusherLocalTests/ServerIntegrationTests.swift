@@ -78,6 +78,31 @@ struct ServerIntegrationTests {
         }
     }
 
+    @Test func webSocketPingsAreAnswered() async throws {
+        try await withServer(testConfiguration()) { running in
+            // The client pings every 100 ms and closes the connection if a pong is missing.
+            try await withSocket(running.webSocketURL(), autoPing: .milliseconds(100)) { socket in
+                _ = try await establish(socket)
+                try await Task.sleep(for: .milliseconds(500))
+                #expect(socket.state.withLock { $0.ended } == false)
+                socket.send("{\"event\":\"pusher:ping\",\"data\":{}}")
+                #expect(try await socket.nextEvent().event == "pusher:pong")
+            }
+        }
+    }
+
+    @Test func eventsInfoReportsCounts() async throws {
+        try await withServer(testConfiguration()) { running in
+            try await withSocket(running.webSocketURL()) { socket in
+                let id = try await establish(socket)
+                try await subscribe(socket, socketID: id, channel: "presence-info", userID: "u1")
+                let body = "{\"name\":\"e\",\"channels\":[\"presence-info\",\"empty\"],\"data\":\"d\",\"info\":\"user_count,subscription_count\"}"
+                let reply = try await apiRequest(running, method: "POST", path: "/apps/1/events", body: body)
+                #expect(reply.body == "{\"channels\":{\"presence-info\":{\"user_count\":1,\"subscription_count\":1},\"empty\":{\"subscription_count\":0}}}")
+            }
+        }
+    }
+
     @Test func wrongSignatureOrOldTimestampOrBadBodyMD5Gets401() async throws {
         try await withServer(testConfiguration()) { running in
             let body = "{\"name\":\"e\",\"channel\":\"c\",\"data\":\"d\"}"

@@ -219,3 +219,26 @@ def test_control_disconnect_closes_pysher_with_the_code(pusher_server):
         assert client.connection.state != "connected"
     finally:
         close(client)
+
+
+def test_several_apps_and_no_control_flag():
+    server = pusher_local.start(extra_args=["--app", "2:second-key:second-secret", "--no-control"])
+    try:
+        other = pusher_local.PusherLocal(host=server.host, port=server.port, app_id="2", key="second-key",
+                                         secret="second-secret", process=server.process)
+        client = connect_pysher(other)
+        close(client)
+        status, _ = server.control("GET", "stats")
+        assert status == 404
+        official(other).trigger("any", "e", "d")
+        with pytest.raises(pusher.errors.PusherBadAuth):
+            official(other, secret=server.secret).trigger("any", "e", "d")
+    finally:
+        assert pusher_local.stop(server.process) == 0
+
+
+def test_bad_flags_exit_64():
+    import subprocess
+    result = subprocess.run([str(pusher_local.binary_path()), "--app", "missing-parts"], capture_output=True, text=True)
+    assert result.returncode == 64
+    assert "ID:KEY:SECRET" in result.stderr
