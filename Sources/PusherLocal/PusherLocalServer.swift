@@ -278,7 +278,10 @@ struct ConnectionHandler: Sendable {
         var reason: String
     }
 
-    enum Role { case reader, writer, timer }
+    enum Role { case reader, writer, timer, shutdown }
+
+    /// How long a connection may take to finish its close handshake once the server shuts down.
+    static let shutdownGrace: Duration = .seconds(2)
 
     /// How long a refused connection stays open between `pusher:error` and the close frame.
     ///
@@ -386,6 +389,19 @@ struct ConnectionHandler: Sendable {
                     }
                 }
                 return .timer
+            }
+            group.addTask {
+                // Server shutdown (SIGTERM): ask the client to reconnect (4200), and end the
+                // connection after a grace period even if the client never answers the close
+                // (a client that stopped reading would otherwise hold the shutdown forever).
+                do {
+                    try await gracefulShutdown()
+                } catch {
+                    return .timer
+                }
+                continuation.yield(.close(code: PusherCloseCode.genericReconnectImmediately.rawValue, reason: "pusher-local is shutting down"))
+                try? await Task.sleep(for: Self.shutdownGrace)
+                return .shutdown
             }
             // The connection is over when the reader (client gone) or the writer (close sent) ends.
             while let role = await group.next() {
