@@ -315,8 +315,8 @@ struct ConnectionHandler: Sendable {
             return
         }
         let id = registry.makeConnectionID()
-        let (stream, continuation) = AsyncStream.makeStream(of: OutboundItem.self)
-        let socketID = live.connect(id, outbox: Outbox(continuation: continuation))
+        let (stream, outbox) = Outbox.make(limit: configuration.maxQueuedFrames)
+        let socketID = live.connect(id, outbox: outbox)
         var connectionLogger = live.logger
         connectionLogger[metadataKey: "pusher.socket_id"] = .string(socketID)
         let logger = connectionLogger
@@ -380,9 +380,9 @@ struct ConnectionHandler: Sendable {
                     case .none:
                         continue
                     case .sendPing:
-                        continuation.yield(.text(ByteBuffer(string: ServerFrame.ping)))
+                        outbox.send(.text(ByteBuffer(string: ServerFrame.ping)))
                     case .closeForInactivity:
-                        continuation.yield(.close(code: PusherCloseCode.pongReplyNotReceived.rawValue, reason: "Pong reply not received"))
+                        outbox.send(.close(code: PusherCloseCode.pongReplyNotReceived.rawValue, reason: "Pong reply not received"))
                         // Stay until the writer has sent the close and the group ends.
                         try? await Task.sleep(for: .seconds(3600))
                         return .timer
@@ -399,7 +399,7 @@ struct ConnectionHandler: Sendable {
                 } catch {
                     return .timer
                 }
-                continuation.yield(.close(code: PusherCloseCode.genericReconnectImmediately.rawValue, reason: "pusher-local is shutting down"))
+                outbox.send(.close(code: PusherCloseCode.genericReconnectImmediately.rawValue, reason: "pusher-local is shutting down"))
                 try? await Task.sleep(for: Self.shutdownGrace)
                 return .shutdown
             }
@@ -409,7 +409,7 @@ struct ConnectionHandler: Sendable {
             }
             group.cancelAll()
         }
-        continuation.finish()
+        outbox.continuation.finish()
         live.disconnect(id)
         logger.debug("Connection closed")
     }

@@ -242,3 +242,16 @@ def test_bad_flags_exit_64():
     result = subprocess.run([str(pusher_local.binary_path()), "--app", "missing-parts"], capture_output=True, text=True)
     assert result.returncode == 64
     assert "ID:KEY:SECRET" in result.stderr
+
+
+def test_sigterm_with_a_connected_client_that_never_answers_exits_zero_quickly():
+    import websocket
+    server = pusher_local.start()
+    ws = websocket.create_connection(server.ws_url, timeout=10)
+    try:
+        assert json.loads(ws.recv())["event"] == "pusher:connection_established"
+        started = time.monotonic()
+        assert pusher_local.stop(server.process, timeout=8) == 0
+        assert time.monotonic() - started < 5
+    finally:
+        ws.close(timeout=0.5)
