@@ -76,8 +76,11 @@ public struct PublishRequest: Sendable, Equatable {
 
 /// Counters of one app, readable through the control endpoint.
 public struct AppCounters: Sendable, Equatable {
-    /// Connections accepted since start.
+    /// WebSocket connections opened since start, including those refused by the control switch
+    /// (so a reconnect loop against a refusing server can be counted).
     public var connectionsOpened = 0
+    /// Connections closed at once because the control switch refused them.
+    public var connectionsRefused = 0
     /// Events published through the HTTP API (one per channel named).
     public var eventsPublished = 0
     /// Client events accepted and relayed.
@@ -168,6 +171,12 @@ public struct AppHub: Sendable {
         connections[id] = nil
         socketIndex[connection.socketID] = nil
         return actions
+    }
+
+    /// A connection was opened and refused at once by the control switch (counted, not kept).
+    public mutating func refused() {
+        counters.connectionsOpened += 1
+        counters.connectionsRefused += 1
     }
 
     /// Close every open connection with `code` (control endpoint; e.g. 4200 to provoke a reconnect).

@@ -37,8 +37,7 @@ struct ControlEndpoints {
             logger.info("Control: disconnect", metadata: ["pusher.app": "\(live.app.id)", "pusher.close_code": "\(code)", "connections": "\(count)"])
             return HTTPAPIResponder.json("{\"closed\":\(count)}")
         case (.post, "raw"):
-            let text = String(decoding: body, as: UTF8.self)
-            let count = control.sendRaw(text)
+            let count = control.sendRaw(body)
             return HTTPAPIResponder.json("{\"sent\":\(count)}")
         case (.post, "pings"):
             guard let answer = param("answer"), answer == "true" || answer == "false" else {
@@ -84,11 +83,12 @@ struct AppControl {
         }
     }
 
-    func sendRaw(_ text: String) -> Int {
-        live.perform { state in
-            let ids = state.hub.connectionIDs
-            return (ids.count, ids.isEmpty ? [] : [.deliver(text, to: ids)])
-        }
+    /// The bytes go out as they are (a text frame that may be invalid UTF-8), bypassing the hub.
+    func sendRaw(_ bytes: [UInt8]) -> Int {
+        let outboxes = live.state.withLock { state in Array(state.outboxes.values) }
+        let buffer = ByteBuffer(bytes: bytes)
+        for outbox in outboxes { outbox.send(.text(buffer)) }
+        return outboxes.count
     }
 }
 

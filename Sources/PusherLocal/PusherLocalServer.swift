@@ -179,10 +179,17 @@ public struct RunningPusherLocal: Sendable {
         live(appID).map { AppControl(live: $0).disconnectAll(code: code, reason: reason) } ?? 0
     }
 
-    /// Sends `text` as one raw text frame (even malformed JSON) to every connection; returns how many.
+    /// Sends `bytes` as one raw text frame (even malformed JSON or invalid UTF-8) to every
+    /// connection; returns how many.
+    @discardableResult
+    public func sendRaw(appID: String? = nil, _ bytes: [UInt8]) -> Int {
+        live(appID).map { AppControl(live: $0).sendRaw(bytes) } ?? 0
+    }
+
+    /// Sends `text` as one raw text frame to every connection; returns how many.
     @discardableResult
     public func sendRaw(appID: String? = nil, _ text: String) -> Int {
-        live(appID).map { AppControl(live: $0).sendRaw(text) } ?? 0
+        sendRaw(appID: appID, Array(text.utf8))
     }
 
     /// Whether `pusher:ping` is answered (false provokes client pong timeouts).
@@ -230,7 +237,7 @@ public struct PusherLocalStats: Sendable, Equatable {
     public var json: String {
         let subs = subscriptions.keys.sorted().map { jsonQuoted($0) + ":" + String(subscriptions[$0] ?? 0) }.joined(separator: ",")
         return "{\"connections\":\(connections),\"subscriptions\":{\(subs)},\"connections_opened\":\(counters.connectionsOpened),"
-            + "\"events_published\":\(counters.eventsPublished),\"client_events\":\(counters.clientEvents),"
+            + "\"connections_refused\":\(counters.connectionsRefused),\"events_published\":\(counters.eventsPublished),\"client_events\":\(counters.clientEvents),"
             + "\"events_delivered\":\(counters.framesDelivered),\"bad_frames\":\(counters.badFrames),"
             + "\"refused_subscriptions\":\(counters.refusedSubscriptions),\"refused_client_events\":\(counters.refusedClientEvents)}"
     }
@@ -309,7 +316,12 @@ struct ConnectionHandler: Sendable {
         case .success(let found):
             live = found
         }
-        if let refusal = live.state.withLock({ $0.faults.refusal }) {
+        let refusal = live.state.withLock { state -> (code: UInt16, reason: String)? in
+            guard let refusal = state.faults.refusal else { return nil }
+            state.hub.refused()
+            return refusal
+        }
+        if let refusal {
             live.logger.info("Connection refused by control switch", metadata: ["pusher.close_code": "\(refusal.code)"])
             await Self.refuse(outbound, code: refusal.code, reason: refusal.reason)
             return

@@ -243,6 +243,9 @@ struct ServerIntegrationTests {
                 _ = try await establish(socket)
                 #expect(try await rawRequest(running, method: "POST", target: "/pusher-local/apps/1/raw", body: "{not json").status == 200)
                 #expect(try await socket.next() == "{not json")
+                // Invalid UTF-8 is sent too (the interop suite checks the bytes; WSClient repairs them).
+                #expect(running.sendRaw([0x7B, 0xFF, 0xFE]) == 1)
+                #expect(try await socket.next() == "{\u{FFFD}\u{FFFD}")
                 #expect(try await rawRequest(running, method: "POST", target: "/pusher-local/apps/1/pings?answer=false").status == 200)
                 socket.send("{\"event\":\"pusher:ping\",\"data\":{}}")
                 #expect(try await socket.expectSilence() == nil)
@@ -252,7 +255,11 @@ struct ServerIntegrationTests {
             }
             // refuse new connections with 4001, then accept again
             #expect(try await rawRequest(running, method: "POST", target: "/pusher-local/apps/1/refuse?code=4001").status == 200)
+            let openedBefore = running.stats()?.counters.connectionsOpened ?? -1
             #expect(try await withSocket(running.webSocketURL()) { try await $0.closeCode() } == 4001)
+            // Refused attempts are counted, so tests can detect a reconnect loop.
+            #expect(running.stats()?.counters.connectionsOpened == openedBefore + 1)
+            #expect(running.stats()?.counters.connectionsRefused == 1)
             #expect(try await rawRequest(running, method: "POST", target: "/pusher-local/apps/1/accept").status == 200)
             #expect(try await withSocket(running.webSocketURL()) { try await $0.nextEvent().event } == "pusher:connection_established")
             // the other app was never affected

@@ -255,3 +255,20 @@ def test_sigterm_with_a_connected_client_that_never_answers_exits_zero_quickly()
         assert time.monotonic() - started < 5
     finally:
         ws.close(timeout=0.5)
+
+
+def test_control_raw_frame_sends_the_bytes_unchanged(pusher_server):
+    import websocket
+    ws = websocket.create_connection(pusher_server.ws_url, timeout=10, skip_utf8_validation=True)
+    try:
+        ws.recv_data()  # connection_established
+        import urllib.request
+        request = urllib.request.Request(f"{pusher_server.http_url}/pusher-local/apps/{pusher_server.app_id}/raw",
+                                         data=b"{\xff\xfe", method="POST")
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert json.loads(response.read()) == {"sent": 1}
+        opcode, data = ws.recv_data()
+        assert opcode == websocket.ABNF.OPCODE_TEXT
+        assert data == b"{\xff\xfe"
+    finally:
+        ws.close(timeout=0.5)
