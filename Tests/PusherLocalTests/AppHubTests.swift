@@ -317,3 +317,61 @@ struct AppHubTests {
         #expect(hub.closeAll(code: 4200, reason: "r") == [.close(a, code: 4200, reason: "r"), .close(b, code: 4200, reason: "r")])
     }
 }
+
+/// Hostile and mangled frames: the hub answers or ignores them, never traps.
+struct AppHubRobustnessTests {
+    /// A small deterministic generator (SplitMix64), so a failure can be replayed.
+    struct SplitMix: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    static let seeds = [
+        "{\"event\":\"pusher:subscribe\",\"data\":{\"channel\":\"presence-x\",\"auth\":\"app-key:00\",\"channel_data\":\"{\\\"user_id\\\":1}\"}}",
+        "{\"event\":\"client-x\",\"channel\":\"private-x\",\"data\":{\"a\":[1,2,{\"b\":null}]}}",
+        "{\"event\":\"pusher:unsubscribe\",\"data\":{\"channel\":\"x\"}}",
+        "{\"event\":\"pusher:ping\",\"data\":\"\"}",
+        "{\"event\":\"pusher:subscribe\",\"data\":\"{\\\"channel\\\":\\\"cache-x\\\"}\"}",
+    ]
+
+    @Test func mutatedFramesNeverTrap() {
+        var random = SplitMix(state: 42)
+        var hub = AppHub(app: .demo, activityTimeoutSeconds: 120)
+        let id = ConnectionID(1)
+        _ = hub.connected(id, socketID: "1.1")
+        let alphabet = Array("{}[]\":,\\ uxnulltrue-0123456789.eE".utf8) + [0x00, 0xFF, 0xC3]
+        var answered = 0
+        for round in 0..<3000 {
+            var bytes = Array(Self.seeds[round % Self.seeds.count].utf8)
+            for _ in 0..<Int.random(in: 1...4, using: &random) {
+                guard !bytes.isEmpty else { break }
+                let at = Int.random(in: 0..<bytes.count, using: &random)
+                switch Int.random(in: 0..<3, using: &random) {
+                case 0: bytes[at] = alphabet.randomElement(using: &random) ?? 0
+                case 1: bytes.remove(at: at)
+                default: bytes.insert(alphabet.randomElement(using: &random) ?? 0, at: at)
+                }
+            }
+            let text = String(decoding: bytes, as: UTF8.self)
+            answered += hub.received(text, from: id, now: .now).count
+        }
+        #expect(answered > 0)
+        #expect(hub.connectionCount == 1)
+    }
+
+    @Test func deeplyNestedFrameIsRefused() {
+        var hub = AppHub(app: .demo, activityTimeoutSeconds: 120)
+        let id = ConnectionID(1)
+        _ = hub.connected(id, socketID: "1.1")
+        let deep = "{\"event\":\"client-x\",\"channel\":\"private-x\",\"data\":" + String(repeating: "[", count: 100_000) + "}"
+        let actions = hub.received(deep, from: id, now: .now)
+        #expect(actions.count == 1)
+        #expect(hub.counters.badFrames == 1)
+    }
+}

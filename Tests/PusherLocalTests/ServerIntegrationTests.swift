@@ -289,6 +289,24 @@ struct ServerIntegrationTests {
         }
     }
 
+    @Test func portInUseFailsInsteadOfHanging() async throws {
+        try await withServer(testConfiguration()) { running in
+            var taken = testConfiguration()
+            taken.port = running.port
+            await #expect(throws: (any Error).self) {
+                try await withServer(taken) { _ in }
+            }
+        }
+    }
+
+    @Test func invalidConfigurationIsRefused() async throws {
+        var configuration = testConfiguration()
+        configuration.apps = []
+        await #expect(throws: PusherLocalError.self) {
+            try await withServer(configuration) { _ in }
+        }
+    }
+
     @Test func controlEndpointsCanBeTurnedOff() async throws {
         var configuration = testConfiguration()
         configuration.controlEnabled = false
