@@ -312,6 +312,19 @@ struct AppHubTests {
         #expect(frames(actions, to: a) == [ServerFrame.channelEvent(event: "secret", channel: "private-encrypted-vault", data: sealed)])
     }
 
+    @Test func signinChecksTheUserSignature() throws {
+        var hub = hub([a])
+        let userData = "{\"id\":\"u7\",\"user_info\":{\"n\":1}}"
+        func frame(_ auth: String) -> String {
+            "{\"event\":\"pusher:signin\",\"data\":{\"auth\":\(jsonQuoted(auth)),\"user_data\":\(jsonQuoted(userData))}}"
+        }
+        let good = PusherAuth.userAuth(key: app.key, secret: app.secret, socketID: socketID(a), userData: userData)
+        let reply = try #require(frames(hub.received(frame(good), from: a, now: t0), to: a).first)
+        #expect(reply == "{\"event\":\"pusher:signin_success\",\"data\":" + jsonQuoted("{\"user_data\":" + jsonQuoted(userData) + "}") + "}")
+        let bad = PusherAuth.userAuth(key: app.key, secret: "wrong", socketID: socketID(a), userData: userData)
+        #expect(frames(hub.received(frame(bad), from: a, now: t0), to: a).first?.contains("Invalid signature") == true)
+    }
+
     @Test func closeAllClosesEveryConnectionWithTheCode() {
         let hub = hub([a, b])
         #expect(hub.closeAll(code: 4200, reason: "r") == [.close(a, code: 4200, reason: "r"), .close(b, code: 4200, reason: "r")])
