@@ -76,8 +76,11 @@ public struct PublishRequest: Sendable, Equatable {
 
 /// Counters of one app, readable through the control endpoint.
 public struct AppCounters: Sendable, Equatable {
-    /// Connections accepted since start.
+    /// WebSocket connections opened since start, including those refused by the control switch
+    /// (so a reconnect loop against a refusing server can be counted).
     public var connectionsOpened = 0
+    /// Connections closed at once because the control switch refused them.
+    public var connectionsRefused = 0
     /// Events published through the HTTP API (one per channel named).
     public var eventsPublished = 0
     /// Client events accepted and relayed.
@@ -170,6 +173,12 @@ public struct AppHub: Sendable {
         return actions
     }
 
+    /// A connection was opened and refused at once by the control switch (counted, not kept).
+    public mutating func refused() {
+        counters.connectionsOpened += 1
+        counters.connectionsRefused += 1
+    }
+
     /// Close every open connection with `code` (control endpoint; e.g. 4200 to provoke a reconnect).
     public func closeAll(code: UInt16, reason: String) -> [HubAction] {
         connections.keys.sorted().map { .close($0, code: code, reason: reason) }
@@ -206,6 +215,12 @@ public struct AppHub: Sendable {
                 return [.send(id, ServerFrame.error("pusher:subscribe needs a data object", code: nil))]
             }
             return subscribe(id, data: data, now: now)
+        case "pusher:signin":
+            guard let data = Self.objectData(message["data"]) else {
+                counters.badFrames += 1
+                return [.send(id, ServerFrame.error("pusher:signin needs a data object", code: nil))]
+            }
+            return signin(id, data: data)
         case "pusher:unsubscribe":
             guard let data = Self.objectData(message["data"]), let channel = data["channel"]?.stringValue else {
                 counters.badFrames += 1
@@ -234,6 +249,30 @@ public struct AppHub: Sendable {
             return nil
         default: return nil
         }
+    }
+
+    // MARK: user sign-in
+
+    /// `pusher:signin` with `auth` = KEY:HMAC(secret, `socket_id::user::user_data`) and
+    /// `user_data` (a JSON object with a string `id`); answered with `pusher:signin_success`
+    /// (PUSHER-PROTOCOL §1, "User sign-in"). No `#server-to-user-` channel is kept.
+    mutating func signin(_ id: ConnectionID, data: JSONValue) -> [HubAction] {
+        guard let connection = connections[id] else { return [] }
+        guard let auth = data["auth"]?.stringValue, let userData = data["user_data"]?.stringValue else {
+            counters.badFrames += 1
+            return [.send(id, ServerFrame.error("pusher:signin needs data.auth and data.user_data strings", code: nil))]
+        }
+        let expected = PusherAuth.userAuth(key: app.key, secret: app.secret, socketID: connection.socketID, userData: userData)
+        guard constantTimeEqual(auth, expected) else {
+            counters.badFrames += 1
+            return [.send(id, ServerFrame.error("Invalid signature for pusher:signin", code: nil))]
+        }
+        guard let user = try? JSONValue.parse(userData), let userID = user["id"]?.stringValue, !userID.isEmpty else {
+            counters.badFrames += 1
+            return [.send(id, ServerFrame.error("user_data must be a JSON object with a string 'id'", code: nil))]
+        }
+        let success = "{\"user_data\":" + jsonQuoted(userData) + "}"
+        return [.send(id, "{\"event\":\"pusher:signin_success\",\"data\":" + jsonQuoted(success) + "}")]
     }
 
     // MARK: subscriptions

@@ -47,6 +47,8 @@ public struct PusherLocalConfiguration: Sendable {
     public var maxFrameSize: Int
     /// Largest HTTP request body accepted (413 beyond).
     public var maxBodySize: Int
+    /// Frames that may wait for one slow connection before it is disconnected.
+    public var maxQueuedFrames: Int
 
     public init(
         host: String = "127.0.0.1",
@@ -57,7 +59,8 @@ public struct PusherLocalConfiguration: Sendable {
         controlEnabled: Bool = true,
         webhookURL: String? = nil,
         maxFrameSize: Int = 256 * 1024,
-        maxBodySize: Int = 1024 * 1024
+        maxBodySize: Int = 1024 * 1024,
+        maxQueuedFrames: Int = 1_000_000
     ) {
         self.host = host
         self.port = port
@@ -68,6 +71,7 @@ public struct PusherLocalConfiguration: Sendable {
         self.webhookURL = webhookURL
         self.maxFrameSize = maxFrameSize
         self.maxBodySize = maxBodySize
+        self.maxQueuedFrames = maxQueuedFrames
     }
 
     /// Problems that make this configuration unusable, one message each (empty when valid).
@@ -82,6 +86,7 @@ public struct PusherLocalConfiguration: Sendable {
         if !(0...65535).contains(port) { problems.append("port \(port) is not in 0...65535") }
         if activityTimeout < .seconds(1) { problems.append("activity timeout must be at least 1 second") }
         if pongTimeout <= .zero { problems.append("pong timeout must be positive") }
+        if maxQueuedFrames < 1 { problems.append("max queued frames must be at least 1") }
         if let webhookURL, !(webhookURL.hasPrefix("http://") || webhookURL.hasPrefix("https://")) {
             problems.append("webhook URL must start with http:// or https://")
         }

@@ -37,8 +37,7 @@ struct ControlEndpoints {
             logger.info("Control: disconnect", metadata: ["pusher.app": "\(live.app.id)", "pusher.close_code": "\(code)", "connections": "\(count)"])
             return HTTPAPIResponder.json("{\"closed\":\(count)}")
         case (.post, "raw"):
-            let text = String(decoding: body, as: UTF8.self)
-            let count = control.sendRaw(text)
+            let count = control.sendRaw(body)
             return HTTPAPIResponder.json("{\"sent\":\(count)}")
         case (.post, "pings"):
             guard let answer = param("answer"), answer == "true" || answer == "false" else {
@@ -84,11 +83,12 @@ struct AppControl {
         }
     }
 
-    func sendRaw(_ text: String) -> Int {
-        live.perform { state in
-            let ids = state.hub.connectionIDs
-            return (ids.count, ids.isEmpty ? [] : [.deliver(text, to: ids)])
-        }
+    /// The bytes go out as they are (a text frame that may be invalid UTF-8), bypassing the hub.
+    func sendRaw(_ bytes: [UInt8]) -> Int {
+        let outboxes = live.state.withLock { state in Array(state.outboxes.values) }
+        let buffer = ByteBuffer(bytes: bytes)
+        for outbox in outboxes { outbox.send(.text(buffer)) }
+        return outboxes.count
     }
 }
 
@@ -118,17 +118,19 @@ struct StreamSpec: Sendable {
         self.rate = rate
     }
 
-    /// The data of event `seq`.
-    static func data(seq: Int, sentAtNanos: Int64, size: Int) -> String {
+    /// The data of event `seq`; `padding` is a run of `x` long enough for `size` (made once per
+    /// stream, so the generator's cost per event stays small).
+    static func data(seq: Int, sentAtNanos: Int64, size: Int, padding: Substring) -> String {
         let head = "{\"seq\":\(seq),\"sent_at_ns\":\(sentAtNanos),\"pad\":\""
-        let padding = max(0, size - head.utf8.count - 2)
-        return head + String(repeating: "x", count: padding) + "\"}"
+        let length = max(0, size - head.utf8.count - 2)
+        return head + padding.prefix(length) + "\"}"
     }
 
     func run(on live: LiveApp) async -> String {
         let clock = ContinuousClock()
         let start = clock.now
         var sent = 0
+        let padding = Substring(String(repeating: "x", count: size))
         for seq in 0..<count {
             if Task.isCancelled { break }
             if rate > 0 {
@@ -136,7 +138,7 @@ struct StreamSpec: Sendable {
                 if due > clock.now { try? await Task.sleep(until: due, clock: clock) }
             }
             let nanos = Int64(Date().timeIntervalSince1970 * 1e9)
-            let request = PublishRequest(name: event, data: Self.data(seq: seq, sentAtNanos: nanos, size: size), channels: [channel])
+            let request = PublishRequest(name: event, data: Self.data(seq: seq, sentAtNanos: nanos, size: size, padding: padding), channels: [channel])
             let now = clock.now
             live.perform { state in ((), state.hub.publish(request, now: now)) }
             sent += 1

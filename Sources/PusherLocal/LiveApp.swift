@@ -13,10 +13,31 @@ enum OutboundItem: Sendable {
 
 /// The queue into one connection's writer task. Yielding never blocks, so a publish never
 /// waits for a slow socket (and never holds a lock while a socket is written).
+///
+/// The queue is bounded (``PusherLocalConfiguration/maxQueuedFrames``): a client that stops
+/// reading is disconnected once that many frames wait for it, instead of growing the server's
+/// memory without end.
 struct Outbox: Sendable {
     let continuation: AsyncStream<OutboundItem>.Continuation
 
-    func send(_ item: OutboundItem) { continuation.yield(item) }
+    /// A new queue holding at most `limit` frames, and the stream its writer reads.
+    static func make(limit: Int) -> (AsyncStream<OutboundItem>, Outbox) {
+        let (stream, continuation) = AsyncStream.makeStream(of: OutboundItem.self, bufferingPolicy: .bufferingOldest(limit))
+        return (stream, Outbox(continuation: continuation))
+    }
+
+    /// Queues `item`; false when the queue was full (the connection is then ended: its writer
+    /// sends what is queued and stops).
+    @discardableResult
+    func send(_ item: OutboundItem) -> Bool {
+        switch continuation.yield(item) {
+        case .enqueued, .terminated: return true
+        case .dropped:
+            continuation.finish()
+            return false
+        @unknown default: return true
+        }
+    }
 }
 
 /// Fault switches set through the control endpoints (development only).
@@ -82,19 +103,23 @@ final class LiveApp: Sendable {
             }
             return (value, resolved)
         }
+        var overflowed = 0
         for item in resolved {
             switch item {
             case .one(let outbox, let text):
-                outbox.send(.text(ByteBuffer(string: text)))
+                if !outbox.send(.text(ByteBuffer(string: text))) { overflowed += 1 }
             case .many(let outboxes, let text):
                 // Encoded once; ByteBuffer is copy-on-write, so every recipient shares the bytes.
                 let buffer = ByteBuffer(string: text)
-                for outbox in outboxes { outbox.send(.text(buffer)) }
+                for outbox in outboxes where !outbox.send(.text(buffer)) { overflowed += 1 }
             case .close(let outbox, let code, let reason):
                 outbox.send(.close(code: code, reason: reason))
             case .webhook(let event):
                 webhooks?.post(event, app: app)
             }
+        }
+        if overflowed > 0 {
+            logger.warning("Slow client disconnected: send queue full", metadata: ["pusher.connections": "\(overflowed)"])
         }
         return value
     }
@@ -118,9 +143,18 @@ final class LiveApp: Sendable {
     }
 
     /// A text frame from a client.
-    func received(_ text: String, from id: ConnectionID, now: ContinuousClock.Instant) {
-        perform { state in
-            ((), state.hub.received(text, from: id, now: now, answerPings: state.faults.answerPings))
+    func received(_ text: String, from id: ConnectionID, now: ContinuousClock.Instant, logger: Logger) {
+        let refused = perform { state in
+            let before = state.hub.counters
+            let actions = state.hub.received(text, from: id, now: now, answerPings: state.faults.answerPings)
+            let after = state.hub.counters
+            let refused = after.badFrames > before.badFrames || after.refusedSubscriptions > before.refusedSubscriptions
+                || after.refusedClientEvents > before.refusedClientEvents
+            return (refused, actions)
+        }
+        if refused {
+            // Counted in the hub's counters; the client got a pusher:error saying why.
+            logger.debug("Frame refused", metadata: ["pusher.frame": "\(text.prefix(200))"])
         }
     }
 

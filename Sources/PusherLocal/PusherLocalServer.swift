@@ -179,10 +179,17 @@ public struct RunningPusherLocal: Sendable {
         live(appID).map { AppControl(live: $0).disconnectAll(code: code, reason: reason) } ?? 0
     }
 
-    /// Sends `text` as one raw text frame (even malformed JSON) to every connection; returns how many.
+    /// Sends `bytes` as one raw text frame (even malformed JSON or invalid UTF-8) to every
+    /// connection; returns how many.
+    @discardableResult
+    public func sendRaw(appID: String? = nil, _ bytes: [UInt8]) -> Int {
+        live(appID).map { AppControl(live: $0).sendRaw(bytes) } ?? 0
+    }
+
+    /// Sends `text` as one raw text frame to every connection; returns how many.
     @discardableResult
     public func sendRaw(appID: String? = nil, _ text: String) -> Int {
-        live(appID).map { AppControl(live: $0).sendRaw(text) } ?? 0
+        sendRaw(appID: appID, Array(text.utf8))
     }
 
     /// Whether `pusher:ping` is answered (false provokes client pong timeouts).
@@ -230,7 +237,7 @@ public struct PusherLocalStats: Sendable, Equatable {
     public var json: String {
         let subs = subscriptions.keys.sorted().map { jsonQuoted($0) + ":" + String(subscriptions[$0] ?? 0) }.joined(separator: ",")
         return "{\"connections\":\(connections),\"subscriptions\":{\(subs)},\"connections_opened\":\(counters.connectionsOpened),"
-            + "\"events_published\":\(counters.eventsPublished),\"client_events\":\(counters.clientEvents),"
+            + "\"connections_refused\":\(counters.connectionsRefused),\"events_published\":\(counters.eventsPublished),\"client_events\":\(counters.clientEvents),"
             + "\"events_delivered\":\(counters.framesDelivered),\"bad_frames\":\(counters.badFrames),"
             + "\"refused_subscriptions\":\(counters.refusedSubscriptions),\"refused_client_events\":\(counters.refusedClientEvents)}"
     }
@@ -278,7 +285,10 @@ struct ConnectionHandler: Sendable {
         var reason: String
     }
 
-    enum Role { case reader, writer, timer }
+    enum Role { case reader, writer, timer, shutdown }
+
+    /// How long a connection may take to finish its close handshake once the server shuts down.
+    static let shutdownGrace: Duration = .seconds(2)
 
     /// How long a refused connection stays open between `pusher:error` and the close frame.
     ///
@@ -306,14 +316,19 @@ struct ConnectionHandler: Sendable {
         case .success(let found):
             live = found
         }
-        if let refusal = live.state.withLock({ $0.faults.refusal }) {
+        let refusal = live.state.withLock { state -> (code: UInt16, reason: String)? in
+            guard let refusal = state.faults.refusal else { return nil }
+            state.hub.refused()
+            return refusal
+        }
+        if let refusal {
             live.logger.info("Connection refused by control switch", metadata: ["pusher.close_code": "\(refusal.code)"])
             await Self.refuse(outbound, code: refusal.code, reason: refusal.reason)
             return
         }
         let id = registry.makeConnectionID()
-        let (stream, continuation) = AsyncStream.makeStream(of: OutboundItem.self)
-        let socketID = live.connect(id, outbox: Outbox(continuation: continuation))
+        let (stream, outbox) = Outbox.make(limit: configuration.maxQueuedFrames)
+        let socketID = live.connect(id, outbox: outbox)
         var connectionLogger = live.logger
         connectionLogger[metadataKey: "pusher.socket_id"] = .string(socketID)
         let logger = connectionLogger
@@ -355,7 +370,7 @@ struct ConnectionHandler: Sendable {
                     switch message {
                     case .text(let text):
                         logger.trace("Frame received", metadata: ["pusher.frame": "\(text.prefix(200))"])
-                        live.received(text, from: id, now: now)
+                        live.received(text, from: id, now: now, logger: logger)
                     case .binary:
                         logger.debug("Binary frame ignored")
                         live.perform { state in
@@ -377,9 +392,9 @@ struct ConnectionHandler: Sendable {
                     case .none:
                         continue
                     case .sendPing:
-                        continuation.yield(.text(ByteBuffer(string: ServerFrame.ping)))
+                        outbox.send(.text(ByteBuffer(string: ServerFrame.ping)))
                     case .closeForInactivity:
-                        continuation.yield(.close(code: PusherCloseCode.pongReplyNotReceived.rawValue, reason: "Pong reply not received"))
+                        outbox.send(.close(code: PusherCloseCode.pongReplyNotReceived.rawValue, reason: "Pong reply not received"))
                         // Stay until the writer has sent the close and the group ends.
                         try? await Task.sleep(for: .seconds(3600))
                         return .timer
@@ -387,13 +402,26 @@ struct ConnectionHandler: Sendable {
                 }
                 return .timer
             }
+            group.addTask {
+                // Server shutdown (SIGTERM): ask the client to reconnect (4200), and end the
+                // connection after a grace period even if the client never answers the close
+                // (a client that stopped reading would otherwise hold the shutdown forever).
+                do {
+                    try await gracefulShutdown()
+                } catch {
+                    return .timer
+                }
+                outbox.send(.close(code: PusherCloseCode.genericReconnectImmediately.rawValue, reason: "pusher-local is shutting down"))
+                try? await Task.sleep(for: Self.shutdownGrace)
+                return .shutdown
+            }
             // The connection is over when the reader (client gone) or the writer (close sent) ends.
             while let role = await group.next() {
                 if role != .timer { break }
             }
             group.cancelAll()
         }
-        continuation.finish()
+        outbox.continuation.finish()
         live.disconnect(id)
         logger.debug("Connection closed")
     }

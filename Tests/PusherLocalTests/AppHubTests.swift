@@ -304,8 +304,87 @@ struct AppHubTests {
         #expect(frames(expired, to: c).last == ServerFrame.cacheMiss(channel: "cache-prices"))
     }
 
+    @Test func encryptedPayloadsPassThroughUntouched() {
+        var hub = hub([a])
+        _ = hub.received(subscribeText(a, "private-encrypted-vault"), from: a, now: t0)
+        let sealed = "{\"nonce\":\"bm9uY2U=\",\"ciphertext\":\"Y2lwaGVy\"}"
+        let actions = hub.publish(PublishRequest(name: "secret", data: sealed, channels: ["private-encrypted-vault"]), now: t0)
+        #expect(frames(actions, to: a) == [ServerFrame.channelEvent(event: "secret", channel: "private-encrypted-vault", data: sealed)])
+    }
+
+    @Test func signinChecksTheUserSignature() throws {
+        var hub = hub([a])
+        let userData = "{\"id\":\"u7\",\"user_info\":{\"n\":1}}"
+        func frame(_ auth: String) -> String {
+            "{\"event\":\"pusher:signin\",\"data\":{\"auth\":\(jsonQuoted(auth)),\"user_data\":\(jsonQuoted(userData))}}"
+        }
+        let good = PusherAuth.userAuth(key: app.key, secret: app.secret, socketID: socketID(a), userData: userData)
+        let reply = try #require(frames(hub.received(frame(good), from: a, now: t0), to: a).first)
+        #expect(reply == "{\"event\":\"pusher:signin_success\",\"data\":" + jsonQuoted("{\"user_data\":" + jsonQuoted(userData) + "}") + "}")
+        let bad = PusherAuth.userAuth(key: app.key, secret: "wrong", socketID: socketID(a), userData: userData)
+        #expect(frames(hub.received(frame(bad), from: a, now: t0), to: a).first?.contains("Invalid signature") == true)
+    }
+
     @Test func closeAllClosesEveryConnectionWithTheCode() {
         let hub = hub([a, b])
         #expect(hub.closeAll(code: 4200, reason: "r") == [.close(a, code: 4200, reason: "r"), .close(b, code: 4200, reason: "r")])
+    }
+}
+
+/// Hostile and mangled frames: the hub answers or ignores them, never traps.
+struct AppHubRobustnessTests {
+    /// A small deterministic generator (SplitMix64), so a failure can be replayed.
+    struct SplitMix: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    static let seeds = [
+        "{\"event\":\"pusher:subscribe\",\"data\":{\"channel\":\"presence-x\",\"auth\":\"app-key:00\",\"channel_data\":\"{\\\"user_id\\\":1}\"}}",
+        "{\"event\":\"client-x\",\"channel\":\"private-x\",\"data\":{\"a\":[1,2,{\"b\":null}]}}",
+        "{\"event\":\"pusher:unsubscribe\",\"data\":{\"channel\":\"x\"}}",
+        "{\"event\":\"pusher:ping\",\"data\":\"\"}",
+        "{\"event\":\"pusher:subscribe\",\"data\":\"{\\\"channel\\\":\\\"cache-x\\\"}\"}",
+    ]
+
+    @Test func mutatedFramesNeverTrap() {
+        var random = SplitMix(state: 42)
+        var hub = AppHub(app: .demo, activityTimeoutSeconds: 120)
+        let id = ConnectionID(1)
+        _ = hub.connected(id, socketID: "1.1")
+        let alphabet = Array("{}[]\":,\\ uxnulltrue-0123456789.eE".utf8) + [0x00, 0xFF, 0xC3]
+        var answered = 0
+        for round in 0..<3000 {
+            var bytes = Array(Self.seeds[round % Self.seeds.count].utf8)
+            for _ in 0..<Int.random(in: 1...4, using: &random) {
+                guard !bytes.isEmpty else { break }
+                let at = Int.random(in: 0..<bytes.count, using: &random)
+                switch Int.random(in: 0..<3, using: &random) {
+                case 0: bytes[at] = alphabet.randomElement(using: &random) ?? 0
+                case 1: bytes.remove(at: at)
+                default: bytes.insert(alphabet.randomElement(using: &random) ?? 0, at: at)
+                }
+            }
+            let text = String(decoding: bytes, as: UTF8.self)
+            answered += hub.received(text, from: id, now: .now).count
+        }
+        #expect(answered > 0)
+        #expect(hub.connectionCount == 1)
+    }
+
+    @Test func deeplyNestedFrameIsRefused() {
+        var hub = AppHub(app: .demo, activityTimeoutSeconds: 120)
+        let id = ConnectionID(1)
+        _ = hub.connected(id, socketID: "1.1")
+        let deep = "{\"event\":\"client-x\",\"channel\":\"private-x\",\"data\":" + String(repeating: "[", count: 100_000) + "}"
+        let actions = hub.received(deep, from: id, now: .now)
+        #expect(actions.count == 1)
+        #expect(hub.counters.badFrames == 1)
     }
 }

@@ -78,6 +78,31 @@ struct ServerIntegrationTests {
         }
     }
 
+    @Test func webSocketPingsAreAnswered() async throws {
+        try await withServer(testConfiguration()) { running in
+            // The client pings every 100 ms and closes the connection if a pong is missing.
+            try await withSocket(running.webSocketURL(), autoPing: .milliseconds(100)) { socket in
+                _ = try await establish(socket)
+                try await Task.sleep(for: .milliseconds(500))
+                #expect(socket.state.withLock { $0.ended } == false)
+                socket.send("{\"event\":\"pusher:ping\",\"data\":{}}")
+                #expect(try await socket.nextEvent().event == "pusher:pong")
+            }
+        }
+    }
+
+    @Test func eventsInfoReportsCounts() async throws {
+        try await withServer(testConfiguration()) { running in
+            try await withSocket(running.webSocketURL()) { socket in
+                let id = try await establish(socket)
+                try await subscribe(socket, socketID: id, channel: "presence-info", userID: "u1")
+                let body = "{\"name\":\"e\",\"channels\":[\"presence-info\",\"empty\"],\"data\":\"d\",\"info\":\"user_count,subscription_count\"}"
+                let reply = try await apiRequest(running, method: "POST", path: "/apps/1/events", body: body)
+                #expect(reply.body == "{\"channels\":{\"presence-info\":{\"user_count\":1,\"subscription_count\":1},\"empty\":{\"subscription_count\":0}}}")
+            }
+        }
+    }
+
     @Test func wrongSignatureOrOldTimestampOrBadBodyMD5Gets401() async throws {
         try await withServer(testConfiguration()) { running in
             let body = "{\"name\":\"e\",\"channel\":\"c\",\"data\":\"d\"}"
@@ -218,6 +243,9 @@ struct ServerIntegrationTests {
                 _ = try await establish(socket)
                 #expect(try await rawRequest(running, method: "POST", target: "/pusher-local/apps/1/raw", body: "{not json").status == 200)
                 #expect(try await socket.next() == "{not json")
+                // Invalid UTF-8 is sent too (the interop suite checks the bytes; WSClient repairs them).
+                #expect(running.sendRaw([0x7B, 0xFF, 0xFE]) == 1)
+                #expect(try await socket.next() == "{\u{FFFD}\u{FFFD}")
                 #expect(try await rawRequest(running, method: "POST", target: "/pusher-local/apps/1/pings?answer=false").status == 200)
                 socket.send("{\"event\":\"pusher:ping\",\"data\":{}}")
                 #expect(try await socket.expectSilence() == nil)
@@ -227,7 +255,11 @@ struct ServerIntegrationTests {
             }
             // refuse new connections with 4001, then accept again
             #expect(try await rawRequest(running, method: "POST", target: "/pusher-local/apps/1/refuse?code=4001").status == 200)
+            let openedBefore = running.stats()?.counters.connectionsOpened ?? -1
             #expect(try await withSocket(running.webSocketURL()) { try await $0.closeCode() } == 4001)
+            // Refused attempts are counted, so tests can detect a reconnect loop.
+            #expect(running.stats()?.counters.connectionsOpened == openedBefore + 1)
+            #expect(running.stats()?.counters.connectionsRefused == 1)
             #expect(try await rawRequest(running, method: "POST", target: "/pusher-local/apps/1/accept").status == 200)
             #expect(try await withSocket(running.webSocketURL()) { try await $0.nextEvent().event } == "pusher:connection_established")
             // the other app was never affected
@@ -254,6 +286,24 @@ struct ServerIntegrationTests {
                 #expect(stats.body.contains("\"subscriptions\":{\"bench\":1}"))
                 #expect(stats.body.contains("\"events_delivered\":50"))
             }
+        }
+    }
+
+    @Test func portInUseFailsInsteadOfHanging() async throws {
+        try await withServer(testConfiguration()) { running in
+            var taken = testConfiguration()
+            taken.port = running.port
+            await #expect(throws: (any Error).self) {
+                try await withServer(taken) { _ in }
+            }
+        }
+    }
+
+    @Test func invalidConfigurationIsRefused() async throws {
+        var configuration = testConfiguration()
+        configuration.apps = []
+        await #expect(throws: PusherLocalError.self) {
+            try await withServer(configuration) { _ in }
         }
     }
 

@@ -125,7 +125,7 @@ struct ReceivedEvent {
 }
 
 /// Runs `body` with a connected socket to `url`; the socket closes when `body` returns.
-func withSocket<T: Sendable>(_ url: String, _ body: @Sendable (TestSocket) async throws -> T) async throws -> T {
+func withSocket<T: Sendable>(_ url: String, autoPing: Duration? = nil, _ body: @Sendable (TestSocket) async throws -> T) async throws -> T {
     let socket = TestSocket()
     let logger = {
         var logger = Logger(label: "test-client")
@@ -137,7 +137,11 @@ func withSocket<T: Sendable>(_ url: String, _ body: @Sendable (TestSocket) async
             defer { socket.state.withLock { $0.ended = true } }
             let close = try await WebSocketClient.connect(
                 url: url,
-                configuration: .init(maxFrameSize: 1 << 20, closeTimeout: .seconds(2)),
+                configuration: .init(
+                    maxFrameSize: 1 << 20,
+                    closeTimeout: .seconds(2),
+                    autoPing: autoPing.map { .enabled(timePeriod: $0) } ?? .disabled
+                ),
                 logger: logger
             ) { inbound, outbound, _ in
                 try await withThrowingTaskGroup(of: Void.self) { inner in

@@ -219,3 +219,56 @@ def test_control_disconnect_closes_pysher_with_the_code(pusher_server):
         assert client.connection.state != "connected"
     finally:
         close(client)
+
+
+def test_several_apps_and_no_control_flag():
+    server = pusher_local.start(extra_args=["--app", "2:second-key:second-secret", "--no-control"])
+    try:
+        other = pusher_local.PusherLocal(host=server.host, port=server.port, app_id="2", key="second-key",
+                                         secret="second-secret", process=server.process)
+        client = connect_pysher(other)
+        close(client)
+        status, _ = server.control("GET", "stats")
+        assert status == 404
+        official(other).trigger("any", "e", "d")
+        with pytest.raises(pusher.errors.PusherBadAuth):
+            official(other, secret=server.secret).trigger("any", "e", "d")
+    finally:
+        assert pusher_local.stop(server.process) == 0
+
+
+def test_bad_flags_exit_64():
+    import subprocess
+    result = subprocess.run([str(pusher_local.binary_path()), "--app", "missing-parts"], capture_output=True, text=True)
+    assert result.returncode == 64
+    assert "ID:KEY:SECRET" in result.stderr
+
+
+def test_sigterm_with_a_connected_client_that_never_answers_exits_zero_quickly():
+    import websocket
+    server = pusher_local.start()
+    ws = websocket.create_connection(server.ws_url, timeout=10)
+    try:
+        assert json.loads(ws.recv())["event"] == "pusher:connection_established"
+        started = time.monotonic()
+        assert pusher_local.stop(server.process, timeout=8) == 0
+        assert time.monotonic() - started < 5
+    finally:
+        ws.close(timeout=0.5)
+
+
+def test_control_raw_frame_sends_the_bytes_unchanged(pusher_server):
+    import websocket
+    ws = websocket.create_connection(pusher_server.ws_url, timeout=10, skip_utf8_validation=True)
+    try:
+        ws.recv_data()  # connection_established
+        import urllib.request
+        request = urllib.request.Request(f"{pusher_server.http_url}/pusher-local/apps/{pusher_server.app_id}/raw",
+                                         data=b"{\xff\xfe", method="POST")
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert json.loads(response.read()) == {"sent": 1}
+        opcode, data = ws.recv_data()
+        assert opcode == websocket.ABNF.OPCODE_TEXT
+        assert data == b"{\xff\xfe"
+    finally:
+        ws.close(timeout=0.5)
