@@ -134,7 +134,7 @@ public final class Spool {
         do {
             recovered = try Spool.recover(directory: directory, configuration: configuration, report: &report)
         } catch {
-            _ = systemClose(lock)
+            Spool.unlockAndClose(lock)
             throw error
         }
         var pendingIndex: Deque<Location> = []
@@ -178,7 +178,7 @@ public final class Spool {
     deinit {
         if !isClosed {
             for segment in segments { _ = systemClose(segment.descriptor) }
-            _ = systemClose(lockDescriptor)
+            Spool.unlockAndClose(lockDescriptor)
         }
     }
 
@@ -317,7 +317,7 @@ public final class Spool {
         guard !isClosed else { return }
         defer {
             for segment in segments { _ = systemClose(segment.descriptor) }
-            _ = systemClose(lockDescriptor)
+            Spool.unlockAndClose(lockDescriptor)
             segments.removeAll()
             isClosed = true
         }
@@ -659,6 +659,15 @@ extension Spool {
         guard descriptor >= 0 else { throw SpoolError.io("open directory", path: directory, errno: errno) }
         defer { _ = systemClose(descriptor) }
         if fsync(descriptor) != 0 { throw SpoolError.io("fsync directory", path: directory, errno: errno) }
+    }
+
+    /// Releases the directory lock explicitly before closing its descriptor. A `flock` belongs to
+    /// the open file description, which a child process forked at that moment (any `Process`
+    /// started elsewhere in this program) shares until it execs: `close` alone would leave the
+    /// lock held by the child for that window, and an immediate reopen would find it "in use".
+    static func unlockAndClose(_ descriptor: Int32) {
+        _ = flock(descriptor, LOCK_UN)
+        _ = systemClose(descriptor)
     }
 
     /// Takes an exclusive, non-blocking `flock` on `DIRECTORY/lock`.
