@@ -70,15 +70,16 @@ private func quietLogger() -> Logger {
     try await c.send(PusherFrame(event: "secret", channel: "private-orders", data: "plain \(c.index)"))
     if c.index == 0 {
         try await c.close(code: 4200, reason: "generic reconnect")
-    } else {
-        while try await c.receive() != nil {}
     }
+    // Also after our close: wait for the client's close reply, so the client reads our close
+    // frame before the socket goes away (else its reply can meet a reset and the code is lost).
+    while try await c.receive() != nil {}
 }
 
 @Suite(.timeLimit(.minutes(1))) struct ClientAgainstScriptedServerTests {
     @Test(arguments: [false, true])
     func subscribesReceivesAndResubscribesWithNewAuthAfter4200(useTLS: Bool) async throws {
-        let certificates = useTLS ? try TestCertificates.make() : nil
+        let certificates = useTLS ? try await TestCertificates.make() : nil
         defer { certificates?.remove() }
         let log = ScriptLog()
         try await withScriptedPusherServer(
@@ -151,7 +152,7 @@ private func quietLogger() -> Logger {
             }
         } test: { port in
             let client = PusherClient(
-                options: try options(port: port, activity: .seconds(5), pong: .seconds(1)),
+                options: try options(port: port, activity: .seconds(5), pong: .seconds(2)),
                 logger: quietLogger()
             )
             let updates = client.updates()
@@ -162,9 +163,11 @@ private func quietLogger() -> Logger {
                     seen.contains(.event(PusherEvent(name: "done", channel: nil, data: "pong seen")))
                 }
                 let elapsed = ContinuousClock.now - started
-                // 1 s activity (server's value wins) + 1 s to the 2nd ping + 1 s pong wait.
-                #expect(elapsed >= .seconds(2.8))
-                #expect(elapsed < .seconds(6))
+                // 1 s activity (server's value wins) + 1 s to the 2nd ping + 2 s pong wait.
+                // (The pong wait is 2 s, not 1, so parallel tests starving the reader on a
+                // 2-core machine cannot fake a timeout.)
+                #expect(elapsed >= .seconds(3.8))
+                #expect(elapsed < .seconds(8))
                 let states = seen.compactMap { if case .connectionStateChanged(let s) = $0 { s.current } else { nil } }
                 #expect(states == [.connecting, .connected, .reconnecting, .connecting, .connected])
             }
@@ -178,6 +181,7 @@ private func quietLogger() -> Logger {
         try await withScriptedPusherServer(log: log) { c in
             try await c.send(PusherFrame(event: "pusher:error", data: #"{"message":"App key test-key not in this cluster","code":4001}"#))
             try await c.close(code: 4001, reason: "app does not exist")
+            while try await c.receive() != nil {}
         } test: { port in
             var opts = try options(port: port)
             opts.retryAfterRefusal = false
@@ -469,13 +473,22 @@ private func quietLogger() -> Logger {
                 }
                 let started = ContinuousClock.now
                 await group.triggerGracefulShutdown()
-                // The suite's time limit catches a hang; a clean close takes well under 3 s.
+                // A clean close takes well under 3 s; the group's run() must return.
+                let finished = Mutex(false)
+                tasks.addTask {
+                    try await Task.sleep(for: .seconds(5))
+                    if !finished.withLock({ $0 }) { throw TestFailure("service group did not finish after graceful shutdown") }
+                }
                 try await tasks.next()
+                finished.withLock { $0 = true }
+                tasks.cancelAll()
                 #expect(ContinuousClock.now - started < .seconds(3))
             }
             #expect(client.connectionState == .disconnected)
+            // The server script sees the close frame a moment after the client is done.
+            for _ in 0..<50 where !sawClose.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(sawClose.withLock { $0 })
         }
-        #expect(sawClose.withLock { $0 })
         #expect(log.recorded == [])
     }
 }
