@@ -2,10 +2,10 @@
 // pusher-mqtt-bridge: Pusher Channels <-> MQTT, for Linux servers.
 //
 // Folder = part (see README "Layout"). Dependencies point one way, toward the pure core:
-//   pusher-mqtt-bridge (exe) -> BridgeCore, PusherChannels, MQTTClient
+//   pusher-mqtt-bridge (exe) -> BridgeDaemon -> BridgeCore, PusherChannels, MosquittoClient
 //   PusherChannels -> PusherProtocol, Backoff, CSodium
 //   PusherLocal    -> PusherProtocol
-//   MQTTClient     -> CMosquitto, Backoff
+//   MosquittoClient -> CMosquitto, Backoff
 import PackageDescription
 
 let swiftSettings: [SwiftSetting] = [
@@ -19,10 +19,11 @@ let package = Package(
     products: [
         .library(name: "PusherChannels", targets: ["PusherChannels"]),
         .library(name: "PusherLocal", targets: ["PusherLocal"]),
-        .library(name: "MQTTClient", targets: ["MQTTClient"]),
+        .library(name: "MosquittoClient", targets: ["MosquittoClient"]),
         .library(name: "BridgeCore", targets: ["BridgeCore"]),
         .executable(name: "pusher-local", targets: ["pusher-local"]),
         .executable(name: "pusher-mqtt-bridge", targets: ["pusher-mqtt-bridge"]),
+        .executable(name: "mqtt-bench", targets: ["mqtt-bench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.3"),
@@ -91,7 +92,11 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
+            exclude: ["README.md"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
@@ -100,36 +105,57 @@ let package = Package(
                 "PusherLocal",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),
         /// The only Swift code that imports libmosquitto.
         .target(
-            name: "MQTTClient",
+            name: "MosquittoClient",
             dependencies: [
                 "CMosquitto", "Backoff",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "DequeModule", package: "swift-collections"),
             ],
+            exclude: ["README.md"],
             swiftSettings: swiftSettings
         ),
         /// The bridge's brain: config, rule table, templates, presence mirror, buffer, spool. Pure logic.
         .target(
             name: "BridgeCore",
             dependencies: [
-                "Backoff",
+                "Backoff", "PusherProtocol",
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            exclude: ["README.md"],
             swiftSettings: swiftSettings
         ),
+        /// The daemon's runtime: bridges wired to both clients, lifecycle, reload, systemd notify,
+        /// metrics and health endpoint, log formats. A library so tests can run it in-process.
+        .target(
+            name: "BridgeDaemon",
+            dependencies: [
+                "BridgeCore", "PusherChannels", "PusherProtocol", "MosquittoClient", "Backoff",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        /// Release-mode throughput measurement of the BridgeCore spool: `swift run -c release spool-bench`.
+        .executableTarget(name: "spool-bench", dependencies: ["BridgeCore"], swiftSettings: swiftSettings),
         /// The daemon and its command line.
         .executableTarget(
             name: "pusher-mqtt-bridge",
             dependencies: [
-                "BridgeCore", "PusherChannels", "MQTTClient",
+                "BridgeCore", "BridgeDaemon", "PusherChannels", "MosquittoClient",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -166,20 +192,66 @@ let package = Package(
         .testTarget(
             name: "PusherLocalTests",
             dependencies: [
-                "PusherLocal",
+                "PusherLocal", "PusherProtocol",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "WSClient", package: "swift-websocket"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),
-        .testTarget(name: "MQTTClientTests", dependencies: ["MQTTClient"], swiftSettings: swiftSettings),
+        /// Publish throughput through the MosquittoClient wrapper (scripts/bench-mqtt.sh compares it with C).
+        .executableTarget(
+            name: "mqtt-bench",
+            dependencies: ["MosquittoClient"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "MosquittoClientTests",
+            dependencies: [
+                "MosquittoClient", "Backoff",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "BridgeDaemonTests",
+            dependencies: [
+                "BridgeDaemon",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "BridgeCoreTests",
             dependencies: [
                 "BridgeCore",
                 .product(name: "PropertyBased", package: "swift-property-based"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),
     ]
 )
+
+// Benchmarks (ordo-one/benchmark) only when asked, so normal builds and CI do not build them:
+//   BENCHMARKS=1 swift package --disable-sandbox benchmark --target BridgeCoreBenchmarks
+if Context.environment["BENCHMARKS"] == "1" {
+    package.dependencies.append(
+        .package(url: "https://github.com/ordo-one/benchmark.git", from: "1.38.1", traits: ["MallocInterposer"]))
+    package.targets.append(
+        .executableTarget(
+            name: "BridgeCoreBenchmarks",
+            dependencies: [
+                "BridgeCore",
+                .product(name: "Benchmark", package: "benchmark"),
+            ],
+            path: "Benchmarks/BridgeCoreBenchmarks",
+            swiftSettings: swiftSettings,
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ))
+}

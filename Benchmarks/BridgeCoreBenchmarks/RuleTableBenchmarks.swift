@@ -1,0 +1,55 @@
+import Benchmark
+import BridgeCore
+
+/// A bridge with `count` MQTT → Pusher rules (`site/<i>/+/temperature` → `site-<i>-{1}`) and one
+/// Pusher → MQTT rule in `payload` mode.
+func benchmarkBridge(mqttRules count: Int, payload: PayloadMode) -> BridgeSettings {
+    var rules: [BridgeRule] = []
+    rules.reserveCapacity(count + 1)
+    for index in 0..<count {
+        guard case .success(let filter) = TopicFilter.parse("site/\(index)/+/temperature"),
+            case .success(let channel) = NameTemplate.parse(
+                "site-\(index)-{1}", context: .mqttMessage(captures: 1, multiLevel: false)),
+            case .success(let event) = NameTemplate.parse("temperature", context: .mqttMessage(captures: 1, multiLevel: false))
+        else { continue }
+        rules.append(.mqttToPusher(MQTTToPusherRule(name: "r\(index)", filter: filter, channel: channel, event: event)))
+    }
+    if case .success(let topic) = NameTemplate.parse("dash/{channel}/{event}", context: .pusherEvent) {
+        rules.append(
+            .pusherToMQTT(PusherToMQTTRule(name: "prices", channel: "market-data", topic: topic, payload: payload)))
+    }
+    return BridgeSettings(
+        name: "bench", pusher: PusherSettings(key: "k"),
+        mqtt: MQTTSettings(clientID: "bench", statusTopic: "bench/status"), rules: rules)
+}
+
+func ruleTableBenchmarks() {
+    let receivedAt = UTCTimestamp(millisecondsSince1970: 1_795_000_000_123)
+    let payload = Array(#"{"celsius":21.5,"sensor":"kitchen"}"#.utf8)
+
+    for ruleCount in [10, 10_000] {
+        let table = RuleTable(bridge: benchmarkBridge(mqttRules: ruleCount, payload: .data))
+        // A topic that matches exactly one rule, in the middle of the table.
+        let topic = "site/\(ruleCount / 2)/kitchen/temperature"
+        Benchmark("MQTT -> Pusher match + render, \(ruleCount) rules") { benchmark in
+            for _ in benchmark.scaledIterations {
+                blackHole(table.route(topic: topic, payload: payload, qos: 1, retain: false, receivedAt: receivedAt))
+            }
+        }
+        Benchmark("MQTT -> Pusher no match, \(ruleCount) rules") { benchmark in
+            for _ in benchmark.scaledIterations {
+                blackHole(table.route(topic: "other/kitchen/temperature", payload: payload, qos: 1, retain: false, receivedAt: receivedAt))
+            }
+        }
+    }
+
+    let data = #"{"symbol":"EURUSD","bid":1.0841,"ask":1.0843,"ts":1795000000123}"#
+    for mode in [PayloadMode.data, .envelope] {
+        let table = RuleTable(bridge: benchmarkBridge(mqttRules: 10, payload: mode))
+        Benchmark("Pusher -> MQTT \(mode.rawValue) rendering") { benchmark in
+            for _ in benchmark.scaledIterations {
+                blackHole(table.route(channel: "market-data", event: "new-price", data: data, userID: nil, receivedAt: receivedAt))
+            }
+        }
+    }
+}

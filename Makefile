@@ -1,0 +1,75 @@
+# pusher-mqtt-bridge — the two commands a newcomer needs:
+#   make run    install what is missing, build, start local mosquitto + pusher-local, run the daemon
+#   make test   install what is missing, build, run every test (Swift unit + integration, Python interop)
+SHELL := /bin/bash
+.ONESHELL:
+.SHELLFLAGS := -eu -o pipefail -c
+
+SWIFT       ?= swift
+CONFIG      ?= bridges.conf
+BUILD_FLAGS ?=
+PREFIX      ?= /usr/local
+BIN_DIR      = $(shell $(SWIFT) build $(BUILD_FLAGS) --show-bin-path 2>/dev/null)
+
+.PHONY: all build setup test test-swift test-interop test-e2e check-unit run install format lint clean
+
+all: build
+
+setup:
+	@scripts/setup.sh
+
+build:
+	@scripts/setup.sh --system-only
+	$(SWIFT) build $(BUILD_FLAGS)
+
+test: setup
+	$(SWIFT) build --build-tests $(BUILD_FLAGS)
+	$(MAKE) --no-print-directory test-swift test-interop test-e2e check-unit
+
+# systemd-analyze verify (silent) and security (exposure <= 2.0) on the shipped unit.
+check-unit:
+	scripts/check-unit.sh "$(BIN_DIR)"
+
+test-swift:
+	$(SWIFT) test --skip-build $(BUILD_FLAGS)
+
+# Third-party clients (pysher, pusher, paho-mqtt) against our binaries.
+test-interop:
+	@if ls Tests/interop/test_*.py >/dev/null 2>&1; then
+		PUSHER_LOCAL_BIN="$(BIN_DIR)/pusher-local" BRIDGE_BIN="$(BIN_DIR)/pusher-mqtt-bridge" \
+		  .venv/bin/python -m pytest Tests/interop -q -p no:cacheprovider
+	else
+		echo "test-interop: no Python test files yet"
+	fi
+
+# The daemon end to end: real mosquitto, real pusher-local, third-party clients.
+test-e2e:
+	PUSHER_LOCAL_BIN="$(BIN_DIR)/pusher-local" BRIDGE_BIN="$(BIN_DIR)/pusher-mqtt-bridge" \
+	  .venv/bin/python -m pytest Tests/e2e -q -p no:cacheprovider --durations=5
+
+run: setup
+	$(SWIFT) build $(BUILD_FLAGS)
+	exec scripts/run-local.sh "$(BIN_DIR)" "$(CONFIG)"
+
+# Binary, unit and example config (an existing /etc/pusher-mqtt-bridge/bridges.conf is kept).
+install:
+	@scripts/setup.sh --system-only
+	$(SWIFT) build -c release
+	install -D -m 0755 "$$($(SWIFT) build -c release --show-bin-path)/pusher-mqtt-bridge" "$(DESTDIR)$(PREFIX)/bin/pusher-mqtt-bridge"
+	install -D -m 0644 systemd/pusher-mqtt-bridge.service "$(DESTDIR)/etc/systemd/system/pusher-mqtt-bridge.service"
+	if [ -e "$(DESTDIR)/etc/pusher-mqtt-bridge/bridges.conf" ]; then
+		echo "install: keeping existing /etc/pusher-mqtt-bridge/bridges.conf (example: bridges.conf.example)"
+		install -D -m 0644 bridges.conf "$(DESTDIR)/etc/pusher-mqtt-bridge/bridges.conf.example"
+	else
+		install -D -m 0644 bridges.conf "$(DESTDIR)/etc/pusher-mqtt-bridge/bridges.conf"
+	fi
+	if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
+
+format:
+	$(SWIFT) format --in-place --recursive Sources Tests Package.swift
+
+lint:
+	$(SWIFT) format lint --strict --recursive Sources Tests Package.swift
+
+clean:
+	rm -rf .build

@@ -1,0 +1,394 @@
+import Backoff
+import Foundation
+import PusherProtocol
+import TOMLKit
+
+extension LoadContext {
+    static let rootKeys = ["daemon", "bridge"]
+    static let daemonKeys = ["log_level", "log_format", "metrics", "state_dir", "shutdown_grace"]
+    static let bridgeKeys = ["name", "pusher", "mqtt", "reconnect", "buffer", "rule", "presence"]
+    static let pusherKeys = [
+        "key", "app_id", "secret", "secret_file", "cluster", "host", "port", "tls", "rest_host", "rest_port", "ca_file",
+        "auth_endpoint", "auth_headers", "activity_timeout", "pong_timeout", "encryption_master_key_base64",
+        "encryption_master_key_base64_file", "user_id", "user_info", "max_event_bytes",
+    ]
+    static let mqttKeys = [
+        "host", "port", "tls", "ca_file", "cert_file", "key_file", "tls_insecure", "client_id", "username", "password",
+        "password_file", "protocol", "clean_session", "keepalive", "session_expiry", "status_topic", "dead_letter_topic",
+    ]
+    static let reconnectKeys = ["initial_delay", "max_delay", "multiplier", "jitter", "stable_after"]
+    static let bufferKeys = ["max_messages", "max_bytes", "overflow", "persist"]
+    static let pusherRuleKeys = ["name", "from", "channel", "events", "topic", "qos", "retain", "payload"]
+    static let mqttRuleKeys = ["name", "from", "topic", "channel", "event", "qos", "forward_retained", "payload", "via"]
+    static let presenceKeys = ["channel", "topic", "qos"]
+
+    func readRoot(_ root: TOMLTable) -> BridgeConfiguration {
+        let reader = TableReader(table: root, path: .root, context: self)
+        reader.rejectUnknownKeys(allowed: Self.rootKeys)
+        let daemon = reader.subtable("daemon").map(readDaemon) ?? DaemonSettings()
+        var bridges: [BridgeSettings] = []
+        if let tables = reader.tableArray("bridge") {
+            var names: [String: Int] = [:]
+            var clientIDs: [String: String] = [:]
+            for (offset, table) in tables.enumerated() {
+                let rawName = table["name"]?.string
+                let usableName = rawName.flatMap { Self.isBridgeName($0) ? $0 : nil }
+                let shownName = usableName.flatMap { names[$0] == nil ? $0 : nil }
+                let path = ConfigKeyPath(display: "bridge", lookup: "bridge").element(offset + 1, name: shownName)
+                let bridgeReader = TableReader(table: table, path: path, context: self)
+                guard let bridge = readBridge(bridgeReader, index: offset + 1) else { continue }
+                if let first = names[bridge.name] {
+                    report(path.key("name"), "duplicate bridge name \"\(bridge.name)\" (bridge #\(first) has it too)")
+                } else {
+                    names[bridge.name] = offset + 1
+                }
+                if let other = clientIDs[bridge.mqtt.clientID] {
+                    report(
+                        path.key("mqtt").key("client_id"),
+                        "client_id \"\(bridge.mqtt.clientID)\" is also used by bridge \(other); two clients with one id keep disconnecting each other"
+                    )
+                } else {
+                    clientIDs[bridge.mqtt.clientID] = bridge.name
+                }
+                bridges.append(bridge)
+            }
+        }
+        if root["bridge"] == nil {
+            report(.root.key("bridge"), "no [[bridge]] is configured; at least one is required")
+        }
+        return BridgeConfiguration(daemon: daemon, bridges: bridges)
+    }
+
+    static func isBridgeName(_ name: String) -> Bool {
+        !name.isEmpty
+            && name.utf8.allSatisfy { byte in
+                (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+                    || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
+            }
+    }
+
+    static func isRuleName(_ name: String) -> Bool {
+        !name.isEmpty
+            && name.utf8.allSatisfy { byte in
+                (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+                    || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
+            }
+    }
+
+    func readDaemon(_ reader: TableReader) -> DaemonSettings {
+        reader.rejectUnknownKeys(allowed: Self.daemonKeys)
+        var daemon = DaemonSettings()
+        if let level = reader.choice("log_level", LogLevelSetting.self) { daemon.logLevel = level }
+        if let format = reader.choice("log_format", LogFormat.self) { daemon.logFormat = format }
+        if let metrics = reader.string("metrics") {
+            if metrics.isEmpty {
+                daemon.metrics = nil
+            } else if let address = Self.listenAddress(metrics) {
+                daemon.metrics = address
+            } else {
+                report(reader.path.key("metrics"), "expected \"host:port\" with a port 1…65535, or \"\" to turn metrics off; found \"\(metrics)\"")
+            }
+        }
+        if let directory = reader.nonEmptyString("state_dir") { daemon.stateDirectory = resolve(directory, against: configDirectory) }
+        if let grace = reader.duration("shutdown_grace", allowZero: true) { daemon.shutdownGrace = grace }
+        return daemon
+    }
+
+    static func listenAddress(_ text: String) -> ListenAddress? {
+        guard let colon = text.lastIndex(of: ":") else { return nil }
+        var host = String(text[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard !host.isEmpty, let port = Int(text[text.index(after: colon)...]), (1...65535).contains(port) else { return nil }
+        return ListenAddress(host: host, port: port)
+    }
+
+    func readBridge(_ reader: TableReader, index: Int) -> BridgeSettings? {
+        reader.rejectUnknownKeys(allowed: Self.bridgeKeys)
+        let name = reader.string("name", required: true)
+        if let name, !Self.isBridgeName(name) {
+            report(reader.path.key("name"), "\"\(name)\" is not a valid bridge name; use lower-case letters, digits, '_' and '-'")
+        }
+        let bridgeName = name.flatMap { Self.isBridgeName($0) ? $0 : nil } ?? "bridge\(index)"
+
+        let pusherReader = reader.subtable("pusher")
+        if pusherReader == nil, !reader.has("pusher") { reader.missing("pusher") }
+        let mqttReader = reader.subtable("mqtt")
+        let pusher = pusherReader.flatMap(readPusher)
+        let mqtt = readMQTT(mqttReader ?? TableReader(table: TOMLTable(), path: reader.path.key("mqtt"), context: self), bridge: bridgeName)
+        let reconnect = reader.subtable("reconnect").map(readReconnect) ?? .default
+        let buffer = reader.subtable("buffer").map(readBuffer) ?? BufferSettings()
+
+        var rules: [BridgeRule] = []
+        var ruleNames: Set<String> = []
+        for (offset, table) in (reader.tableArray("rule") ?? []).enumerated() {
+            let rawName = table["name"]?.string
+            let shown = rawName.flatMap { Self.isRuleName($0) && !ruleNames.contains($0) ? $0 : nil }
+            let ruleReader = TableReader(table: table, path: reader.path.key("rule").element(offset + 1, name: shown), context: self)
+            guard let rule = readRule(ruleReader, bridge: bridgeName) else { continue }
+            if !ruleNames.insert(rule.name).inserted {
+                report(ruleReader.path.key("name"), "duplicate rule name \"\(rule.name)\" in bridge \(bridgeName)")
+            }
+            rules.append(rule)
+        }
+        var presence: [PresenceMirrorRule] = []
+        for (offset, table) in (reader.tableArray("presence") ?? []).enumerated() {
+            let presenceReader = TableReader(table: table, path: reader.path.key("presence").element(offset + 1, name: nil), context: self)
+            guard let mirror = readPresence(presenceReader) else { continue }
+            if presence.contains(where: { $0.channel == mirror.channel }) {
+                report(presenceReader.path.key("channel"), "channel \"\(mirror.channel)\" is already mirrored by another [[bridge.presence]]")
+            }
+            if presence.contains(where: { $0.topic == mirror.topic }) {
+                report(presenceReader.path.key("topic"), "topic \"\(mirror.topic)\" is already used by another [[bridge.presence]]")
+            }
+            presence.append(mirror)
+        }
+
+        guard var pusher, let name, Self.isBridgeName(name) else { return nil }
+        if pusher.userID == nil, pusher.authEndpoint == nil {
+            // Presence subscriptions signed with the secret need an identity in channel_data
+            // (PUSHER-PROTOCOL §1); with an auth endpoint, the endpoint chooses it.
+            pusher.userID = "pusher-mqtt-bridge-\(name)"
+        }
+        let bridge = BridgeSettings(
+            name: name, pusher: pusher, mqtt: mqtt, reconnect: reconnect, buffer: buffer, rules: rules, presence: presence)
+        checkCredentials(bridge, path: reader.path)
+        return bridge
+    }
+
+    /// Cross-checks between rules and the Pusher credentials they need (PUSHER-PROTOCOL §1 auth, §2 HTTP API).
+    func checkCredentials(_ bridge: BridgeSettings, path: ConfigKeyPath) {
+        let pusher = bridge.pusher
+        let canAuthorize = pusher.secret != nil || pusher.authEndpoint != nil
+        func channelNeeds(_ channel: String, at keyPath: ConfigKeyPath) {
+            let kind = ChannelName(channel).kind
+            if kind.requiresAuth, !canAuthorize {
+                report(keyPath, "channel \"\(channel)\" needs authorization: set pusher.secret (or secret_file) or pusher.auth_endpoint")
+            }
+            if kind == .privateEncrypted, pusher.encryptionMasterKey == nil, pusher.authEndpoint == nil {
+                report(keyPath, "channel \"\(channel)\" is encrypted: set pusher.encryption_master_key_base64 (or _file)")
+            }
+        }
+        for (offset, rule) in bridge.rules.enumerated() {
+            let rulePath = path.key("rule").element(offset + 1, name: rule.name)
+            switch rule {
+            case .pusherToMQTT(let rule):
+                channelNeeds(rule.channel, at: rulePath.key("channel"))
+            case .mqttToPusher(let rule):
+                switch rule.via {
+                case .http:
+                    if rule.channel.literalPrefix.hasPrefix("private-encrypted-"), pusher.encryptionMasterKey == nil {
+                        report(
+                            rulePath.key("channel"),
+                            "publishing to encrypted channels needs pusher.encryption_master_key_base64 (or _file): the data must be encrypted before it is sent"
+                        )
+                    }
+                    if pusher.appID == nil {
+                        report(rulePath, "publishes into Pusher through the HTTP API, which needs pusher.app_id")
+                    }
+                    if pusher.secret == nil {
+                        report(rulePath, "publishes into Pusher through the HTTP API, which needs pusher.secret (or secret_file) to sign requests")
+                    }
+                case .clientEvent:
+                    channelNeeds(rule.channel.literalText, at: rulePath.key("channel"))
+                }
+            }
+        }
+        for (offset, mirror) in bridge.presence.enumerated() {
+            channelNeeds(mirror.channel, at: path.key("presence").element(offset + 1, name: nil).key("channel"))
+        }
+    }
+
+    func readPusher(_ reader: TableReader) -> PusherSettings? {
+        reader.rejectUnknownKeys(allowed: Self.pusherKeys)
+        let key = reader.nonEmptyString("key", required: true)
+        var settings = PusherSettings(key: key ?? "")
+        settings.appID = reader.nonEmptyString("app_id")
+        settings.secret = reader.secret("secret")
+        let cluster = reader.nonEmptyString("cluster")
+        let host = reader.nonEmptyString("host")
+        if let cluster, !cluster.utf8.allSatisfy({ ($0 >= 97 && $0 <= 122) || ($0 >= 48 && $0 <= 57) || $0 == 45 }) {
+            report(reader.path.key("cluster"), "\"\(cluster)\" is not a cluster name like \"mt1\" or \"eu\"")
+        }
+        if cluster != nil, host != nil {
+            report(reader.path.key("host"), "set either cluster (hosted Pusher) or host (a custom server), not both")
+        }
+        settings.useTLS = reader.bool("tls") ?? true
+        let port = reader.port("port")
+        if host == nil, port != nil {
+            // A port without a host would silently talk to hosted Pusher on an odd port.
+            report(reader.path.key("port"), "port needs host (hosted Pusher clusters use the standard ports)")
+        }
+        if let host {
+            settings.cluster = nil
+            settings.host = host
+            settings.restHost = host
+        } else {
+            let name = cluster ?? "mt1"
+            settings.cluster = name
+            settings.host = "ws-\(name).pusher.com"
+            settings.restHost = "api-\(name).pusher.com"
+        }
+        settings.port = port ?? (settings.useTLS ? 443 : 80)
+        settings.restPort = settings.port
+        if let restHost = reader.nonEmptyString("rest_host") { settings.restHost = restHost }
+        if let restPort = reader.port("rest_port") { settings.restPort = restPort }
+        settings.caFile = reader.existingFile("ca_file")
+        if let endpoint = reader.nonEmptyString("auth_endpoint") {
+            if endpoint.hasPrefix("http://") || endpoint.hasPrefix("https://") {
+                settings.authEndpoint = endpoint
+            } else {
+                report(reader.path.key("auth_endpoint"), "expected an http:// or https:// URL, found \"\(endpoint)\"")
+            }
+        }
+        settings.authHeaders = reader.stringTable("auth_headers") ?? [:]
+        if !settings.authHeaders.isEmpty, reader.has("auth_endpoint") == false {
+            report(reader.path.key("auth_headers"), "auth_headers only apply with auth_endpoint")
+        }
+        if let timeout = reader.duration("activity_timeout", minimum: .seconds(1)) { settings.activityTimeout = timeout }
+        if let timeout = reader.duration("pong_timeout", minimum: .milliseconds(100)) { settings.pongTimeout = timeout }
+        if let masterKey = reader.secret("encryption_master_key_base64") {
+            let keyPath = reader.path.key(reader.has("encryption_master_key_base64") ? "encryption_master_key_base64" : "encryption_master_key_base64_file")
+            if let decoded = Self.base64Decoded(masterKey.value), decoded.count == 32 {
+                settings.encryptionMasterKey = masterKey
+            } else {
+                report(keyPath, "must be the base64 encoding of exactly 32 bytes")
+            }
+        }
+        if let userID = reader.nonEmptyString("user_id") {
+            if userID.utf8.count > PusherLimits.userIDLength {
+                report(reader.path.key("user_id"), "is longer than \(PusherLimits.userIDLength) characters")
+            } else {
+                settings.userID = userID
+            }
+        }
+        if let info = reader.jsonObject("user_info") {
+            if info.utf8.count > PusherLimits.userInfoBytes {
+                report(reader.path.key("user_info"), "is \(info.utf8.count) bytes as JSON; Pusher allows \(PusherLimits.userInfoBytes)")
+            } else {
+                settings.userInfoJSON = info
+            }
+        }
+        if let limit = reader.size("max_event_bytes", in: 1...(10 * 1024 * 1024)) { settings.maxEventBytes = limit }
+        return key == nil ? nil : settings
+    }
+
+    static func base64Decoded(_ text: String) -> [UInt8]? {
+        guard let data = Foundation.Data(base64Encoded: text.trimmingSpaces()) else { return nil }
+        return [UInt8](data)
+    }
+
+    func readMQTT(_ reader: TableReader, bridge: String) -> MQTTSettings {
+        reader.rejectUnknownKeys(allowed: Self.mqttKeys)
+        var settings = MQTTSettings(clientID: "pusher-mqtt-bridge-\(bridge)", statusTopic: "pusher-mqtt-bridge/\(bridge)/status")
+        if let host = reader.nonEmptyString("host") { settings.host = host }
+        settings.useTLS = reader.bool("tls") ?? false
+        settings.port = reader.port("port") ?? (settings.useTLS ? 8883 : 1883)
+        settings.caFile = reader.existingFile("ca_file")
+        settings.certFile = reader.existingFile("cert_file")
+        settings.keyFile = reader.existingFile("key_file")
+        if reader.has("cert_file") != reader.has("key_file") {
+            report(reader.path.key(reader.has("cert_file") ? "cert_file" : "key_file"), "cert_file and key_file must be set together")
+        }
+        settings.tlsInsecure = reader.bool("tls_insecure") ?? false
+        if let clientID = reader.nonEmptyString("client_id") {
+            if clientID.utf8.count > 65535 {
+                report(reader.path.key("client_id"), "is longer than 65535 bytes")
+            } else {
+                settings.clientID = clientID
+            }
+        }
+        settings.username = reader.nonEmptyString("username")
+        settings.password = reader.secret("password")
+        if settings.password != nil, settings.username == nil {
+            report(reader.path.key(reader.has("password") ? "password" : "password_file"), "a password needs a username")
+        }
+        if let level = reader.int("protocol", in: 4...5) {
+            settings.protocolVersion = level == 5 ? .v5 : .v311
+        }
+        settings.cleanSession = reader.bool("clean_session") ?? false
+        if let keepalive = reader.duration("keepalive", minimum: .seconds(1)) {
+            if keepalive > .seconds(65535) {
+                report(reader.path.key("keepalive"), "MQTT keepalive is at most 65535s")
+            } else {
+                settings.keepalive = keepalive
+            }
+        }
+        if let expiry = reader.duration("session_expiry", allowZero: true) {
+            if expiry > .seconds(Int64(UInt32.max)) {
+                report(reader.path.key("session_expiry"), "MQTT session expiry is at most 4294967295s")
+            } else {
+                settings.sessionExpiry = expiry
+            }
+        }
+        for key in ["status_topic", "dead_letter_topic"] {
+            guard let topic = reader.nonEmptyString(key) else { continue }
+            if let problem = TopicName.problem(with: topic) {
+                report(reader.path.key(key), problem)
+            } else if key == "status_topic" {
+                settings.statusTopic = topic
+            } else {
+                settings.deadLetterTopic = topic
+            }
+        }
+        return settings
+    }
+
+    func readReconnect(_ reader: TableReader) -> ReconnectPolicy {
+        reader.rejectUnknownKeys(allowed: Self.reconnectKeys)
+        var policy = ReconnectPolicy.default
+        if let initial = reader.duration("initial_delay") { policy.initialDelay = initial }
+        if let maximum = reader.duration("max_delay") { policy.maxDelay = maximum }
+        if let multiplier = reader.double("multiplier") {
+            if multiplier >= 1, multiplier.isFinite { policy.multiplier = multiplier } else {
+                report(reader.path.key("multiplier"), "must be a number ≥ 1, found \(multiplier)")
+            }
+        }
+        if let jitter = reader.double("jitter") {
+            if (0...1).contains(jitter) { policy.jitter = jitter } else {
+                report(reader.path.key("jitter"), "must be between 0 and 1, found \(jitter)")
+            }
+        }
+        if let stable = reader.duration("stable_after") { policy.stableAfter = stable }
+        for problem in policy.problems {
+            report(reader.path, problem)
+        }
+        return policy
+    }
+
+    func readBuffer(_ reader: TableReader) -> BufferSettings {
+        reader.rejectUnknownKeys(allowed: Self.bufferKeys)
+        var buffer = BufferSettings()
+        if let count = reader.int("max_messages", in: 1...100_000_000) { buffer.maxMessages = count }
+        if let bytes = reader.size("max_bytes", in: 1024...(1 << 40)) { buffer.maxBytes = bytes }
+        if let overflow = reader.choice("overflow", BufferOverflowPolicy.self) { buffer.overflow = overflow }
+        if let persist = reader.bool("persist") { buffer.persist = persist }
+        return buffer
+    }
+
+    func readPresence(_ reader: TableReader) -> PresenceMirrorRule? {
+        reader.rejectUnknownKeys(allowed: Self.presenceKeys)
+        let channel = reader.nonEmptyString("channel", required: true)
+        if let channel {
+            if let problem = ChannelName.problem(with: channel) {
+                report(reader.path.key("channel"), problem)
+            } else if ChannelName(channel).kind != .presence {
+                report(reader.path.key("channel"), "\"\(channel)\" is not a presence channel (the name must start with \"presence-\")")
+            }
+        }
+        let topic = reader.nonEmptyString("topic", required: true)
+        if let topic {
+            if let problem = TopicName.problem(with: topic) {
+                report(reader.path.key("topic"), problem)
+            } else if topic.contains("{") {
+                report(reader.path.key("topic"), "presence topics take no placeholders; members go to \(topic)/members/<user_id>")
+            } else if topic.hasSuffix("/") {
+                report(reader.path.key("topic"), "must not end with '/'")
+            }
+        }
+        let qos = reader.qos("qos") ?? 1
+        guard let channel, let topic, ChannelName(channel).kind == .presence, ChannelName.problem(with: channel) == nil,
+            TopicName.problem(with: topic) == nil
+        else { return nil }
+        return PresenceMirrorRule(channel: channel, topic: topic, qos: qos)
+    }
+}

@@ -1,0 +1,492 @@
+import Backoff
+
+/// A validated `bridges.conf` (DESIGN §4): the daemon settings and one or more bridges.
+///
+/// Produced by ``ConfigLoader``; every value here has been checked, defaults are filled in,
+/// `${VAR}` references are expanded and `*_file` secrets are read. Plain values: compare two of
+/// them with ``ConfigDiff`` on reload.
+public struct BridgeConfiguration: Sendable, Equatable {
+    /// `[daemon]`.
+    public var daemon: DaemonSettings
+    /// `[[bridge]]`, in file order.
+    public var bridges: [BridgeSettings]
+
+    public init(daemon: DaemonSettings, bridges: [BridgeSettings]) {
+        self.daemon = daemon
+        self.bridges = bridges
+    }
+
+    /// The bridge named `name`.
+    public func bridge(named name: String) -> BridgeSettings? {
+        bridges.first { $0.name == name }
+    }
+}
+
+/// `[daemon]`: process-wide settings.
+public struct DaemonSettings: Sendable, Equatable {
+    /// `log_level`, default `info`.
+    public var logLevel: LogLevelSetting
+    /// `log_format`, default `text`.
+    public var logFormat: LogFormat
+    /// `metrics`, default `127.0.0.1:9464`; `nil` when set to `""` (off).
+    public var metrics: ListenAddress?
+    /// `state_dir`, default `/var/lib/pusher-mqtt-bridge` (the spool lives here).
+    public var stateDirectory: String
+    /// `shutdown_grace`, default 5 s: how long SIGTERM waits for buffers to drain.
+    public var shutdownGrace: Duration
+
+    public init(
+        logLevel: LogLevelSetting = .info, logFormat: LogFormat = .text,
+        metrics: ListenAddress? = ListenAddress(host: "127.0.0.1", port: 9464),
+        stateDirectory: String = "/var/lib/pusher-mqtt-bridge", shutdownGrace: Duration = .seconds(5)
+    ) {
+        self.logLevel = logLevel
+        self.logFormat = logFormat
+        self.metrics = metrics
+        self.stateDirectory = stateDirectory
+        self.shutdownGrace = shutdownGrace
+    }
+}
+
+/// `log_level` values (swift-log's levels without `critical`).
+public enum LogLevelSetting: String, Sendable, Equatable, CaseIterable {
+    /// From most to least verbose; `critical` is not offered (it is for the daemon's own fatal errors).
+    case trace, debug, info, notice, warning, error
+}
+
+/// `log_format` values.
+public enum LogFormat: String, Sendable, Equatable, CaseIterable {
+    /// Human-readable lines.
+    case text
+    /// One JSON object per line.
+    case json
+}
+
+/// A `host:port` to listen on.
+public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+    public init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+}
+
+/// A secret value (Pusher app secret, MQTT password, encryption key): never printed.
+public struct Secret: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible {
+    /// The secret itself; read it only where it is used.
+    public let value: String
+    public init(_ value: String) { self.value = value }
+    public var description: String { "<redacted>" }
+    public var debugDescription: String { "<redacted>" }
+}
+
+/// One `[[bridge]]`: one Pusher app, one MQTT broker, their rules. Bridges run side by side.
+public struct BridgeSettings: Sendable, Equatable {
+    /// `name`: `[a-z0-9_-]+`, unique; used in logs, metrics, the status topic, `{bridge}`.
+    public var name: String
+    /// `[bridge.pusher]`.
+    public var pusher: PusherSettings
+    /// `[bridge.mqtt]`.
+    public var mqtt: MQTTSettings
+    /// `[bridge.reconnect]`, for both sides (DESIGN §5.5).
+    public var reconnect: ReconnectPolicy
+    /// `[bridge.buffer]`, per direction.
+    public var buffer: BufferSettings
+    /// `[[bridge.rule]]`, in file order.
+    public var rules: [BridgeRule]
+    /// `[[bridge.presence]]`, in file order.
+    public var presence: [PresenceMirrorRule]
+
+    public init(
+        name: String, pusher: PusherSettings, mqtt: MQTTSettings, reconnect: ReconnectPolicy = .default,
+        buffer: BufferSettings = BufferSettings(), rules: [BridgeRule] = [], presence: [PresenceMirrorRule] = []
+    ) {
+        self.name = name
+        self.pusher = pusher
+        self.mqtt = mqtt
+        self.reconnect = reconnect
+        self.buffer = buffer
+        self.rules = rules
+        self.presence = presence
+    }
+
+    /// The Pusher → MQTT rules, in file order.
+    public var pusherToMQTTRules: [PusherToMQTTRule] {
+        rules.compactMap { if case .pusherToMQTT(let rule) = $0 { rule } else { nil } }
+    }
+
+    /// The MQTT → Pusher rules, in file order.
+    public var mqttToPusherRules: [MQTTToPusherRule] {
+        rules.compactMap { if case .mqttToPusher(let rule) = $0 { rule } else { nil } }
+    }
+
+    /// Every Pusher channel this bridge subscribes to, each once: the channels of Pusher → MQTT
+    /// rules, of presence mirrors, and of `via = "client-event"` rules (a client event can only
+    /// be sent on a channel the connection is subscribed to, PUSHER-PROTOCOL §1).
+    public var pusherChannels: [String] {
+        var seen = Set<String>()
+        var channels: [String] = []
+        let clientEventChannels = mqttToPusherRules.filter { $0.via == .clientEvent }.map(\.channel.literalText)
+        for channel in pusherToMQTTRules.map(\.channel) + presence.map(\.channel) + clientEventChannels
+        where seen.insert(channel).inserted {
+            channels.append(channel)
+        }
+        return channels
+    }
+
+    /// Every MQTT subscription this bridge makes, each filter once.
+    ///
+    /// Rules with `from = "mqtt"` subscribe with `no_local` (MQTT 5; DESIGN §5.4: never receive
+    /// what the bridge itself published) and, unless `forward_retained`, with retain handling
+    /// "do not send" so retained messages are not replayed into Pusher on (re)subscribe.
+    /// Presence mirrors subscribe to `T/members/+` to find retained members left by an earlier
+    /// run (§5.3); that subscription must receive retained messages and is made *without*
+    /// `no_local`, because the ghosts were published under the bridge's own client id.
+    /// When two entries share a filter, the highest QoS wins, `no_local` only if both ask for it,
+    /// and retained messages are sent if either wants them.
+    public var mqttSubscriptions: [MQTTSubscription] {
+        var order: [String] = []
+        var byFilter: [String: MQTTSubscription] = [:]
+        func add(_ subscription: MQTTSubscription) {
+            if var existing = byFilter[subscription.filter] {
+                existing.qos = max(existing.qos, subscription.qos)
+                existing.noLocal = existing.noLocal && subscription.noLocal
+                if subscription.retainHandling == .sendOnSubscribe { existing.retainHandling = .sendOnSubscribe }
+                existing.purposes += subscription.purposes
+                byFilter[subscription.filter] = existing
+            } else {
+                order.append(subscription.filter)
+                byFilter[subscription.filter] = subscription
+            }
+        }
+        for rule in mqttToPusherRules {
+            add(
+                MQTTSubscription(
+                    filter: rule.filter.text, qos: rule.qos, noLocal: true,
+                    retainHandling: rule.forwardRetained ? .sendOnSubscribe : .doNotSend, purposes: ["rule \(rule.name)"]))
+        }
+        for mirror in presence {
+            add(
+                MQTTSubscription(
+                    filter: mirror.retainedMembersFilter, qos: mirror.qos, noLocal: false, retainHandling: .sendOnSubscribe,
+                    purposes: ["presence \(mirror.channel)"]))
+        }
+        return order.compactMap { byFilter[$0] }
+    }
+
+    /// The presence identity to leave out of mirrored member lists (DESIGN §5.3).
+    public var ownPresenceUserID: String? { pusher.userID }
+}
+
+/// `[bridge.pusher]`: the Pusher app and how to reach it.
+public struct PusherSettings: Sendable, Equatable {
+    /// `key` (required).
+    public var key: String
+    /// `app_id`: required when a rule publishes through the HTTP API.
+    public var appID: String?
+    /// `secret` or `secret_file`: signs private/presence auth and HTTP API calls.
+    public var secret: Secret?
+    /// `cluster` (default `mt1` when no `host` is set).
+    public var cluster: String?
+    /// WebSocket host: `host`, else `ws-<cluster>.pusher.com`.
+    public var host: String
+    /// WebSocket port: `port`, else 443 with TLS, 80 without.
+    public var port: Int
+    /// `tls`, default true.
+    public var useTLS: Bool
+    /// HTTP API host: `rest_host`, else `host` when set, else `api-<cluster>.pusher.com`.
+    public var restHost: String
+    /// HTTP API port: `rest_port`, else `port`.
+    public var restPort: Int
+    /// `ca_file`: extra trust root (must exist).
+    public var caFile: String?
+    /// `auth_endpoint`: signs private/presence subscriptions instead of `secret`.
+    public var authEndpoint: String?
+    /// `auth_headers`, sent to the auth endpoint.
+    public var authHeaders: [String: String]
+    /// `activity_timeout`, default 120 s; the client uses min(this, the server's).
+    public var activityTimeout: Duration
+    /// `pong_timeout`, default 30 s.
+    public var pongTimeout: Duration
+    /// `encryption_master_key_base64` (or `_file`): 32 bytes, for `private-encrypted-` channels.
+    public var encryptionMasterKey: Secret?
+    /// `user_id`: the bridge's presence identity when signing with the secret; defaults to
+    /// `pusher-mqtt-bridge-<bridge>` unless `auth_endpoint` is set (then the endpoint chooses it).
+    public var userID: String?
+    /// `user_info` as JSON text (an inline table in the config).
+    public var userInfoJSON: String?
+    /// `max_event_bytes`, default 10 KiB: larger event data is dead-lettered (DESIGN §5.2).
+    public var maxEventBytes: Int
+
+    public init(
+        key: String, appID: String? = nil, secret: Secret? = nil, cluster: String? = "mt1", host: String = "ws-mt1.pusher.com",
+        port: Int = 443, useTLS: Bool = true, restHost: String = "api-mt1.pusher.com", restPort: Int = 443, caFile: String? = nil,
+        authEndpoint: String? = nil, authHeaders: [String: String] = [:], activityTimeout: Duration = .seconds(120),
+        pongTimeout: Duration = .seconds(30), encryptionMasterKey: Secret? = nil, userID: String? = nil,
+        userInfoJSON: String? = nil, maxEventBytes: Int = 10 * 1024
+    ) {
+        self.key = key
+        self.appID = appID
+        self.secret = secret
+        self.cluster = cluster
+        self.host = host
+        self.port = port
+        self.useTLS = useTLS
+        self.restHost = restHost
+        self.restPort = restPort
+        self.caFile = caFile
+        self.authEndpoint = authEndpoint
+        self.authHeaders = authHeaders
+        self.activityTimeout = activityTimeout
+        self.pongTimeout = pongTimeout
+        self.encryptionMasterKey = encryptionMasterKey
+        self.userID = userID
+        self.userInfoJSON = userInfoJSON
+        self.maxEventBytes = maxEventBytes
+    }
+}
+
+/// MQTT protocol level.
+public enum MQTTProtocolVersion: Int, Sendable, Equatable {
+    /// MQTT 3.1.1 (`protocol = 4`).
+    case v311 = 4
+    /// MQTT 5 (`protocol = 5`).
+    case v5 = 5
+}
+
+/// `[bridge.mqtt]`: the broker and the session.
+public struct MQTTSettings: Sendable, Equatable {
+    /// `host`, default `localhost`.
+    public var host: String
+    /// `port`, default 1883 (8883 with TLS).
+    public var port: Int
+    /// `tls`, default false.
+    public var useTLS: Bool
+    /// `ca_file` (must exist).
+    public var caFile: String?
+    /// `cert_file` (must exist; needs `key_file`).
+    public var certFile: String?
+    /// `key_file` (must exist; needs `cert_file`).
+    public var keyFile: String?
+    /// `tls_insecure`, default false: skip host name verification.
+    public var tlsInsecure: Bool
+    /// `client_id`, default `pusher-mqtt-bridge-<bridge>`; unique across bridges.
+    public var clientID: String
+    /// `username`.
+    public var username: String?
+    /// `password` or `password_file`.
+    public var password: Secret?
+    /// `protocol`, default 5.
+    public var protocolVersion: MQTTProtocolVersion
+    /// `clean_session`, default false (persistent session).
+    public var cleanSession: Bool
+    /// `keepalive`, default 30 s.
+    public var keepalive: Duration
+    /// `session_expiry`, default 1 h: the MQTT 5 Session Expiry Interval sent on CONNECT. MQTT 5
+    /// has no persistent session without it (MQTT-NOTES §4); ignored with protocol 4.
+    public var sessionExpiry: Duration
+    /// `status_topic`, default `pusher-mqtt-bridge/<bridge>/status`.
+    public var statusTopic: String
+    /// `dead_letter_topic`: where undeliverable messages go; `nil` = only count and log.
+    public var deadLetterTopic: String?
+
+    public init(
+        host: String = "localhost", port: Int = 1883, useTLS: Bool = false, caFile: String? = nil, certFile: String? = nil,
+        keyFile: String? = nil, tlsInsecure: Bool = false, clientID: String, username: String? = nil, password: Secret? = nil,
+        protocolVersion: MQTTProtocolVersion = .v5, cleanSession: Bool = false, keepalive: Duration = .seconds(30),
+        sessionExpiry: Duration = .seconds(3600), statusTopic: String, deadLetterTopic: String? = nil
+    ) {
+        self.host = host
+        self.port = port
+        self.useTLS = useTLS
+        self.caFile = caFile
+        self.certFile = certFile
+        self.keyFile = keyFile
+        self.tlsInsecure = tlsInsecure
+        self.clientID = clientID
+        self.username = username
+        self.password = password
+        self.protocolVersion = protocolVersion
+        self.cleanSession = cleanSession
+        self.keepalive = keepalive
+        self.sessionExpiry = sessionExpiry
+        self.statusTopic = statusTopic
+        self.deadLetterTopic = deadLetterTopic
+    }
+}
+
+/// What to drop when a full buffer receives another message (DESIGN §4 `[bridge.buffer] overflow`).
+public enum BufferOverflowPolicy: String, Sendable, Equatable, CaseIterable {
+    /// Make room by dropping the oldest buffered messages: the freshest data wins (dashboards).
+    case dropOldest = "drop-oldest"
+    /// Keep what is buffered and drop the incoming message: the earliest data wins (audit trails).
+    case dropNewest = "drop-newest"
+}
+
+/// `[bridge.buffer]`: bounds of the per-direction buffer while the far side is down.
+public struct BufferSettings: Sendable, Equatable {
+    /// `max_messages`, default 100,000.
+    public var maxMessages: Int
+    /// `max_bytes`, default 64 MiB.
+    public var maxBytes: Int
+    /// `overflow`, default `drop-oldest`.
+    public var overflow: BufferOverflowPolicy
+    /// `persist`, default true: spool to `state_dir`.
+    public var persist: Bool
+
+    public init(maxMessages: Int = 100_000, maxBytes: Int = 64 * 1024 * 1024, overflow: BufferOverflowPolicy = .dropOldest, persist: Bool = true) {
+        self.maxMessages = maxMessages
+        self.maxBytes = maxBytes
+        self.overflow = overflow
+        self.persist = persist
+    }
+}
+
+/// `payload = "data" | "envelope"` (DESIGN §5.1).
+public enum PayloadMode: String, Sendable, Equatable, CaseIterable {
+    /// The message body as is.
+    case data
+    /// A JSON object describing the message.
+    case envelope
+}
+
+/// `via` of an MQTT → Pusher rule.
+public enum PusherDelivery: String, Sendable, Equatable, CaseIterable {
+    /// Signed HTTP API call (`POST /apps/ID/events`), default.
+    case http
+    /// A `client-*` event on the bridge's WebSocket (private-/presence- channels only).
+    case clientEvent = "client-event"
+}
+
+/// One `[[bridge.rule]]`.
+public enum BridgeRule: Sendable, Equatable {
+    /// `from = "pusher"`.
+    case pusherToMQTT(PusherToMQTTRule)
+    /// `from = "mqtt"`.
+    case mqttToPusher(MQTTToPusherRule)
+
+    /// The rule's name.
+    public var name: String {
+        switch self {
+        case .pusherToMQTT(let rule): rule.name
+        case .mqttToPusher(let rule): rule.name
+        }
+    }
+}
+
+/// Which events of a channel a Pusher → MQTT rule takes.
+public enum EventSelection: Sendable, Equatable {
+    /// `["*"]`: every event except `pusher:*` / `pusher_internal:*`.
+    case all
+    /// Exactly these names.
+    case named([String])
+
+    /// Whether `event` is selected. Protocol events never are.
+    public func contains(_ event: String) -> Bool {
+        switch self {
+        case .all: true
+        case .named(let names): names.contains(event)
+        }
+    }
+}
+
+/// A `from = "pusher"` rule: events of one channel → an MQTT topic.
+public struct PusherToMQTTRule: Sendable, Equatable {
+    public var name: String
+    /// An exact channel name (Pusher has no wildcard subscriptions).
+    public var channel: String
+    public var events: EventSelection
+    /// Rendered with per-level escaping.
+    public var topic: NameTemplate
+    /// Publish QoS, default 1.
+    public var qos: Int
+    /// Publish retained, default false.
+    public var retain: Bool
+    public var payload: PayloadMode
+
+    public init(name: String, channel: String, events: EventSelection = .all, topic: NameTemplate, qos: Int = 1, retain: Bool = false, payload: PayloadMode = .data) {
+        self.name = name
+        self.channel = channel
+        self.events = events
+        self.topic = topic
+        self.qos = qos
+        self.retain = retain
+        self.payload = payload
+    }
+}
+
+/// A `from = "mqtt"` rule: messages matching a filter → a Pusher channel and event.
+public struct MQTTToPusherRule: Sendable, Equatable {
+    public var name: String
+    public var filter: TopicFilter
+    public var channel: NameTemplate
+    public var event: NameTemplate
+    /// Subscription QoS, default 1.
+    public var qos: Int
+    /// Whether retained messages are forwarded (default false).
+    public var forwardRetained: Bool
+    public var payload: PayloadMode
+    public var via: PusherDelivery
+
+    public init(
+        name: String, filter: TopicFilter, channel: NameTemplate, event: NameTemplate, qos: Int = 1, forwardRetained: Bool = false,
+        payload: PayloadMode = .data, via: PusherDelivery = .http
+    ) {
+        self.name = name
+        self.filter = filter
+        self.channel = channel
+        self.event = event
+        self.qos = qos
+        self.forwardRetained = forwardRetained
+        self.payload = payload
+        self.via = via
+    }
+}
+
+/// A `[[bridge.presence]]`: members of a presence channel → retained MQTT messages (DESIGN §5.3).
+public struct PresenceMirrorRule: Sendable, Equatable {
+    /// A `presence-` channel.
+    public var channel: String
+    /// The base topic `T`: members go to `T/members/<user_id>`, the count to `T/count`.
+    public var topic: String
+    /// Publish QoS, default 1.
+    public var qos: Int
+
+    public init(channel: String, topic: String, qos: Int = 1) {
+        self.channel = channel
+        self.topic = topic
+        self.qos = qos
+    }
+
+    /// `T/members/+`: where retained members (and ghosts) are found.
+    public var retainedMembersFilter: String { topic + "/members/+" }
+}
+
+/// What the daemon subscribes to on the broker.
+public struct MQTTSubscription: Sendable, Equatable {
+    /// Retain Handling (MQTT 5 §3.8.3.1).
+    public enum RetainHandling: Sendable, Equatable {
+        /// 0: send retained messages on subscribe.
+        case sendOnSubscribe
+        /// 2: do not send retained messages on subscribe. With MQTT 3.1.1 the rule table drops
+        /// messages with the retain flag set instead.
+        case doNotSend
+    }
+    public var filter: String
+    public var qos: Int
+    /// MQTT 5 No Local: do not receive our own publishes (DESIGN §5.4).
+    public var noLocal: Bool
+    public var retainHandling: RetainHandling
+    /// Which rules or mirrors need this subscription (for logs and `check`).
+    public var purposes: [String]
+
+    public init(filter: String, qos: Int, noLocal: Bool, retainHandling: RetainHandling, purposes: [String] = []) {
+        self.filter = filter
+        self.qos = qos
+        self.noLocal = noLocal
+        self.retainHandling = retainHandling
+        self.purposes = purposes
+    }
+}

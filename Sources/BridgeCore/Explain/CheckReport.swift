@@ -1,0 +1,121 @@
+import Backoff
+import PusherProtocol
+
+/// The text `pusher-mqtt-bridge check` prints for a valid config: per bridge, where it connects,
+/// what it subscribes to, and the compiled rule table (DESIGN §3). Secrets are never shown.
+public enum CheckReport {
+    /// The whole report for `configuration`, read from `file`.
+    public static func render(_ configuration: BridgeConfiguration, file: String) -> String {
+        var lines: [String] = []
+        let ruleCount = configuration.bridges.reduce(0) { $0 + $1.rules.count }
+        let mirrorCount = configuration.bridges.reduce(0) { $0 + $1.presence.count }
+        lines.append(
+            "\(file): valid — \(plural(configuration.bridges.count, "bridge")), \(plural(ruleCount, "rule")), "
+                + "\(plural(mirrorCount, "presence mirror"))")
+        let daemon = configuration.daemon
+        lines.append(
+            "daemon: log \(daemon.logLevel.rawValue)/\(daemon.logFormat.rawValue), metrics \(daemon.metrics?.description ?? "off"), "
+                + "state_dir \(daemon.stateDirectory), shutdown_grace \(format(daemon.shutdownGrace))")
+        for bridge in configuration.bridges {
+            lines.append("")
+            lines.append(contentsOf: render(bridge))
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    /// The section for one bridge.
+    public static func render(_ bridge: BridgeSettings) -> [String] {
+        var lines: [String] = []
+        let pusher = bridge.pusher
+        let mqtt = bridge.mqtt
+        lines.append("bridge \(bridge.name)")
+        var auth: [String] = []
+        if pusher.secret != nil { auth.append("secret") }
+        if pusher.authEndpoint != nil { auth.append("auth endpoint \(pusher.authEndpoint ?? "")") }
+        if pusher.encryptionMasterKey != nil { auth.append("encryption master key") }
+        lines.append(
+            "  pusher  \(pusher.useTLS ? "wss" : "ws")://\(pusher.host):\(pusher.port)/app/\(pusher.key)"
+                + (pusher.appID.map { ", app_id \($0)" } ?? "") + ", HTTP API \(pusher.useTLS ? "https" : "http")://\(pusher.restHost):\(pusher.restPort)"
+                + ", auth: \(auth.isEmpty ? "none (public channels only)" : auth.joined(separator: ", "))"
+                + ", max_event_bytes \(pusher.maxEventBytes)")
+        lines.append(
+            "  mqtt    \(mqtt.useTLS ? "mqtts" : "mqtt")://\(mqtt.host):\(mqtt.port), MQTT \(mqtt.protocolVersion == .v5 ? "5" : "3.1.1"), "
+                + "client_id \(mqtt.clientID), \(mqtt.cleanSession ? "clean session" : "persistent session"), "
+                + "status \(mqtt.statusTopic)" + (mqtt.deadLetterTopic.map { ", dead letters \($0)" } ?? ""))
+        let reconnect = bridge.reconnect
+        lines.append(
+            "  reconnect \(format(reconnect.initialDelay))…\(format(reconnect.maxDelay)) ×\(reconnect.multiplier) ±\(Int(reconnect.jitter * 100))%; "
+                + "buffer \(bridge.buffer.maxMessages) messages / \(bridge.buffer.maxBytes) bytes per direction, "
+                + "\(bridge.buffer.overflow.rawValue)\(bridge.buffer.persist ? ", spooled" : ", memory only")")
+        let channels = bridge.pusherChannels
+        lines.append("  pusher channels: " + (channels.isEmpty ? "none" : channels.joined(separator: ", ")))
+        let subscriptions = bridge.mqttSubscriptions
+        lines.append(
+            "  mqtt subscriptions: "
+                + (subscriptions.isEmpty
+                    ? "none"
+                    : subscriptions.map { subscription in
+                        var flags = ["qos \(subscription.qos)"]
+                        if subscription.noLocal { flags.append("no_local") }
+                        flags.append(subscription.retainHandling == .sendOnSubscribe ? "retained: yes" : "retained: no")
+                        return "\(subscription.filter) (\(flags.joined(separator: ", ")))"
+                    }.joined(separator: ", ")))
+        var table = TextTable(header: ["RULE", "DIRECTION", "FROM", "TO", "QOS", "RETAIN", "PAYLOAD"])
+        for rule in bridge.rules {
+            switch rule {
+            case .pusherToMQTT(let rule):
+                let events: String
+                switch rule.events {
+                case .all: events = "*"
+                case .named(let names): events = names.joined(separator: ",")
+                }
+                table.rows.append([
+                    rule.name, "pusher -> mqtt", "channel \(rule.channel) events \(events)", "topic \(rule.topic.source)", "\(rule.qos)",
+                    rule.retain ? "yes" : "no", rule.payload.rawValue,
+                ])
+            case .mqttToPusher(let rule):
+                table.rows.append([
+                    rule.name, "mqtt -> pusher", "topic \(rule.filter.text)",
+                    "channel \(rule.channel.source) event \(rule.event.source) via \(rule.via.rawValue)", "\(rule.qos)",
+                    rule.forwardRetained ? "forwarded" : "not forwarded", rule.payload.rawValue,
+                ])
+            }
+        }
+        for mirror in bridge.presence {
+            table.rows.append([
+                "(presence)", "presence -> mqtt", "channel \(mirror.channel)",
+                "topic \(mirror.topic)/members/{user_id}, \(mirror.topic)/count", "\(mirror.qos)", "yes", "user_info",
+            ])
+        }
+        if table.rows.isEmpty {
+            lines.append("  no rules")
+        } else {
+            lines.append("")
+            lines.append(table.render(indent: "  "))
+        }
+        return lines
+    }
+
+    static func plural(_ count: Int, _ noun: String) -> String {
+        "\(count) \(noun)\(count == 1 ? "" : "s")"
+    }
+
+    /// `500ms`, `30s`, `2m`, `1h30m`: the shortest exact form.
+    static func format(_ duration: Duration) -> String {
+        let milliseconds = Int64(duration.seconds * 1000)
+        if milliseconds % 1000 != 0 { return "\(milliseconds)ms" }
+        var seconds = milliseconds / 1000
+        if seconds == 0 { return "0s" }
+        var text = ""
+        if seconds >= 3600 {
+            text += "\(seconds / 3600)h"
+            seconds %= 3600
+        }
+        if seconds >= 60 {
+            text += "\(seconds / 60)m"
+            seconds %= 60
+        }
+        if seconds > 0 { text += "\(seconds)s" }
+        return text
+    }
+}

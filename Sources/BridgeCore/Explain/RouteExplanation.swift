@@ -1,0 +1,123 @@
+import PusherProtocol
+
+/// What `pusher-mqtt-bridge route` prints: for one hypothetical message, every bridge's verdict —
+/// which rules match and the exact targets and payloads they would send, which matches would be
+/// dead-lettered or skipped and why, and for rules that do not match, why not (DESIGN §3).
+/// It runs the real ``RuleTable`` so the answer is what the daemon would do.
+public enum RouteExplanation {
+    /// Explains an MQTT message on `topic` with `payload`.
+    public static func explain(
+        topic: String, payload: [UInt8], qos: Int = 0, retain: Bool = false, in configuration: BridgeConfiguration,
+        bridge: String? = nil, receivedAt: UTCTimestamp
+    ) -> String {
+        var lines = ["mqtt message on topic \"\(topic)\" (\(payload.count) bytes, qos \(qos)\(retain ? ", retained" : ""))"]
+        if let problem = TopicName.problem(with: topic) {
+            lines.append("note: this topic cannot be published to: \(problem)")
+        }
+        for settings in configuration.bridges where bridge == nil || settings.name == bridge {
+            let table = RuleTable(bridge: settings)
+            let routing = table.route(topic: topic, payload: payload, qos: qos, retain: retain, receivedAt: receivedAt)
+            lines.append("")
+            lines.append("bridge \(settings.name):")
+            var explained = Set<String>()
+            for event in routing.events {
+                explained.insert(event.rule)
+                lines.append("  rule \(event.rule): MATCH -> pusher channel \"\(event.channel)\" event \"\(event.event)\" via \(event.via.rawValue)")
+                lines.append("    data (\(event.data.utf8.count) bytes): \(event.data)")
+            }
+            for deadLetter in routing.deadLetters {
+                explained.insert(deadLetter.rule)
+                lines.append("  rule \(deadLetter.rule): MATCH, DEAD LETTER: \(deadLetter.reason)")
+                if let topic = settings.mqtt.deadLetterTopic {
+                    lines.append("    would be published to \(topic): \(String(decoding: deadLetter.jsonPayload, as: UTF8.self))")
+                } else {
+                    lines.append("    counted and logged (no dead_letter_topic set)")
+                }
+            }
+            for skipped in routing.skipped {
+                explained.insert(skipped.rule)
+                lines.append("  rule \(skipped.rule): MATCH, SKIPPED: \(skipped.reason)")
+            }
+            for rule in settings.mqttToPusherRules where !explained.contains(rule.name) {
+                switch rule.filter.explain(topic) {
+                case .mismatch(let why): lines.append("  rule \(rule.name): no match (filter \"\(rule.filter.text)\"): \(why)")
+                case .match: lines.append("  rule \(rule.name): matches the filter but produced nothing")
+                }
+            }
+            if settings.mqttToPusherRules.isEmpty {
+                lines.append("  no rules with from = \"mqtt\"")
+            } else if routing.isUnmatched {
+                lines.append("  => nothing is sent: no rule matches")
+            }
+            for mirror in settings.presence where TopicFilter.matchesPresenceMembers(mirror, topic: topic) {
+                lines.append("  presence mirror \(mirror.channel): a retained message here is checked against the member list (ghosts are cleared)")
+            }
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    /// Explains a Pusher event.
+    public static func explain(
+        channel: String, event: String, data: String, userID: String? = nil, in configuration: BridgeConfiguration, bridge: String? = nil,
+        receivedAt: UTCTimestamp
+    ) -> String {
+        var lines = ["pusher event \"\(event)\" on channel \"\(channel)\" (\(data.utf8.count) bytes of data\(userID.map { ", user_id \($0)" } ?? ""))"]
+        if let problem = ChannelName.problem(with: channel) {
+            lines.append("note: this is not a valid channel name: \(problem)")
+        }
+        for settings in configuration.bridges where bridge == nil || settings.name == bridge {
+            let table = RuleTable(bridge: settings)
+            let routing = table.route(channel: channel, event: event, data: data, userID: userID, receivedAt: receivedAt)
+            lines.append("")
+            lines.append("bridge \(settings.name):")
+            var explained = Set<String>()
+            for publish in routing.publishes {
+                explained.insert(publish.rule)
+                lines.append(
+                    "  rule \(publish.rule): MATCH -> mqtt topic \"\(publish.topic)\" qos \(publish.qos)\(publish.retain ? " retained" : "")")
+                lines.append("    payload (\(publish.payload.count) bytes): \(String(decoding: publish.payload, as: UTF8.self))")
+                if !publish.userProperties.isEmpty {
+                    lines.append(
+                        "    user properties: " + publish.userProperties.map { "\($0.name)=\($0.value)" }.joined(separator: ", "))
+                }
+            }
+            for deadLetter in routing.deadLetters {
+                explained.insert(deadLetter.rule)
+                lines.append("  rule \(deadLetter.rule): MATCH, DEAD LETTER: \(deadLetter.reason)")
+                if let topic = settings.mqtt.deadLetterTopic {
+                    lines.append("    would be published to \(topic): \(String(decoding: deadLetter.jsonPayload, as: UTF8.self))")
+                } else {
+                    lines.append("    counted and logged (no dead_letter_topic set)")
+                }
+            }
+            for rule in settings.pusherToMQTTRules where !explained.contains(rule.name) {
+                if rule.channel != channel {
+                    lines.append("  rule \(rule.name): no match: listens on channel \"\(rule.channel)\"")
+                } else if EventName.isProtocolEvent(event) {
+                    lines.append("  rule \(rule.name): no match: \"\(event)\" is a protocol event; rules never forward pusher:* events")
+                } else if case .named(let names) = rule.events, !names.contains(event) {
+                    lines.append("  rule \(rule.name): no match: takes only events \(names.map { "\"\($0)\"" }.joined(separator: ", "))")
+                } else {
+                    lines.append("  rule \(rule.name): matches but produced nothing")
+                }
+            }
+            if settings.pusherToMQTTRules.isEmpty {
+                lines.append("  no rules with from = \"pusher\"")
+            } else if routing.isUnmatched {
+                lines.append("  => nothing is sent: no rule matches")
+            }
+            for mirror in settings.presence where mirror.channel == channel {
+                lines.append(
+                    "  presence mirror: member events of this channel become retained \(mirror.topic)/members/<user_id> and \(mirror.topic)/count")
+            }
+        }
+        return lines.joined(separator: "\n")
+    }
+}
+
+extension TopicFilter {
+    static func matchesPresenceMembers(_ mirror: PresenceMirrorRule, topic: String) -> Bool {
+        guard case .success(let filter) = TopicFilter.parse(mirror.retainedMembersFilter) else { return false }
+        return filter.match(topic) != nil
+    }
+}

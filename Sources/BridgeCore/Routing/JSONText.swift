@@ -1,0 +1,239 @@
+/// Just enough JSON for the per-message path, without a Foundation round trip (DESIGN §5.1):
+/// a validating scanner (RFC 8259) that decides whether `data` can be embedded as a JSON value,
+/// and a string writer. Both work on UTF-8 bytes and allocate nothing but their output.
+public enum JSONText {
+    /// Whether `bytes` is exactly one JSON value (surrounding whitespace allowed).
+    public static func isValid(_ bytes: some Collection<UInt8>) -> Bool {
+        let result: Bool? = bytes.withContiguousStorageIfAvailable { buffer in
+            var scanner = Scanner(bytes: buffer)
+            return scanner.scanDocument()
+        }
+        if let result { return result }
+        return Array(bytes).withUnsafeBufferPointer { buffer in
+            var scanner = Scanner(bytes: buffer)
+            return scanner.scanDocument()
+        }
+    }
+
+    /// Whether `text` is exactly one JSON value.
+    public static func isValid(_ text: String) -> Bool {
+        var text = text
+        return text.withUTF8 { buffer in
+            var scanner = Scanner(bytes: buffer)
+            return scanner.scanDocument()
+        }
+    }
+
+    /// Appends `value` as a JSON string literal (quotes included) to `output`.
+    public static func appendString(_ value: some StringProtocol, to output: inout [UInt8]) {
+        output.append(UInt8(ascii: "\""))
+        for byte in value.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
+            case UInt8(ascii: "\\"): output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+            case 0x0A: output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+            case 0x0D: output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
+            case 0x09: output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+            case 0..<0x20:
+                output.append(contentsOf: Array("\\u00".utf8))
+                output.append(TopicLevelEscaping.hexDigit(byte >> 4))
+                output.append(TopicLevelEscaping.hexDigit(byte & 0x0F))
+            default: output.append(byte)
+            }
+        }
+        output.append(UInt8(ascii: "\""))
+    }
+
+    /// `value` as a JSON string literal.
+    public static func quoted(_ value: some StringProtocol) -> String {
+        var bytes: [UInt8] = []
+        appendString(value, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// A recursive-descent validator. Depth is bounded so hostile input cannot overflow the stack.
+    struct Scanner {
+        let bytes: UnsafeBufferPointer<UInt8>
+        var index = 0
+        var depth = 0
+        static let maximumDepth = 512
+
+        init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+
+        mutating func scanDocument() -> Bool {
+            skipWhitespace()
+            guard scanValue() else { return false }
+            skipWhitespace()
+            return index == bytes.count
+        }
+
+        mutating func skipWhitespace() {
+            while index < bytes.count {
+                switch bytes[index] {
+                case 0x20, 0x09, 0x0A, 0x0D: index += 1
+                default: return
+                }
+            }
+        }
+
+        mutating func scanValue() -> Bool {
+            guard index < bytes.count else { return false }
+            switch bytes[index] {
+            case UInt8(ascii: "{"): return scanObject()
+            case UInt8(ascii: "["): return scanArray()
+            case UInt8(ascii: "\""): return scanString()
+            case UInt8(ascii: "t"): return scanLiteral("true")
+            case UInt8(ascii: "f"): return scanLiteral("false")
+            case UInt8(ascii: "n"): return scanLiteral("null")
+            default: return scanNumber()
+            }
+        }
+
+        mutating func scanLiteral(_ literal: StaticString) -> Bool {
+            let count = literal.utf8CodeUnitCount
+            guard index + count <= bytes.count else { return false }
+            for offset in 0..<count where bytes[index + offset] != literal.utf8Start[offset] { return false }
+            index += count
+            return true
+        }
+
+        mutating func scanObject() -> Bool {
+            depth += 1
+            defer { depth -= 1 }
+            guard depth <= Self.maximumDepth else { return false }
+            index += 1
+            skipWhitespace()
+            if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
+                index += 1
+                return true
+            }
+            while true {
+                skipWhitespace()
+                guard index < bytes.count, bytes[index] == UInt8(ascii: "\""), scanString() else { return false }
+                skipWhitespace()
+                guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return false }
+                index += 1
+                skipWhitespace()
+                guard scanValue() else { return false }
+                skipWhitespace()
+                guard index < bytes.count else { return false }
+                if bytes[index] == UInt8(ascii: ",") {
+                    index += 1
+                    continue
+                }
+                if bytes[index] == UInt8(ascii: "}") {
+                    index += 1
+                    return true
+                }
+                return false
+            }
+        }
+
+        mutating func scanArray() -> Bool {
+            depth += 1
+            defer { depth -= 1 }
+            guard depth <= Self.maximumDepth else { return false }
+            index += 1
+            skipWhitespace()
+            if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
+                index += 1
+                return true
+            }
+            while true {
+                skipWhitespace()
+                guard scanValue() else { return false }
+                skipWhitespace()
+                guard index < bytes.count else { return false }
+                if bytes[index] == UInt8(ascii: ",") {
+                    index += 1
+                    continue
+                }
+                if bytes[index] == UInt8(ascii: "]") {
+                    index += 1
+                    return true
+                }
+                return false
+            }
+        }
+
+        /// A string; its bytes must be valid UTF-8 without raw control characters.
+        mutating func scanString() -> Bool {
+            index += 1
+            while index < bytes.count {
+                let byte = bytes[index]
+                switch byte {
+                case UInt8(ascii: "\""):
+                    index += 1
+                    return true
+                case UInt8(ascii: "\\"):
+                    index += 1
+                    guard index < bytes.count else { return false }
+                    switch bytes[index] {
+                    case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"), UInt8(ascii: "f"),
+                        UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+                        index += 1
+                    case UInt8(ascii: "u"):
+                        guard index + 4 < bytes.count else { return false }
+                        for offset in 1...4 where TopicLevelEscaping.hexValue(bytes[index + offset]) == nil { return false }
+                        index += 5
+                    default:
+                        return false
+                    }
+                case 0..<0x20:
+                    return false
+                case 0x80...:
+                    guard let length = utf8SequenceLength(at: index) else { return false }
+                    index += length
+                default:
+                    index += 1
+                }
+            }
+            return false
+        }
+
+        /// The length of the well-formed UTF-8 sequence at `start`, or `nil` (Unicode Table 3-7).
+        func utf8SequenceLength(at start: Int) -> Int? {
+            let lead = bytes[start]
+            func continuation(_ offset: Int, _ range: ClosedRange<UInt8> = 0x80...0xBF) -> Bool {
+                start + offset < bytes.count && range.contains(bytes[start + offset])
+            }
+            switch lead {
+            case 0xC2...0xDF: return continuation(1) ? 2 : nil
+            case 0xE0: return continuation(1, 0xA0...0xBF) && continuation(2) ? 3 : nil
+            case 0xE1...0xEC, 0xEE...0xEF: return continuation(1) && continuation(2) ? 3 : nil
+            case 0xED: return continuation(1, 0x80...0x9F) && continuation(2) ? 3 : nil
+            case 0xF0: return continuation(1, 0x90...0xBF) && continuation(2) && continuation(3) ? 4 : nil
+            case 0xF1...0xF3: return continuation(1) && continuation(2) && continuation(3) ? 4 : nil
+            case 0xF4: return continuation(1, 0x80...0x8F) && continuation(2) && continuation(3) ? 4 : nil
+            default: return nil
+            }
+        }
+
+        mutating func scanNumber() -> Bool {
+            let start = index
+            if index < bytes.count, bytes[index] == UInt8(ascii: "-") { index += 1 }
+            guard index < bytes.count else { return false }
+            if bytes[index] == UInt8(ascii: "0") {
+                index += 1
+            } else if isDigit(bytes[index]) {
+                while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+            } else {
+                return false
+            }
+            if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
+                index += 1
+                guard index < bytes.count, isDigit(bytes[index]) else { return false }
+                while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+            }
+            if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
+                index += 1
+                if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
+                guard index < bytes.count, isDigit(bytes[index]) else { return false }
+                while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+            }
+            return index > start
+        }
+
+        func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
+    }
+}

@@ -1,0 +1,210 @@
+import PusherProtocol
+
+/// One bridge's rules, compiled for the per-message path (DESIGN §4, §5.1, §5.2).
+///
+/// - MQTT → Pusher: a ``TopicTrie`` over the rules' filters finds every matching rule with its
+///   captures; the channel and event templates are rendered without escaping and validated
+///   against Pusher's name rules; the payload becomes `data` (UTF-8 text or an envelope).
+/// - Pusher → MQTT: an index from channel to rules; the topic template is rendered with
+///   per-level escaping; the payload is `data` byte for byte or an envelope.
+///
+/// Pure and `Sendable`: build it once per config, share it between tasks. Nothing here reads
+/// the clock; pass `receivedAt`.
+public struct RuleTable: Sendable {
+    /// The bridge's name (`{bridge}`, envelopes).
+    public let bridge: String
+    /// MQTT → Pusher rules, in file order (trie values index into this).
+    public let mqttRules: [MQTTToPusherRule]
+    /// Pusher → MQTT rules, in file order.
+    public let pusherRules: [PusherToMQTTRule]
+    /// Event data larger than this is dead-lettered.
+    public let maxEventBytes: Int
+    /// Whether publishes carry MQTT 5 user properties.
+    public let userProperties: Bool
+
+    private let trie: TopicTrie
+    private let rulesByChannel: [String: [Int]]
+
+    /// Compiles `bridge`'s rules.
+    public init(bridge: BridgeSettings) {
+        self.bridge = bridge.name
+        self.mqttRules = bridge.mqttToPusherRules
+        self.pusherRules = bridge.pusherToMQTTRules
+        self.maxEventBytes = bridge.pusher.maxEventBytes
+        self.userProperties = bridge.mqtt.protocolVersion == .v5
+        var trie = TopicTrie()
+        for (index, rule) in mqttRules.enumerated() { trie.insert(rule.filter, rule: index) }
+        self.trie = trie
+        var byChannel: [String: [Int]] = [:]
+        for (index, rule) in pusherRules.enumerated() { byChannel[rule.channel, default: []].append(index) }
+        self.rulesByChannel = byChannel
+    }
+
+    // MARK: MQTT → Pusher
+
+    /// Routes one MQTT message: which events to publish into Pusher, what to dead-letter.
+    ///
+    /// - Parameters:
+    ///   - retain: the retain flag as delivered. A retained message is skipped by rules without
+    ///     `forward_retained` (with MQTT 3.1.1 there is no retain handling on subscribe, so this
+    ///     check is what keeps retained state from being replayed into Pusher).
+    public func route(topic: String, payload: [UInt8], qos: Int, retain: Bool, receivedAt: UTCTimestamp) -> MQTTMessageRouting {
+        var matches: [(rule: Int, captures: [Substring], multiLevel: Substring?)] = []
+        trie.match(topic) { rule, captures, multiLevel in matches.append((rule, captures, multiLevel)) }
+        var routing = MQTTMessageRouting()
+        guard !matches.isEmpty else { return routing }
+        if matches.count > 1 { matches.sort { $0.rule < $1.rule } }
+
+        // Decoded lazily and once per message, shared by all matching rules.
+        var text: String??
+        var envelope: String?
+        for match in matches {
+            let rule = mqttRules[match.rule]
+            if retain, !rule.forwardRetained {
+                routing.skipped.append(SkippedMatch(rule: rule.name, reason: "retained message; forward_retained = false"))
+                continue
+            }
+            func deadLetter(_ reason: DeadLetterReason) {
+                routing.deadLetters.append(DeadLetter(rule: rule.name, reason: reason, source: .mqtt(topic: topic), payload: payload))
+            }
+            let values = TemplateValues(
+                captures: match.captures, multiLevel: match.multiLevel, topic: Substring(topic), bridge: Substring(bridge))
+            guard let channel = rule.channel.render(values, escapingLevels: false) else {
+                deadLetter(.missingPlaceholderValue("channel template"))
+                continue
+            }
+            if let problem = ChannelName.problem(with: channel) {
+                deadLetter(.invalidChannelName(channel, problem: problem))
+                continue
+            }
+            guard let event = rule.event.render(values, escapingLevels: false) else {
+                deadLetter(.missingPlaceholderValue("event template"))
+                continue
+            }
+            if let problem = EventName.problem(with: event) {
+                deadLetter(.invalidEventName(event, problem: problem))
+                continue
+            }
+            if text == nil { text = .some(String(validating: payload, as: UTF8.self)) }
+            guard let payloadText = text ?? nil else {
+                deadLetter(.invalidUTF8)
+                continue
+            }
+            let data: String
+            switch rule.payload {
+            case .data:
+                data = payloadText
+            case .envelope:
+                if envelope == nil {
+                    envelope = Self.mqttEnvelope(topic: topic, payload: payloadText, qos: qos, retain: retain, receivedAt: receivedAt)
+                }
+                data = envelope ?? ""
+            }
+            let size = data.utf8.count
+            if size > maxEventBytes {
+                deadLetter(.dataTooLarge(bytes: size, limit: maxEventBytes))
+                continue
+            }
+            routing.events.append(PusherEventPublish(rule: rule.name, channel: channel, event: event, data: data, via: rule.via))
+        }
+        return routing
+    }
+
+    /// `{"topic","payload","qos","retain","received_at"}` with `payload` embedded as JSON when it is JSON.
+    static func mqttEnvelope(topic: String, payload: String, qos: Int, retain: Bool, receivedAt: UTCTimestamp) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(payload.utf8.count + topic.utf8.count + 80)
+        out.append(contentsOf: "{\"topic\":".utf8)
+        JSONText.appendString(topic, to: &out)
+        out.append(contentsOf: ",\"payload\":".utf8)
+        if JSONText.isValid(payload) {
+            out.append(contentsOf: payload.utf8)
+        } else {
+            JSONText.appendString(payload, to: &out)
+        }
+        out.append(contentsOf: Array(",\"qos\":\(qos),\"retain\":\(retain),\"received_at\":\"".utf8))
+        out.append(contentsOf: receivedAt.rfc3339.utf8)
+        out.append(contentsOf: "\"}".utf8)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    // MARK: Pusher → MQTT
+
+    /// Routes one Pusher event: which MQTT messages to publish, what to dead-letter.
+    /// Protocol events (`pusher:*`, `pusher_internal:*`) are never routed.
+    public func route(channel: String, event: String, data: String, userID: String?, receivedAt: UTCTimestamp) -> PusherEventRouting {
+        var routing = PusherEventRouting()
+        guard let indices = rulesByChannel[channel], !EventName.isProtocolEvent(event) else { return routing }
+        var envelope: [UInt8]?
+        for index in indices {
+            let rule = pusherRules[index]
+            guard rule.events.contains(event) else { continue }
+            let values = TemplateValues(
+                channel: Substring(channel), event: Substring(event), userID: userID.map { Substring($0) }, bridge: Substring(bridge))
+            guard let topic = rule.topic.render(values, escapingLevels: true) else {
+                routing.deadLetters.append(
+                    DeadLetter(
+                        rule: rule.name, reason: .missingPlaceholderValue("user_id"), source: .pusher(channel: channel, event: event),
+                        payload: Array(data.utf8)))
+                continue
+            }
+            if let problem = TopicName.problem(with: topic) {
+                routing.deadLetters.append(
+                    DeadLetter(
+                        rule: rule.name, reason: .invalidTopic(topic, problem: problem), source: .pusher(channel: channel, event: event),
+                        payload: Array(data.utf8)))
+                continue
+            }
+            let payload: [UInt8]
+            switch rule.payload {
+            case .data:
+                payload = Array(data.utf8)
+            case .envelope:
+                if envelope == nil {
+                    envelope = Self.pusherEnvelope(
+                        channel: channel, event: event, data: data, userID: userID, bridge: bridge, receivedAt: receivedAt)
+                }
+                payload = envelope ?? []
+            }
+            var properties: [MQTTUserProperty] = []
+            if userProperties {
+                properties.reserveCapacity(3)
+                properties.append(MQTTUserProperty("pusher-channel", channel))
+                properties.append(MQTTUserProperty("pusher-event", event))
+                if let userID { properties.append(MQTTUserProperty("pusher-user-id", userID)) }
+            }
+            routing.publishes.append(
+                MQTTPublish(rule: rule.name, topic: topic, payload: payload, qos: rule.qos, retain: rule.retain, userProperties: properties))
+        }
+        return routing
+    }
+
+    /// `{"channel","event","data","user_id"?,"bridge","received_at"}` with `data` embedded as JSON
+    /// when it is JSON, else as a string (DESIGN §5.1).
+    static func pusherEnvelope(channel: String, event: String, data: String, userID: String?, bridge: String, receivedAt: UTCTimestamp)
+        -> [UInt8]
+    {
+        var out: [UInt8] = []
+        out.reserveCapacity(data.utf8.count + channel.utf8.count + event.utf8.count + 96)
+        out.append(contentsOf: "{\"channel\":".utf8)
+        JSONText.appendString(channel, to: &out)
+        out.append(contentsOf: ",\"event\":".utf8)
+        JSONText.appendString(event, to: &out)
+        out.append(contentsOf: ",\"data\":".utf8)
+        if JSONText.isValid(data) {
+            out.append(contentsOf: data.utf8)
+        } else {
+            JSONText.appendString(data, to: &out)
+        }
+        if let userID {
+            out.append(contentsOf: ",\"user_id\":".utf8)
+            JSONText.appendString(userID, to: &out)
+        }
+        out.append(contentsOf: ",\"bridge\":".utf8)
+        JSONText.appendString(bridge, to: &out)
+        out.append(contentsOf: ",\"received_at\":\"".utf8)
+        out.append(contentsOf: receivedAt.rfc3339.utf8)
+        out.append(contentsOf: "\"}".utf8)
+        return out
+    }
+}

@@ -1,0 +1,1 @@
+// Placeholder: the bridge runtime is being built.

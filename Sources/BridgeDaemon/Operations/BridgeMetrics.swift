@@ -1,0 +1,121 @@
+import CoreMetrics
+import Prometheus
+import Synchronization
+
+/// The daemon's metrics (DESIGN §5.7), created through swift-metrics on a Prometheus registry.
+///
+/// Metric objects are created once per label set and cached here; hot paths keep the object
+/// they got (``messages(bridge:rule:direction:outcome:)``) instead of looking it up per message.
+public final class BridgeMetrics: Sendable {
+    /// Which way a message travels.
+    public enum Direction: String, Sendable {
+        case pusherToMQTT = "pusher_to_mqtt"
+        case mqttToPusher = "mqtt_to_pusher"
+    }
+
+    /// Which connection of a bridge.
+    public enum Side: String, Sendable {
+        case pusher
+        case mqtt
+    }
+
+    /// What happened to a message.
+    public enum Outcome: String, Sendable {
+        /// Accepted by the far side (MQTT broker ack or Pusher HTTP 200).
+        case delivered
+        /// Published to the dead-letter topic or logged as undeliverable (bad name, size, UTF-8, 4xx).
+        case deadLettered = "dead_lettered"
+        /// Dropped by the buffer's overflow policy.
+        case dropped
+        /// Suppressed as our own echo (loop prevention) or as a duplicate.
+        case suppressed
+        /// Matched no rule's event filter (counted per bridge with `rule=""`).
+        case unmatched
+    }
+
+    /// The registry `/metrics` renders.
+    public let registry: PrometheusCollectorRegistry
+    private let factory: PrometheusMetricsFactory
+    private let counters = Mutex<[String: CoreMetrics.Counter]>([:])
+    private let gauges = Mutex<[String: CoreMetrics.Gauge]>([:])
+    private let deliveryTimer: CoreMetrics.Timer
+
+    public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
+        self.registry = registry
+        var factory = PrometheusMetricsFactory(registry: registry)
+        factory.durationHistogramBuckets["pusher_mqtt_bridge_delivery_seconds"] = [
+            .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5),
+            .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250),
+            .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(5), .seconds(10), .seconds(30),
+        ]
+        self.factory = factory
+        deliveryTimer = CoreMetrics.Timer(label: "pusher_mqtt_bridge_delivery_seconds", dimensions: [], factory: factory)
+    }
+
+    /// `pusher_mqtt_bridge_messages_total{bridge,rule,direction,outcome}`.
+    public func messages(bridge: String, rule: String, direction: Direction, outcome: Outcome) -> CoreMetrics.Counter {
+        counter(
+            "pusher_mqtt_bridge_messages_total",
+            [("bridge", bridge), ("rule", rule), ("direction", direction.rawValue), ("outcome", outcome.rawValue)]
+        )
+    }
+
+    /// `pusher_mqtt_bridge_reconnects_total{bridge,side}`.
+    public func reconnects(bridge: String, side: Side) -> CoreMetrics.Counter {
+        counter("pusher_mqtt_bridge_reconnects_total", [("bridge", bridge), ("side", side.rawValue)])
+    }
+
+    /// `pusher_mqtt_bridge_errors_total{bridge,kind}`: bad input that was survived (malformed frames,
+    /// HTTP replies, config reload failures, …).
+    public func errors(bridge: String, kind: String) -> CoreMetrics.Counter {
+        counter("pusher_mqtt_bridge_errors_total", [("bridge", bridge), ("kind", kind)])
+    }
+
+    /// `pusher_mqtt_bridge_buffered_messages{bridge,direction}`.
+    public func buffered(bridge: String, direction: Direction) -> CoreMetrics.Gauge {
+        gauge("pusher_mqtt_bridge_buffered_messages", [("bridge", bridge), ("direction", direction.rawValue)])
+    }
+
+    /// `pusher_mqtt_bridge_connection_up{bridge,side}`: 1 while connected, else 0.
+    public func connectionUp(bridge: String, side: Side) -> CoreMetrics.Gauge {
+        gauge("pusher_mqtt_bridge_connection_up", [("bridge", bridge), ("side", side.rawValue)])
+    }
+
+    /// Records one end-to-end delivery time into `pusher_mqtt_bridge_delivery_seconds`.
+    public func recordDelivery(_ duration: Duration) {
+        deliveryTimer.recordNanoseconds(Int64(duration.components.seconds) * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
+    }
+
+    /// The Prometheus text exposition of every metric.
+    public func render() -> [UInt8] {
+        registry.emitToBuffer()
+    }
+
+    private func counter(_ label: String, _ dimensions: [(String, String)]) -> CoreMetrics.Counter {
+        let key = Self.key(label, dimensions)
+        return counters.withLock { cache in
+            if let existing = cache[key] { return existing }
+            let made = CoreMetrics.Counter(label: label, dimensions: dimensions, factory: factory)
+            cache[key] = made
+            return made
+        }
+    }
+
+    private func gauge(_ label: String, _ dimensions: [(String, String)]) -> CoreMetrics.Gauge {
+        let key = Self.key(label, dimensions)
+        return gauges.withLock { cache in
+            if let existing = cache[key] { return existing }
+            let made = CoreMetrics.Gauge(label: label, dimensions: dimensions, factory: factory)
+            cache[key] = made
+            return made
+        }
+    }
+
+    private static func key(_ label: String, _ dimensions: [(String, String)]) -> String {
+        var key = label
+        for (name, value) in dimensions {
+            key += "\u{1F}" + name + "=" + value
+        }
+        return key
+    }
+}

@@ -1,0 +1,88 @@
+import Hummingbird
+import Logging
+import NIOCore
+import ServiceLifecycle
+
+/// Whether the daemon is ready to serve: `/readyz` answers 200 only when every bridge has both
+/// sides connected (DESIGN §5.7); the body names what is not.
+public struct Readiness: Sendable, Equatable {
+    /// Bridges or sides that are not connected, e.g. `factory: pusher disconnected`.
+    public var notReady: [String]
+
+    public init(notReady: [String]) { self.notReady = notReady }
+
+    public var isReady: Bool { notReady.isEmpty }
+}
+
+/// The HTTP endpoint for operators: `/metrics` (Prometheus text), `/healthz` (200 while the
+/// process runs), `/readyz` (200 when every bridge is connected on both sides, else 503).
+public struct OperationsEndpoint: Service {
+    /// Host and port to listen on; port 0 picks a free one (see `onListening`).
+    public var host: String
+    public var port: Int
+    let metrics: BridgeMetrics
+    let readiness: @Sendable () -> Readiness
+    let onListening: @Sendable (Int) async -> Void
+    let logger: Logger
+
+    public init(
+        host: String,
+        port: Int,
+        metrics: BridgeMetrics,
+        readiness: @escaping @Sendable () -> Readiness,
+        logger: Logger,
+        onListening: @escaping @Sendable (Int) async -> Void = { _ in }
+    ) {
+        self.host = host
+        self.port = port
+        self.metrics = metrics
+        self.readiness = readiness
+        self.logger = logger
+        self.onListening = onListening
+    }
+
+    /// Parses `host:port` as the `metrics` key holds it (`"127.0.0.1:9464"`, `"[::1]:9464"`).
+    public static func parseAddress(_ text: String) -> (host: String, port: Int)? {
+        guard let colon = text.lastIndex(of: ":") else { return nil }
+        var host = String(text[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard !host.isEmpty, let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else { return nil }
+        return (host, port)
+    }
+
+    public func run() async throws {
+        let router = Router()
+        let metrics = self.metrics
+        let readiness = self.readiness
+        router.get("metrics") { _, _ -> Response in
+            let body = metrics.render()
+            return Response(
+                status: .ok,
+                headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                body: .init(byteBuffer: ByteBuffer(bytes: body))
+            )
+        }
+        router.get("healthz") { _, _ -> Response in
+            Response(status: .ok, headers: [.contentType: "text/plain"], body: .init(byteBuffer: ByteBuffer(string: "ok\n")))
+        }
+        router.get("readyz") { _, _ -> Response in
+            let report = readiness()
+            let text = report.isReady ? "ready\n" : report.notReady.joined(separator: "\n") + "\n"
+            return Response(
+                status: report.isReady ? .ok : .serviceUnavailable,
+                headers: [.contentType: "text/plain"],
+                body: .init(byteBuffer: ByteBuffer(string: text))
+            )
+        }
+        let onListening = self.onListening
+        let app = Application(
+            router: router,
+            configuration: .init(address: .hostname(host, port: port), serverName: nil),
+            onServerRunning: { channel in
+                await onListening(channel.localAddress?.port ?? 0)
+            },
+            logger: logger
+        )
+        try await app.run()
+    }
+}

@@ -1,0 +1,140 @@
+import BridgeCore
+
+/// A message on its way to the MQTT broker (Pusher → MQTT, presence mirror, dead letters).
+struct OutgoingMQTT: OutboxItem, Equatable {
+    /// What the rule table (or the presence mirror, or the dead-letter path) produced.
+    var publish: MQTTPublish
+    /// When the source message reached the bridge (Unix ms), for the delivery-time histogram.
+    var receivedAtMillis: Int64
+
+    var byteCount: Int { publish.payload.count + publish.topic.utf8.count }
+
+    func encoded() -> [UInt8] {
+        var writer = RecordWriter(version: 1)
+        writer.string(publish.rule)
+        writer.string(publish.topic)
+        writer.bytes(publish.payload)
+        writer.int(Int64(publish.qos))
+        writer.int(publish.retain ? 1 : 0)
+        writer.int(receivedAtMillis)
+        writer.int(Int64(publish.userProperties.count))
+        for property in publish.userProperties {
+            writer.string(property.name)
+            writer.string(property.value)
+        }
+        return writer.output
+    }
+
+    static func decode(_ bytes: [UInt8]) -> OutgoingMQTT? {
+        var reader = RecordReader(bytes)
+        guard reader.version() == 1,
+            let rule = reader.string(), let topic = reader.string(), let payload = reader.bytes(),
+            let qos = reader.int(), let retain = reader.int(), let received = reader.int(),
+            let propertyCount = reader.int(), propertyCount >= 0, propertyCount < 1000
+        else { return nil }
+        var properties: [BridgeCore.MQTTUserProperty] = []
+        for _ in 0..<propertyCount {
+            guard let name = reader.string(), let value = reader.string() else { return nil }
+            properties.append(.init(name, value))
+        }
+        guard reader.isAtEnd else { return nil }
+        return OutgoingMQTT(
+            publish: MQTTPublish(rule: rule, topic: topic, payload: payload, qos: Int(qos), retain: retain != 0, userProperties: properties),
+            receivedAtMillis: received
+        )
+    }
+}
+
+/// An event on its way into Pusher (MQTT → Pusher).
+struct OutgoingPusher: OutboxItem, Equatable {
+    var event: PusherEventPublish
+    var receivedAtMillis: Int64
+
+    var byteCount: Int { event.data.utf8.count + event.channel.utf8.count + event.event.utf8.count }
+
+    func encoded() -> [UInt8] {
+        var writer = RecordWriter(version: 1)
+        writer.string(event.rule)
+        writer.string(event.channel)
+        writer.string(event.event)
+        writer.string(event.data)
+        writer.string(event.via.rawValue)
+        writer.int(receivedAtMillis)
+        return writer.output
+    }
+
+    static func decode(_ bytes: [UInt8]) -> OutgoingPusher? {
+        var reader = RecordReader(bytes)
+        guard reader.version() == 1,
+            let rule = reader.string(), let channel = reader.string(), let name = reader.string(),
+            let data = reader.string(), let viaText = reader.string(), let via = PusherDelivery(rawValue: viaText),
+            let received = reader.int(), reader.isAtEnd
+        else { return nil }
+        return OutgoingPusher(event: PusherEventPublish(rule: rule, channel: channel, event: name, data: data, via: via), receivedAtMillis: received)
+    }
+}
+
+/// Length-prefixed fields: a version byte, then per field a little-endian UInt32 length and bytes
+/// (strings as UTF-8) or a little-endian Int64.
+struct RecordWriter {
+    private(set) var output: [UInt8] = []
+
+    init(version: UInt8) {
+        output.reserveCapacity(128)
+        output.append(version)
+    }
+
+    mutating func bytes(_ value: [UInt8]) {
+        let count = UInt32(truncatingIfNeeded: value.count)
+        withUnsafeBytes(of: count.littleEndian) { output.append(contentsOf: $0) }
+        output.append(contentsOf: value)
+    }
+
+    mutating func string(_ value: String) { bytes(Array(value.utf8)) }
+
+    mutating func int(_ value: Int64) {
+        withUnsafeBytes(of: value.littleEndian) { output.append(contentsOf: $0) }
+    }
+}
+
+/// Reads what ``RecordWriter`` wrote; every read returns `nil` past the end instead of trapping.
+struct RecordReader {
+    private let input: [UInt8]
+    private var offset = 0
+
+    init(_ input: [UInt8]) { self.input = input }
+
+    var isAtEnd: Bool { offset == input.count }
+
+    mutating func version() -> UInt8? {
+        guard offset < input.count else { return nil }
+        defer { offset += 1 }
+        return input[offset]
+    }
+
+    mutating func bytes() -> [UInt8]? {
+        guard let length = fixedWidth(UInt32.self) else { return nil }
+        let count = Int(length)
+        guard count <= input.count - offset else { return nil }
+        defer { offset += count }
+        return Array(input[offset..<offset + count])
+    }
+
+    mutating func string() -> String? {
+        guard let raw = bytes() else { return nil }
+        return String(validating: raw, as: UTF8.self)
+    }
+
+    mutating func int() -> Int64? { fixedWidth(Int64.self) }
+
+    private mutating func fixedWidth<T: FixedWidthInteger>(_: T.Type) -> T? {
+        let size = MemoryLayout<T>.size
+        guard input.count - offset >= size else { return nil }
+        var value: T = 0
+        withUnsafeMutableBytes(of: &value) { raw in
+            for i in 0..<size { raw[i] = input[offset + i] }
+        }
+        offset += size
+        return T(littleEndian: value)
+    }
+}

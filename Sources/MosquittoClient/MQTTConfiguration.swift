@@ -1,0 +1,179 @@
+import Backoff
+
+/// The MQTT protocol level spoken on the wire.
+public enum MQTTProtocolVersion: Sendable, Hashable {
+    /// MQTT 3.1.1 (protocol level 4).
+    case v311
+    /// MQTT 5.0: properties, reason codes, subscription options, session expiry.
+    case v5
+}
+
+/// Where a client looks for certificates when it talks TLS to the broker.
+public struct MQTTTLSConfiguration: Sendable, Hashable {
+    /// A PEM file of trusted CA certificates. When both this and `caDirectory` are `nil`,
+    /// the operating system's trust store is used (`MOSQ_OPT_TLS_USE_OS_CERTS`).
+    public var caFile: String?
+    /// A directory of hashed PEM CA certificates (`c_rehash` layout).
+    public var caDirectory: String?
+    /// The client certificate (PEM) for mutual TLS; needs `keyFile`.
+    public var certificateFile: String?
+    /// The client's private key (PEM, unencrypted) for mutual TLS; needs `certificateFile`.
+    public var keyFile: String?
+    /// Skip the check that the broker's certificate names `host`. Only for tests and broken
+    /// deployments: it makes a man-in-the-middle trivial (MQTT-NOTES §11). Default `false`.
+    public var insecure: Bool
+
+    public init(
+        caFile: String? = nil,
+        caDirectory: String? = nil,
+        certificateFile: String? = nil,
+        keyFile: String? = nil,
+        insecure: Bool = false
+    ) {
+        self.caFile = caFile
+        self.caDirectory = caDirectory
+        self.certificateFile = certificateFile
+        self.keyFile = keyFile
+        self.insecure = insecure
+    }
+}
+
+/// The Last Will: what the broker publishes for us when our connection dies without a DISCONNECT
+/// (DESIGN §5.5: `offline` on the status topic).
+public struct MQTTWill: Sendable, Hashable {
+    /// The topic the broker publishes the will to.
+    public var topic: String
+    /// The will's payload.
+    public var payload: [UInt8]
+    /// The will's QoS.
+    public var qos: MQTTQoS
+    /// Whether the broker retains the will.
+    public var retain: Bool
+
+    public init(topic: String, payload: [UInt8], qos: MQTTQoS = .atLeastOnce, retain: Bool = true) {
+        self.topic = topic
+        self.payload = payload
+        self.qos = qos
+        self.retain = retain
+    }
+}
+
+/// Everything an `MQTTClient` needs to know, with the defaults a bridge wants.
+///
+/// | field | default | note |
+/// |---|---|---|
+/// | `host`, `port` | — , 1883 | |
+/// | `clientID` | — | must be unique per broker: two clients with one id kick each other off |
+/// | `protocolVersion` | `.v5` | |
+/// | `cleanSession` | `false` | persistent session: the broker queues QoS ≥ 1 for us while we are away |
+/// | `sessionExpiry` | 1 hour | MQTT 5 only, sent on every CONNECT when `cleanSession` is false (MQTT-NOTES §4) |
+/// | `keepAlive` | 30 s | whole seconds, at least 5 (libmosquitto's minimum) |
+/// | `username`, `password` | `nil` | never logged |
+/// | `tls` | `nil` (plain TCP) | |
+/// | `will` | `nil` | |
+/// | `reconnect` | `ReconnectPolicy.default` | our own backoff (DESIGN §5.5), not libmosquitto's quadratic one |
+/// | `maxInFlight` | 1000 | publishes accepted but not yet completed (≤ 65535) |
+/// | `messageBufferSize` | 10 000 | incoming messages waiting for the consumer |
+/// | `backpressureTimeout` | 5 s | how long the network thread waits for room before dropping (see `MQTTClient.messages`) |
+/// | `shutdownDrainTimeout` | 2 s | how long `shutdown()` waits for outstanding acknowledgements |
+public struct MQTTConfiguration: Sendable {
+    /// Broker host name or address.
+    public var host: String
+    /// Broker TCP port.
+    public var port: Int
+    /// The MQTT client identifier.
+    public var clientID: String
+    /// MQTT 3.1.1 or 5.
+    public var protocolVersion: MQTTProtocolVersion
+    /// `true`: the broker forgets us on disconnect. `false`: a persistent session.
+    public var cleanSession: Bool
+    /// MQTT 5 Session Expiry Interval sent with `cleanSession == false`.
+    public var sessionExpiry: Duration
+    /// Keep-alive interval (PINGREQ when idle).
+    public var keepAlive: Duration
+    /// Optional user name.
+    public var username: String?
+    /// Optional password (secret: never logged or printed).
+    public var password: String?
+    /// TLS settings; `nil` for plain TCP.
+    public var tls: MQTTTLSConfiguration?
+    /// Optional Last Will.
+    public var will: MQTTWill?
+    /// Reconnect backoff, shared with the Pusher side.
+    public var reconnect: ReconnectPolicy
+    /// Upper bound of publishes accepted and not yet acknowledged (QoS ≥ 1) or written (QoS 0).
+    public var maxInFlight: Int
+    /// Capacity of the incoming message buffer.
+    public var messageBufferSize: Int
+    /// How long the network thread blocks for room in a full message buffer before it drops.
+    public var backpressureTimeout: Duration
+    /// How long `shutdown()` waits for outstanding acknowledgements before disconnecting.
+    public var shutdownDrainTimeout: Duration
+
+    public init(
+        host: String,
+        port: Int = 1883,
+        clientID: String,
+        protocolVersion: MQTTProtocolVersion = .v5,
+        cleanSession: Bool = false,
+        sessionExpiry: Duration = .seconds(3600),
+        keepAlive: Duration = .seconds(30),
+        username: String? = nil,
+        password: String? = nil,
+        tls: MQTTTLSConfiguration? = nil,
+        will: MQTTWill? = nil,
+        reconnect: ReconnectPolicy = .default,
+        maxInFlight: Int = 1000,
+        messageBufferSize: Int = 10_000,
+        backpressureTimeout: Duration = .seconds(5),
+        shutdownDrainTimeout: Duration = .seconds(2)
+    ) {
+        self.host = host
+        self.port = port
+        self.clientID = clientID
+        self.protocolVersion = protocolVersion
+        self.cleanSession = cleanSession
+        self.sessionExpiry = sessionExpiry
+        self.keepAlive = keepAlive
+        self.username = username
+        self.password = password
+        self.tls = tls
+        self.will = will
+        self.reconnect = reconnect
+        self.maxInFlight = maxInFlight
+        self.messageBufferSize = messageBufferSize
+        self.backpressureTimeout = backpressureTimeout
+        self.shutdownDrainTimeout = shutdownDrainTimeout
+    }
+
+    /// Problems that make this configuration unusable, as sentences; empty when valid.
+    public var problems: [String] {
+        var found: [String] = []
+        if host.isEmpty { found.append("host must not be empty") }
+        if !(1...65535).contains(port) { found.append("port must be between 1 and 65535") }
+        if clientID.isEmpty { found.append("client_id must not be empty") }
+        if clientID.utf8.count > 65535 { found.append("client_id is longer than 65535 bytes") }
+        if keepAlive < .seconds(5) || keepAlive > .seconds(65535) {
+            found.append("keepalive must be between 5s and 65535s")
+        }
+        if sessionExpiry < .zero || sessionExpiry.seconds > Double(UInt32.max) {
+            found.append("session_expiry must be between 0 and 4294967295 seconds")
+        }
+        if !(1...65535).contains(maxInFlight) { found.append("max_in_flight must be between 1 and 65535") }
+        if messageBufferSize < 1 { found.append("message_buffer_size must be at least 1") }
+        if backpressureTimeout < .zero { found.append("backpressure_timeout must not be negative") }
+        if password != nil && username == nil { found.append("password needs a username") }
+        if let tls {
+            if (tls.certificateFile == nil) != (tls.keyFile == nil) {
+                found.append("tls: cert_file and key_file must be given together")
+            }
+        }
+        if let will {
+            if will.topic.isEmpty || will.topic.contains("+") || will.topic.contains("#") {
+                found.append("will topic must be a non-empty topic without wildcards")
+            }
+        }
+        found.append(contentsOf: reconnect.problems.map { "reconnect: \($0)" })
+        return found
+    }
+}

@@ -1,0 +1,145 @@
+import DequeModule
+import Dispatch
+
+/// The bounded hand-over of incoming messages from libmosquitto's network thread to one consumer.
+///
+/// The rule for a slow consumer (MQTT-NOTES §1–2): libmosquitto has already acknowledged a
+/// message when `on_message` runs, so dropping it loses data. When the buffer is full, the
+/// network thread therefore **blocks** — up to `backpressureTimeout` — waiting for room. While it
+/// blocks it reads nothing more from the socket, so TCP flow control pushes back on the broker,
+/// which keeps QoS ≥ 1 messages in our (persistent) session. Only if the consumer stays stuck
+/// for longer than the timeout is the message dropped, counted (`droppedCount`) and logged by
+/// the owner. Blocking also delays PUBACKs for our own publishes and keep-alive pings, so the
+/// timeout should stay well below 1.5 × keep-alive.
+final class MessageBuffer: Sendable {
+    private struct State: Sendable {
+        var items: Deque<MQTTMessage> = []
+        /// Parked `next()` calls, oldest first (several tasks may iterate; each message goes to one).
+        var consumers: Deque<(token: UInt64, continuation: CheckedContinuation<MQTTMessage?, Never>)> = []
+        var nextToken: UInt64 = 0
+        var finished = false
+        var producerWaiting = false
+        var dropped = 0
+    }
+
+    private let state = Locked(State())
+    private let room = DispatchSemaphore(value: 0)
+    /// Maximum buffered messages.
+    let capacity: Int
+
+    init(capacity: Int) {
+        self.capacity = max(capacity, 1)
+    }
+
+    /// Messages dropped because the consumer did not make room within the timeout.
+    var droppedCount: Int { state.withLock { $0.dropped } }
+
+    /// Messages buffered right now.
+    var count: Int { state.withLock { $0.items.count } }
+
+    /// Called on the network thread. Returns `false` when the message was dropped (buffer still
+    /// full after `maxWait`, or the buffer finished).
+    func push(_ message: MQTTMessage, maxWait: Duration) -> Bool {
+        var deadline: ContinuousClock.Instant?
+        while true {
+            enum Step { case delivered(CheckedContinuation<MQTTMessage?, Never>?), finished, full }
+            let step: Step = state.withLock { state in
+                if state.finished { return .finished }
+                if let consumer = state.consumers.popFirst() {
+                    return .delivered(consumer.continuation)
+                }
+                if state.items.count < capacity {
+                    state.items.append(message)
+                    return .delivered(nil)
+                }
+                state.producerWaiting = true
+                return .full
+            }
+            switch step {
+            case .delivered(let consumer):
+                consumer?.resume(returning: message)
+                return true
+            case .finished:
+                return false
+            case .full:
+                let now = ContinuousClock.now
+                let until = deadline ?? now + maxWait
+                deadline = until
+                if now >= until {
+                    state.withLock {
+                        $0.dropped += 1
+                        $0.producerWaiting = false
+                    }
+                    return false
+                }
+                // Wake at least every 50 ms to re-check; a stale signal only causes a re-check.
+                let wait = min(now.duration(to: until), .milliseconds(50))
+                _ = room.wait(timeout: .now() + .nanoseconds(Int(wait.seconds * 1e9)))
+            }
+        }
+    }
+
+    /// The next message; `nil` once finished and drained, or when the task is cancelled.
+    func next() async -> MQTTMessage? {
+        let token = state.withLock { state in
+            defer { state.nextToken += 1 }
+            return state.nextToken
+        }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<MQTTMessage?, Never>) in
+                enum Step { case value(MQTTMessage?, wakeProducer: Bool), parked }
+                let step: Step = state.withLock { state in
+                    if let item = state.items.popFirst() {
+                        let wake = state.producerWaiting
+                        state.producerWaiting = false
+                        return .value(item, wakeProducer: wake)
+                    }
+                    if state.finished || Task.isCancelled { return .value(nil, wakeProducer: false) }
+                    state.consumers.append((token, continuation))
+                    return .parked
+                }
+                if case .value(let item, let wake) = step {
+                    if wake { room.signal() }
+                    continuation.resume(returning: item)
+                }
+            }
+        } onCancel: {
+            let consumer = state.withLock { state -> CheckedContinuation<MQTTMessage?, Never>? in
+                guard let index = state.consumers.firstIndex(where: { $0.token == token }) else { return nil }
+                return state.consumers.remove(at: index).continuation
+            }
+            consumer?.resume(returning: nil)
+        }
+    }
+
+    /// No more messages will come; consumers drain what is buffered, then get `nil`.
+    func finish() {
+        let consumers = state.withLock { state in
+            state.finished = true
+            defer { state.consumers.removeAll() }
+            return state.consumers
+        }
+        for consumer in consumers { consumer.continuation.resume(returning: nil) }
+        room.signal()
+    }
+}
+
+/// The incoming messages of an `MQTTClient`, in arrival order. Several tasks may iterate; each
+/// message goes to exactly one of them.
+public struct MQTTMessageStream: AsyncSequence, Sendable {
+    public typealias Element = MQTTMessage
+    let buffer: MessageBuffer
+
+    /// Iterates the messages.
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        let buffer: MessageBuffer
+
+        public mutating func next() async -> MQTTMessage? {
+            await buffer.next()
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(buffer: buffer)
+    }
+}

@@ -1,0 +1,131 @@
+import Logging
+import NIOCore
+import PusherProtocol
+import Synchronization
+
+/// What the writer of one connection sends, in order.
+enum OutboundItem: Sendable {
+    /// A text frame, already encoded (shared by every recipient of a publish).
+    case text(ByteBuffer)
+    /// A close frame with a Pusher close code; nothing is sent after it.
+    case close(code: UInt16, reason: String)
+}
+
+/// The queue into one connection's writer task. Yielding never blocks, so a publish never
+/// waits for a slow socket (and never holds a lock while a socket is written).
+struct Outbox: Sendable {
+    let continuation: AsyncStream<OutboundItem>.Continuation
+
+    func send(_ item: OutboundItem) { continuation.yield(item) }
+}
+
+/// Fault switches set through the control endpoints (development only).
+struct FaultSwitches: Sendable {
+    /// Whether `pusher:ping` is answered with `pusher:pong` (off: provoke client pong timeouts).
+    var answerPings = true
+    /// When set, new connections are accepted and closed at once with this code (e.g. 4001).
+    var refusal: (code: UInt16, reason: String)?
+}
+
+/// One app's live state: the pure ``AppHub`` plus the outboxes of its connections, under one
+/// mutex per app. The I/O owner: it carries out the hub's actions outside the lock.
+final class LiveApp: Sendable {
+    struct State {
+        var hub: AppHub
+        var outboxes: [ConnectionID: Outbox] = [:]
+        var faults = FaultSwitches()
+    }
+
+    let app: PusherLocalApp
+    let state: Mutex<State>
+    let webhooks: WebhookSender?
+    let logger: Logger
+
+    init(app: PusherLocalApp, activityTimeoutSeconds: Int, webhooks: WebhookSender?, logger: Logger) {
+        self.app = app
+        self.state = Mutex(State(hub: AppHub(app: app, activityTimeoutSeconds: activityTimeoutSeconds)))
+        self.webhooks = webhooks
+        var logger = logger
+        logger[metadataKey: "pusher.app"] = .string(app.id)
+        self.logger = logger
+    }
+
+    /// A hub action with its connection ids resolved to outboxes (done under the lock).
+    enum Resolved: Sendable {
+        case one(Outbox, String)
+        case many([Outbox], String)
+        case close(Outbox, code: UInt16, reason: String)
+        case webhook(WebhookEvent)
+    }
+
+    /// Runs `decide` on the hub under the lock, then carries out its actions without the lock.
+    @discardableResult
+    func perform<T: Sendable>(_ decide: (inout State) -> (T, [HubAction])) -> T {
+        let (value, resolved) = state.withLock { state -> (T, [Resolved]) in
+            let (value, actions) = decide(&state)
+            var resolved: [Resolved] = []
+            resolved.reserveCapacity(actions.count)
+            for action in actions {
+                switch action {
+                case .send(let id, let text):
+                    if let outbox = state.outboxes[id] { resolved.append(.one(outbox, text)) }
+                case .deliver(let text, let ids):
+                    var outboxes: [Outbox] = []
+                    outboxes.reserveCapacity(ids.count)
+                    for id in ids { if let outbox = state.outboxes[id] { outboxes.append(outbox) } }
+                    resolved.append(.many(outboxes, text))
+                case .close(let id, let code, let reason):
+                    if let outbox = state.outboxes[id] { resolved.append(.close(outbox, code: code, reason: reason)) }
+                case .webhook(let event):
+                    resolved.append(.webhook(event))
+                }
+            }
+            return (value, resolved)
+        }
+        for item in resolved {
+            switch item {
+            case .one(let outbox, let text):
+                outbox.send(.text(ByteBuffer(string: text)))
+            case .many(let outboxes, let text):
+                // Encoded once; ByteBuffer is copy-on-write, so every recipient shares the bytes.
+                let buffer = ByteBuffer(string: text)
+                for outbox in outboxes { outbox.send(.text(buffer)) }
+            case .close(let outbox, let code, let reason):
+                outbox.send(.close(code: code, reason: reason))
+            case .webhook(let event):
+                webhooks?.post(event, app: app)
+            }
+        }
+        return value
+    }
+
+    /// Registers a new connection: picks a unique socket id and greets the client.
+    func connect(_ id: ConnectionID, outbox: Outbox) -> String {
+        perform { state in
+            var socketID = Self.makeSocketID()
+            while state.hub.isSocketIDInUse(socketID) { socketID = Self.makeSocketID() }
+            state.outboxes[id] = outbox
+            return (socketID, state.hub.connected(id, socketID: socketID))
+        }
+    }
+
+    /// Removes a connection that ended.
+    func disconnect(_ id: ConnectionID) {
+        perform { state in
+            state.outboxes[id] = nil
+            return ((), state.hub.disconnected(id))
+        }
+    }
+
+    /// A text frame from a client.
+    func received(_ text: String, from id: ConnectionID, now: ContinuousClock.Instant) {
+        perform { state in
+            ((), state.hub.received(text, from: id, now: now, answerPings: state.faults.answerPings))
+        }
+    }
+
+    /// `digits.digits`, as Pusher's socket ids look (PUSHER-PROTOCOL §1, "Handshake").
+    static func makeSocketID() -> String {
+        "\(UInt32.random(in: 1...UInt32.max)).\(UInt32.random(in: 1...UInt32.max))"
+    }
+}

@@ -1,0 +1,106 @@
+import ArgumentParser
+import Logging
+import PusherLocal
+import ServiceLifecycle
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `pusher-local`: a Pusher-compatible server for development and tests (DESIGN §6).
+struct PusherLocalCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pusher-local",
+        abstract: "A local Pusher-compatible server (WebSocket protocol 7 + HTTP API) for development and tests.",
+        discussion: """
+            WebSocket: ws://HOST:PORT/app/KEY?protocol=7   HTTP API: http://HOST:PORT/apps/ID/...
+            Without --app/--app-id the demo app is served: id 1, key app-key, secret app-secret.
+            Test/fault control endpoints (development only, unauthenticated) live under
+            /pusher-local/... on the same port; --no-control turns them off.
+            Prints one line "pusher-local listening on HOST:PORT (apps: ID/KEY ...)" to stdout when
+            ready; logs go to stderr. SIGTERM/SIGINT stop it cleanly (exit 0).
+            """
+    )
+
+    @Option(help: "Address to bind.")
+    var host = "127.0.0.1"
+
+    @Option(help: "Port to bind; 0 picks a free port (the ready line shows it).")
+    var port = 6001
+
+    @Option(name: .customLong("app-id"), help: "App id (with --key and --secret). Default: 1.")
+    var appID: String?
+
+    @Option(help: "App key. Default: app-key.")
+    var key: String?
+
+    @Option(help: "App secret. Default: app-secret.")
+    var secret: String?
+
+    @Option(name: .customLong("app"), help: "Another app as ID:KEY:SECRET (repeatable).")
+    var apps: [String] = []
+
+    @Option(name: .customLong("activity-timeout"), help: "activity_timeout announced to clients, in seconds; silent clients are pinged after it.")
+    var activityTimeout = 120
+
+    @Option(name: .customLong("pong-timeout"), help: "Seconds a pinged client may stay silent before it is closed with 4201.")
+    var pongTimeout = 30
+
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevel = "info"
+
+    @Option(help: "POST webhooks (signed with X-Pusher-Signature) to this http:// URL.")
+    var webhook: String?
+
+    @Flag(name: .customLong("no-control"), help: "Do not serve the /pusher-local/... control endpoints.")
+    var noControl = false
+
+    func validate() throws {
+        guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown log level '\(logLevel)'") }
+        for spec in apps where PusherLocalApp(spec: spec) == nil {
+            throw ValidationError("--app needs ID:KEY:SECRET, got '\(spec)'")
+        }
+        if appID != nil || key != nil || secret != nil, appID == nil || key == nil || secret == nil {
+            throw ValidationError("--app-id, --key and --secret go together")
+        }
+        if activityTimeout < 1 { throw ValidationError("--activity-timeout must be at least 1") }
+        if pongTimeout < 1 { throw ValidationError("--pong-timeout must be at least 1") }
+    }
+
+    func run() async throws {
+        let level = Logger.Level(rawValue: logLevel) ?? .info
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "pusher-local")
+        var appList: [PusherLocalApp] = []
+        if let appID, let key, let secret { appList.append(PusherLocalApp(id: appID, key: key, secret: secret)) }
+        appList += apps.compactMap(PusherLocalApp.init(spec:))
+        if appList.isEmpty { appList = [.demo] }
+        let configuration = PusherLocalConfiguration(
+            host: host,
+            port: port,
+            apps: appList,
+            activityTimeout: .seconds(activityTimeout),
+            pongTimeout: .seconds(pongTimeout),
+            controlEnabled: !noControl,
+            webhookURL: webhook
+        )
+        let problems = configuration.problems
+        if !problems.isEmpty { throw ValidationError(problems.joined(separator: "; ")) }
+        let server = PusherLocalServer(configuration: configuration, logger: logger) { running in
+            let apps = running.configuration.apps.map(\.description).joined(separator: ", ")
+            // The ready line: stdout, exactly once, flushed (tests and scripts wait for it).
+            print("pusher-local listening on \(running.host):\(running.port) (apps: \(apps))")
+            fflush(nil)  // all C streams; names no global, so no shared mutable state
+        }
+        let group = ServiceGroup(
+            configuration: .init(services: [server], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        )
+        try await group.run()
+    }
+}

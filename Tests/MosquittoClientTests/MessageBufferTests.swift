@@ -1,0 +1,95 @@
+import Dispatch
+import Testing
+
+@testable import MosquittoClient
+
+/// The slow-consumer rule, without sockets: a full buffer blocks the producer (the network
+/// thread) until there is room, and drops only after the timeout.
+@Suite struct MessageBufferTests {
+    func message(_ n: Int) -> MQTTMessage {
+        MQTTMessage(topic: "t/\(n)", payload: [UInt8(n & 0xFF)])
+    }
+
+    @Test func deliversInOrderThenEndsAfterFinish() async {
+        let buffer = MessageBuffer(capacity: 10)
+        for n in 0..<5 { #expect(buffer.push(message(n), maxWait: .zero)) }
+        buffer.finish()
+        #expect(!buffer.push(message(99), maxWait: .zero))
+        var topics: [String] = []
+        for await m in MQTTMessageStream(buffer: buffer) { topics.append(m.topic) }
+        #expect(topics == (0..<5).map { "t/\($0)" })
+    }
+
+    @Test func fullBufferDropsAfterTheTimeoutAndCounts() {
+        let buffer = MessageBuffer(capacity: 2)
+        #expect(buffer.push(message(0), maxWait: .zero))
+        #expect(buffer.push(message(1), maxWait: .zero))
+        let start = ContinuousClock.now
+        #expect(!buffer.push(message(2), maxWait: .milliseconds(100)))
+        #expect(start.duration(to: .now) >= .milliseconds(100))
+        #expect(buffer.droppedCount == 1)
+        #expect(buffer.count == 2)
+    }
+
+    @Test func fullBufferBlocksTheProducerUntilTheConsumerMakesRoom() async {
+        let buffer = MessageBuffer(capacity: 1)
+        #expect(buffer.push(message(0), maxWait: .zero))
+        // The producer runs on its own thread, like libmosquitto's network thread.
+        let pushed = Locked<Bool?>(nil)
+        let producerDone = DispatchSemaphore(value: 0)
+        let next = message(1)
+        DispatchQueue.global().async {
+            let ok = buffer.push(next, maxWait: .seconds(10))
+            pushed.withLock { $0 = ok }
+            producerDone.signal()
+        }
+        // Give the producer time to find the buffer full; it must still be blocked.
+        try? await Task.sleep(for: .milliseconds(100))
+        #expect(pushed.withLock { $0 } == nil)
+        var iterator = MQTTMessageStream(buffer: buffer).makeAsyncIterator()
+        #expect(await iterator.next()?.topic == "t/0")
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global().async {
+                producerDone.wait()
+                c.resume()
+            }
+        }
+        #expect(pushed.withLock { $0 } == true)
+        #expect(await iterator.next()?.topic == "t/1")
+        #expect(buffer.droppedCount == 0)
+    }
+
+    @Test func waitingConsumerGetsTheNextPushAndCancellationEndsTheWait() async {
+        let buffer = MessageBuffer(capacity: 4)
+        async let received = MQTTMessageStream(buffer: buffer).makeAsyncIterator().nextValue()
+        try? await Task.sleep(for: .milliseconds(20))
+        #expect(buffer.push(message(7), maxWait: .zero))
+        #expect(await received?.topic == "t/7")
+
+        let waiter = Task { await MQTTMessageStream(buffer: buffer).makeAsyncIterator().nextValue() }
+        try? await Task.sleep(for: .milliseconds(20))
+        waiter.cancel()
+        #expect(await waiter.value == nil)
+    }
+
+    @Test func severalConsumersEachGetDifferentMessages() async {
+        let buffer = MessageBuffer(capacity: 4)
+        let stream = MQTTMessageStream(buffer: buffer)
+        async let a = stream.makeAsyncIterator().nextValue()
+        async let b = stream.makeAsyncIterator().nextValue()
+        try? await Task.sleep(for: .milliseconds(20))
+        #expect(buffer.push(message(1), maxWait: .zero))
+        #expect(buffer.push(message(2), maxWait: .zero))
+        let topics = await [a?.topic, b?.topic].compactMap { $0 }.sorted()
+        #expect(topics == ["t/1", "t/2"])
+        #expect(buffer.count == 0)
+    }
+}
+
+extension MQTTMessageStream.AsyncIterator {
+    /// `next()` on a copy, for `async let`.
+    func nextValue() async -> MQTTMessage? {
+        var copy = self
+        return await copy.next()
+    }
+}

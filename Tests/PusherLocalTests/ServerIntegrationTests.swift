@@ -1,0 +1,278 @@
+import Foundation
+import PusherLocal
+import PusherProtocol
+import Testing
+
+/// pusher-local started in-process on a free port, driven by real WebSocket and HTTP clients.
+@Suite(.timeLimit(.minutes(1)))
+struct ServerIntegrationTests {
+    @Test func handshakePingAndPublicEventThroughTheSignedHTTPAPI() async throws {
+        try await withServer(testConfiguration(activity: 7)) { running in
+            #expect(running.port > 0)
+            try await withSocket(running.webSocketURL()) { socket in
+                let hello = try await socket.nextEvent()
+                #expect(hello.event == "pusher:connection_established")
+                let socketID = try #require(hello.data?["socket_id"] as? String)
+                #expect(SocketID.isValid(socketID))
+                #expect(hello.data?["activity_timeout"] as? Int == 7)
+
+                socket.send("{\"event\":\"pusher:ping\",\"data\":{}}")
+                #expect(try await socket.nextEvent().event == "pusher:pong")
+
+                try await subscribe(socket, socketID: socketID, channel: "news")
+                let reply = try await apiRequest(running, method: "POST", path: "/apps/1/events", body: "{\"name\":\"update\",\"channel\":\"news\",\"data\":\"{\\\"v\\\":1}\"}")
+                #expect(reply.status == 200)
+                #expect(reply.body == "{}")
+                let event = try await socket.nextEvent()
+                #expect(event.event == "update")
+                #expect(event.channel == "news")
+                #expect(event.dataString == "{\"v\":1}")
+            }
+        }
+    }
+
+    @Test func unknownKeyIsClosedWith4001() async throws {
+        try await withServer(testConfiguration()) { running in
+            let (error, code) = try await withSocket(running.webSocketURL(key: "nope")) { socket in
+                (try await socket.nextEvent().data?["code"] as? Int, try await socket.closeCode())
+            }
+            // pusher:error with the code first (as hosted Pusher does), then the close frame.
+            #expect(error == 4001)
+            #expect(code == 4001)
+        }
+    }
+
+    @Test func missingOrUnsupportedProtocolIsClosed() async throws {
+        try await withServer(testConfiguration()) { running in
+            let base = "ws://127.0.0.1:\(running.port)/app/app-key"
+            #expect(try await withSocket(base) { try await $0.closeCode() } == 4008)
+            #expect(try await withSocket(base + "?protocol=99") { try await $0.closeCode() } == 4007)
+            #expect(try await withSocket(base + "?protocol=abc") { try await $0.closeCode() } == 4007)
+            // pysher speaks protocol 6: accepted.
+            let event = try await withSocket(base + "?protocol=6&client=x") { try await $0.nextEvent().event }
+            #expect(event == "pusher:connection_established")
+        }
+    }
+
+    @Test func silentConnectionIsPingedThenClosedWith4201() async throws {
+        try await withServer(testConfiguration(activity: 1, pong: 1)) { running in
+            try await withSocket(running.webSocketURL()) { socket in
+                _ = try await establish(socket)
+                let ping = try await socket.nextEvent(timeout: .seconds(3))
+                #expect(ping.event == "pusher:ping")
+                #expect(try await socket.closeCode(timeout: .seconds(3)) == 4201)
+            }
+        }
+    }
+
+    @Test func answeringThePingKeepsTheConnection() async throws {
+        try await withServer(testConfiguration(activity: 1, pong: 1)) { running in
+            try await withSocket(running.webSocketURL()) { socket in
+                _ = try await establish(socket)
+                for _ in 0..<2 {
+                    #expect(try await socket.nextEvent(timeout: .seconds(3)).event == "pusher:ping")
+                    socket.send("{\"event\":\"pusher:pong\",\"data\":{}}")
+                }
+                #expect(running.stats()?.connections == 1)
+            }
+        }
+    }
+
+    @Test func wrongSignatureOrOldTimestampOrBadBodyMD5Gets401() async throws {
+        try await withServer(testConfiguration()) { running in
+            let body = "{\"name\":\"e\",\"channel\":\"c\",\"data\":\"d\"}"
+            let wrong = try await apiRequest(running, method: "POST", path: "/apps/1/events", body: body, secret: "not-the-secret")
+            #expect(wrong.status == 401)
+            #expect(wrong.body.contains("Invalid signature"))
+            let old = try await apiRequest(running, method: "POST", path: "/apps/1/events", body: body, timestamp: Int(Date().timeIntervalSince1970) - 601)
+            #expect(old.status == 401)
+            #expect(old.body.contains("Timestamp expired"))
+            // Signed for one body, sent with another.
+            let app = running.app
+            let signed = RequestSignature(key: app.key, secret: app.secret).signedParameters(
+                method: "POST", path: "/apps/1/events", body: Array(body.utf8), timestamp: Int(Date().timeIntervalSince1970))
+            let query = signed.map { "\($0.0)=\($0.1)" }.joined(separator: "&")
+            let tampered = try await rawRequest(running, method: "POST", target: "/apps/1/events?" + query, body: body.replacingOccurrences(of: "\"d\"", with: "\"x\""))
+            #expect(tampered.status == 401)
+            #expect(tampered.body.contains("body_md5"))
+            let unsigned = try await rawRequest(running, method: "POST", target: "/apps/1/events", body: body)
+            #expect(unsigned.status == 401)
+            // Unknown app id.
+            #expect(try await apiRequest(running, method: "POST", path: "/apps/99/events", body: body).status == 404)
+        }
+    }
+
+    @Test func limitsAnswer400And413() async throws {
+        try await withServer(testConfiguration()) { running async throws in
+            let tooMany = "{\"name\":\"e\",\"channels\":[" + (0...100).map { "\"c\($0)\"" }.joined(separator: ",") + "],\"data\":\"d\"}"
+            #expect(try await apiRequest(running, method: "POST", path: "/apps/1/events", body: tooMany).status == 400)
+            let big = "{\"name\":\"e\",\"channel\":\"c\",\"data\":\"" + String(repeating: "x", count: 10 * 1024 + 1) + "\"}"
+            #expect(try await apiRequest(running, method: "POST", path: "/apps/1/events", body: big).status == 413)
+            let badName = "{\"name\":\"e\",\"channel\":\"bad channel\",\"data\":\"d\"}"
+            #expect(try await apiRequest(running, method: "POST", path: "/apps/1/events", body: badName).status == 400)
+            let notJSON = "{\"name\":"
+            #expect(try await apiRequest(running, method: "POST", path: "/apps/1/events", body: notJSON).status == 400)
+            let batch = "{\"batch\":[" + (0...10).map { _ in "{\"name\":\"e\",\"channel\":\"c\",\"data\":\"d\"}" }.joined(separator: ",") + "]}"
+            #expect(try await apiRequest(running, method: "POST", path: "/apps/1/batch_events", body: batch).status == 400)
+        }
+    }
+
+    @Test func socketIDExclusionAndBatchEvents() async throws {
+        try await withServer(testConfiguration()) { running in
+            try await withSocket(running.webSocketURL()) { a in
+                try await withSocket(running.webSocketURL()) { b in
+                    let idA = try await establish(a)
+                    let idB = try await establish(b)
+                    try await subscribe(a, socketID: idA, channel: "room")
+                    try await subscribe(b, socketID: idB, channel: "room")
+                    let body = "{\"name\":\"e\",\"channels\":[\"room\"],\"data\":\"excluded\",\"socket_id\":\"\(idA)\"}"
+                    #expect(try await apiRequest(running, method: "POST", path: "/apps/1/events", body: body).status == 200)
+                    #expect(try await b.nextEvent().dataString == "excluded")
+                    #expect(try await a.expectSilence() == nil)
+
+                    let batch = "{\"batch\":[{\"name\":\"one\",\"channel\":\"room\",\"data\":\"1\"},{\"name\":\"two\",\"channel\":\"room\",\"data\":\"2\",\"info\":\"subscription_count\"}]}"
+                    let reply = try await apiRequest(running, method: "POST", path: "/apps/1/batch_events", body: batch)
+                    #expect(reply.status == 200)
+                    #expect(reply.body == "{\"batch\":[{},{\"subscription_count\":2}]}")
+                    #expect(try await a.nextEvent().event == "one")
+                    #expect(try await a.nextEvent().event == "two")
+                }
+            }
+        }
+    }
+
+    @Test func channelQueries() async throws {
+        try await withServer(testConfiguration()) { running in
+            try await withSocket(running.webSocketURL()) { a in
+                let id = try await establish(a)
+                try await subscribe(a, socketID: id, channel: "presence-team", userID: "ann")
+                try await subscribe(a, socketID: id, channel: "news")
+                let all = try await apiRequest(running, method: "GET", path: "/apps/1/channels")
+                #expect(all.body == "{\"channels\":{\"news\":{},\"presence-team\":{}}}")
+                let presence = try await apiRequest(running, method: "GET", path: "/apps/1/channels", params: [("filter_by_prefix", "presence-"), ("info", "user_count")])
+                #expect(presence.body == "{\"channels\":{\"presence-team\":{\"user_count\":1}}}")
+                #expect(try await apiRequest(running, method: "GET", path: "/apps/1/channels", params: [("info", "user_count")]).status == 400)
+                let one = try await apiRequest(running, method: "GET", path: "/apps/1/channels/presence-team", params: [("info", "user_count,subscription_count")])
+                #expect(one.body == "{\"occupied\":true,\"user_count\":1,\"subscription_count\":1}")
+                let empty = try await apiRequest(running, method: "GET", path: "/apps/1/channels/nobody")
+                #expect(empty.body == "{\"occupied\":false}")
+                let users = try await apiRequest(running, method: "GET", path: "/apps/1/channels/presence-team/users")
+                #expect(users.body == "{\"users\":[{\"id\":\"ann\"}]}")
+                #expect(try await apiRequest(running, method: "GET", path: "/apps/1/channels/news/users").status == 400)
+            }
+        }
+    }
+
+    @Test func presenceMembersAndClientEventsBetweenTwoClients() async throws {
+        try await withServer(testConfiguration()) { running in
+            try await withSocket(running.webSocketURL()) { a in
+                let idA = try await establish(a)
+                let joined = try await subscribe(a, socketID: idA, channel: "presence-room", userID: "alice")
+                let presence = try #require(joined.data?["presence"] as? [String: Any])
+                #expect(presence["ids"] as? [String] == ["alice"])
+                try await withSocket(running.webSocketURL()) { b in
+                    let idB = try await establish(b)
+                    try await subscribe(b, socketID: idB, channel: "presence-room", userID: "bob")
+                    let added = try await a.nextEvent()
+                    #expect(added.event == "pusher_internal:member_added")
+                    #expect(added.data?["user_id"] as? String == "bob")
+
+                    b.send("{\"event\":\"client-wave\",\"channel\":\"presence-room\",\"data\":{\"hand\":\"left\"}}")
+                    let wave = try await a.nextEvent()
+                    #expect(wave.event == "client-wave")
+                    #expect(wave.userID == "bob")
+                    #expect(wave.data?["hand"] as? String == "left")
+                    #expect(try await b.expectSilence() == nil)
+                }
+                let removed = try await a.nextEvent()
+                #expect(removed.event == "pusher_internal:member_removed")
+                #expect(removed.data?["user_id"] as? String == "bob")
+            }
+        }
+    }
+
+    @Test func largeEventsPassTheWebSocketFrameLimit() async throws {
+        try await withServer(testConfiguration()) { running in
+            try await withSocket(running.webSocketURL()) { socket in
+                let id = try await establish(socket)
+                try await subscribe(socket, socketID: id, channel: "big")
+                // 10 KB of quotes: ~20 KB once escaped, over swift-websocket's 16 KiB default.
+                let data = String(repeating: "\"", count: 10 * 1024)
+                try running.publish(PublishRequest(name: "e", data: data, channels: ["big"]))
+                #expect(try await socket.nextEvent().dataString == data)
+            }
+        }
+    }
+
+    @Test func controlDisconnectRawFramePingSwitchAndRefusal() async throws {
+        try await withServer(testConfiguration()) { running in
+            // disconnect with 4200 over HTTP
+            try await withSocket(running.webSocketURL()) { socket in
+                _ = try await establish(socket)
+                let reply = try await rawRequest(running, method: "POST", target: "/pusher-local/apps/1/disconnect?code=4200")
+                #expect(reply.body == "{\"closed\":1}")
+                #expect(try await socket.closeCode() == 4200)
+            }
+            // raw malformed frame, and ping switch
+            try await withSocket(running.webSocketURL()) { socket in
+                _ = try await establish(socket)
+                #expect(try await rawRequest(running, method: "POST", target: "/pusher-local/apps/1/raw", body: "{not json").status == 200)
+                #expect(try await socket.next() == "{not json")
+                #expect(try await rawRequest(running, method: "POST", target: "/pusher-local/apps/1/pings?answer=false").status == 200)
+                socket.send("{\"event\":\"pusher:ping\",\"data\":{}}")
+                #expect(try await socket.expectSilence() == nil)
+                running.setAnswersPings(true)
+                socket.send("{\"event\":\"pusher:ping\",\"data\":{}}")
+                #expect(try await socket.nextEvent().event == "pusher:pong")
+            }
+            // refuse new connections with 4001, then accept again
+            #expect(try await rawRequest(running, method: "POST", target: "/pusher-local/apps/1/refuse?code=4001").status == 200)
+            #expect(try await withSocket(running.webSocketURL()) { try await $0.closeCode() } == 4001)
+            #expect(try await rawRequest(running, method: "POST", target: "/pusher-local/apps/1/accept").status == 200)
+            #expect(try await withSocket(running.webSocketURL()) { try await $0.nextEvent().event } == "pusher:connection_established")
+            // the other app was never affected
+            #expect(try await rawRequest(running, method: "POST", target: "/pusher-local/apps/1/disconnect?code=99").status == 400)
+        }
+    }
+
+    @Test func generatedStreamAndStats() async throws {
+        try await withServer(testConfiguration()) { running in
+            try await withSocket(running.webSocketURL()) { socket in
+                let id = try await establish(socket)
+                try await subscribe(socket, socketID: id, channel: "bench")
+                let reply = try await rawRequest(running, method: "POST", target: "/pusher-local/apps/1/stream?channel=bench&count=50&size=200")
+                #expect(reply.status == 200)
+                #expect(reply.body.contains("\"sent\":50"))
+                for seq in 0..<50 {
+                    let event = try await socket.nextEvent()
+                    #expect(event.data?["seq"] as? Int == seq)
+                    #expect((event.data?["sent_at_ns"] as? Int ?? 0) > 1_700_000_000_000_000_000)
+                    #expect(event.dataString?.utf8.count == 200)
+                }
+                let stats = try await rawRequest(running, method: "GET", target: "/pusher-local/apps/1/stats")
+                #expect(stats.body.contains("\"connections\":1"))
+                #expect(stats.body.contains("\"subscriptions\":{\"bench\":1}"))
+                #expect(stats.body.contains("\"events_delivered\":50"))
+            }
+        }
+    }
+
+    @Test func controlEndpointsCanBeTurnedOff() async throws {
+        var configuration = testConfiguration()
+        configuration.controlEnabled = false
+        try await withServer(configuration) { running async throws in
+            #expect(try await rawRequest(running, method: "GET", target: "/pusher-local/apps/1/stats").status == 404)
+        }
+    }
+
+    @Test func secondAppIsSeparate() async throws {
+        try await withServer(testConfiguration()) { running in
+            try await withSocket(running.webSocketURL(key: "other-key")) { socket in
+                let id = try await establish(socket)
+                try await subscribe(socket, socketID: id, channel: "private-x", app: PusherLocalApp(id: "2", key: "other-key", secret: "other-secret"))
+                #expect(running.stats(appID: "2")?.subscriptions == ["private-x": 1])
+                #expect(running.stats(appID: "1")?.connections == 0)
+            }
+        }
+    }
+}

@@ -1,0 +1,270 @@
+"""Real processes for end-to-end tests: mosquitto, pusher-local and the bridge daemon.
+
+Every process is started by the test on a free 127.0.0.1 port, with its output in a log file under
+the test's temporary directory, and is stopped by PID (never by name) when the test ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import paho.mqtt.client as mqtt
+import pusher as pusher_http
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def binary(env_name: str, name: str) -> str:
+    path = os.environ.get(env_name) or str(REPO / ".build" / "debug" / name)
+    if not os.path.exists(path):
+        raise RuntimeError(f"{name} not built: {path} (run `swift build` or set {env_name})")
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(predicate, timeout: float = 10.0, interval: float = 0.02, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def port_open(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+class Process:
+    """A child process with its log in a file; stopped by PID."""
+
+    def __init__(self, name: str, argv: list[str], workdir: Path, env: dict | None = None):
+        self.name, self.argv, self.workdir = name, argv, workdir
+        self.env = {**os.environ, **(env or {})}
+        self.log_path = workdir / f"{name}.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, stdout=None):
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            self.argv, stdout=stdout or self._log, stderr=self._log, env=self.env, cwd=self.workdir
+        )
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def send_signal(self, sig: int):
+        if self.running():
+            os.kill(self.proc.pid, sig)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int | None:
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+        return self.proc.returncode
+
+    def kill(self):
+        return self.stop(signal.SIGKILL)
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+
+class Mosquitto(Process):
+    """mosquitto on a free port with a generated config (persistence on, so restarts keep sessions)."""
+
+    def __init__(self, workdir: Path, port: int | None = None):
+        self.port = port or free_port()
+        self.data = workdir / f"mosquitto-{self.port}"
+        self.data.mkdir(parents=True, exist_ok=True)
+        self.conf = self.data / "mosquitto.conf"
+        self.conf.write_text(
+            f"listener {self.port} 127.0.0.1\nallow_anonymous true\nset_tcp_nodelay true\n"
+            f"max_queued_messages 0\npersistence true\npersistence_location {self.data}/\n"
+            "autosave_interval 1\n"
+            # Run as root, mosquitto would switch to the `mosquitto` user and could not write its
+            # persistence file here: sessions would silently not survive a broker restart.
+            + ("user root\n" if os.geteuid() == 0 else "")
+        )
+        super().__init__(f"mosquitto-{self.port}", ["mosquitto", "-c", str(self.conf)], workdir)
+
+    def start(self, stdout=None):
+        super().start(stdout)
+        wait_until(lambda: port_open(self.port) or not self.running(), 10, what="mosquitto to listen")
+        if not self.running():
+            raise RuntimeError("mosquitto did not start:\n" + self.log())
+        return self
+
+
+class PusherLocal(Process):
+    """pusher-local on a free port; the ready line on stdout gives the port."""
+
+    def __init__(self, workdir: Path, app_id="1", key="app-key", secret="app-secret", port: int = 0, extra=()):
+        self.app_id, self.key, self.secret = app_id, key, secret
+        self.requested_port = port
+        self.port = 0
+        argv = [binary("PUSHER_LOCAL_BIN", "pusher-local"), "--host", "127.0.0.1", "--port", str(port),
+                "--app-id", app_id, "--key", key, "--secret", secret, *extra]
+        super().__init__(f"pusher-local-{port or 'any'}-{id(self)}", argv, workdir)
+
+    def start(self, stdout=None):
+        super().start(stdout=subprocess.PIPE)
+        line_queue: queue.Queue = queue.Queue()
+
+        def pump():
+            for raw in self.proc.stdout:
+                line_queue.put(raw.decode(errors="replace"))
+
+        threading.Thread(target=pump, daemon=True).start()
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                line = line_queue.get(timeout=0.2)
+            except queue.Empty:
+                if not self.running():
+                    break
+                continue
+            m = re.search(r"listening on [^\s:]+:(\d+)", line)
+            if m:
+                self.port = int(m.group(1))
+                return self
+        raise RuntimeError("pusher-local printed no ready line:\n" + self.log())
+
+    def control(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+        import urllib.request
+
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", data=body, method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=5) as resp:
+                return resp.status, resp.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
+    def http_client(self) -> pusher_http.Pusher:
+        """The official Pusher server library, pointed at this server (it signs every request)."""
+        return pusher_http.Pusher(app_id=self.app_id, key=self.key, secret=self.secret,
+                                  host="127.0.0.1", port=self.port, ssl=False)
+
+
+class Bridge(Process):
+    """The pusher-mqtt-bridge daemon on a generated config."""
+
+    def __init__(self, workdir: Path, config: str, name: str = "bridge", env: dict | None = None):
+        self.config_path = workdir / f"{name}.conf"
+        self.config_path.write_text(config)
+        super().__init__(name, [binary("BRIDGE_BIN", "pusher-mqtt-bridge"), "run", "--config", str(self.config_path)],
+                         workdir, env)
+
+    def write_config(self, config: str):
+        self.config_path.write_text(config)
+
+    def cli(self, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
+        return subprocess.run([binary("BRIDGE_BIN", "pusher-mqtt-bridge"), *args], capture_output=True,
+                              text=True, timeout=timeout, env=self.env, cwd=self.workdir)
+
+
+class MQTTCollector:
+    """A paho-mqtt subscriber that records every message (topic, payload bytes, retain, properties)."""
+
+    def __init__(self, port: int, topics: list[str], qos: int = 1, client_id: str | None = None, v5: bool = True):
+        self.messages: list = []
+        self.lock = threading.Lock()
+        self.connected = threading.Event()
+        protocol = mqtt.MQTTv5 if v5 else mqtt.MQTTv311
+        self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id or f"collector-{id(self)}",
+                                  protocol=protocol)
+        self.topics, self.qos = topics, qos
+
+        def on_connect(client, userdata, flags, reason_code, properties=None):
+            for t in self.topics:
+                client.subscribe(t, qos)
+            self.connected.set()
+
+        def on_message(client, userdata, msg):
+            with self.lock:
+                self.messages.append(msg)
+
+        self.client.on_connect = on_connect
+        self.client.on_message = on_message
+        self.client.connect("127.0.0.1", port, keepalive=30)
+        self.client.loop_start()
+        if not self.connected.wait(10):
+            raise RuntimeError("collector could not connect")
+        time.sleep(0.2)  # SUBACK
+
+    def payloads(self, topic: str | None = None) -> list[bytes]:
+        with self.lock:
+            return [m.payload for m in self.messages if topic is None or m.topic == topic]
+
+    def snapshot(self) -> list:
+        with self.lock:
+            return list(self.messages)
+
+    def close(self):
+        self.client.loop_stop()
+        self.client.disconnect()
+
+
+def publish(port: int, topic: str, payload: bytes | str, qos: int = 1, retain: bool = False):
+    """One message from a fresh paho-mqtt client, waiting for the broker's ack."""
+    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"pub-{time.monotonic_ns()}")
+    client.connect("127.0.0.1", port)
+    client.loop_start()
+    info = client.publish(topic, payload, qos=qos, retain=retain)
+    info.wait_for_publish(10)
+    client.loop_stop()
+    client.disconnect()
+
+
+def retained(port: int, topic_filter: str, settle: float = 0.5) -> dict[str, bytes]:
+    """The retained messages under a filter, as a fresh subscriber sees them."""
+    c = MQTTCollector(port, [topic_filter], client_id=f"retained-{time.monotonic_ns()}")
+    time.sleep(settle)
+    c.close()
+    return {m.topic: m.payload for m in c.snapshot() if m.retain}
+
+
+def json_lines(text: str) -> list[dict]:
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+    return out

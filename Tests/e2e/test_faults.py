@@ -1,0 +1,251 @@
+"""The daemon under faults: Pusher close codes, pong timeout, broker restarts, malformed frames,
+bad payloads, SIGKILL + spool, with real mosquitto and pusher-local processes."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+import urllib.request
+
+import paho.mqtt.client as mqtt
+
+from conftest import bridge_config
+from harness import MQTTCollector, Mosquitto, free_port, publish, wait_until
+from test_flow import MQTT_TO_PUSHER, PUSHER_TO_MQTT, PysherListener, wait_bridge_subscribed
+
+
+def stats(pusher) -> dict:
+    status, body = pusher.control("GET", f"/pusher-local/apps/{pusher.app_id}/stats")
+    assert status == 200, body
+    return json.loads(body)
+
+
+def flows(pusher, collector, channel="market-data", event="new-price", topic="dash/prices/new-price", timeout=10.0) -> float:
+    """Triggers a marker until it reaches MQTT; returns how long that took."""
+    http = pusher.http_client()
+    marker = f"marker-{time.monotonic_ns()}"
+    start = time.monotonic()
+
+    def arrived():
+        http.trigger(channel, event, marker)
+        return marker.encode() in collector.payloads(topic)
+
+    wait_until(arrived, timeout, 0.05, "an event to cross Pusher -> MQTT")
+    return time.monotonic() - start
+
+
+def readyz(port: int) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def test_reconnects_at_once_after_4200_and_backs_off_after_4100(pusher, broker, workdir, bridges):
+    # initial_delay 2 s: a reconnect within ~1 s can only be the immediate class.
+    config = bridge_config(pusher, broker, workdir, PUSHER_TO_MQTT).replace('initial_delay = "200ms"', 'initial_delay = "2s"')
+    bridges(config)
+    collector = MQTTCollector(broker.port, ["dash/prices/#"])
+    wait_bridge_subscribed(pusher, "market-data")
+    flows(pusher, collector)
+
+    opened = stats(pusher)["connections_opened"]
+    assert pusher.control("POST", f"/pusher-local/apps/{pusher.app_id}/disconnect?code=4200")[0] == 200
+    start = time.monotonic()
+    wait_until(lambda: stats(pusher)["connections_opened"] > opened and stats(pusher)["subscriptions"].get("market-data"), 5, 0.02,
+               "reconnect after 4200")
+    immediate = time.monotonic() - start
+    assert immediate < 1.0, f"4200 must reconnect at once (took {immediate:.2f}s)"
+    flows(pusher, collector)
+
+    opened = stats(pusher)["connections_opened"]
+    assert pusher.control("POST", f"/pusher-local/apps/{pusher.app_id}/disconnect?code=4100")[0] == 200
+    start = time.monotonic()
+    wait_until(lambda: stats(pusher)["connections_opened"] > opened and stats(pusher)["subscriptions"].get("market-data"), 10, 0.02,
+               "reconnect after 4100")
+    backoff = time.monotonic() - start
+    assert backoff >= 1.5, f"4100 must back off (initial_delay 2 s ± 20 %), reconnected after {backoff:.2f}s"
+    flows(pusher, collector)
+    collector.close()
+
+
+def test_4001_does_not_hot_loop_and_is_not_ready(pusher, broker, workdir, bridges):
+    metrics_port = free_port()
+    config = bridge_config(pusher, broker, workdir, PUSHER_TO_MQTT).replace('metrics = ""', f'metrics = "127.0.0.1:{metrics_port}"')
+    bridge = bridges(config)
+    wait_bridge_subscribed(pusher, "market-data")
+    wait_until(lambda: readyz(metrics_port) == 200, 10, 0.1, "/readyz 200")
+    pusher.control("POST", f"/pusher-local/apps/{pusher.app_id}/refuse?code=4001")
+    pusher.control("POST", f"/pusher-local/apps/{pusher.app_id}/disconnect?code=4001")
+    wait_until(lambda: readyz(metrics_port) == 503, 5, 0.1, "/readyz 503 after 4001")
+    opened = stats(pusher)["connections_opened"]
+    time.sleep(4)
+    attempts = stats(pusher)["connections_opened"] - opened
+    # max_delay is 2 s in the test config: at most a couple of attempts in 4 s, never a hot loop.
+    assert attempts <= 3, f"{attempts} connection attempts in 4 s after 4001"
+    assert "4001" in bridge.log()
+    pusher.control("POST", f"/pusher-local/apps/{pusher.app_id}/accept")
+    wait_until(lambda: readyz(metrics_port) == 200, 10, 0.1, "/readyz 200 once the server accepts again")
+
+
+def test_pong_timeout_reconnects(pusher, broker, workdir, bridges):
+    bridges(bridge_config(pusher, broker, workdir, PUSHER_TO_MQTT))
+    collector = MQTTCollector(broker.port, ["dash/prices/#"])
+    wait_bridge_subscribed(pusher, "market-data")
+    opened = stats(pusher)["connections_opened"]
+    pusher.control("POST", f"/pusher-local/apps/{pusher.app_id}/pings?answer=false")
+    # activity 2 s + pong 1 s: the bridge gives up on the silent connection and opens a new one.
+    wait_until(lambda: stats(pusher)["connections_opened"] > opened, 10, 0.1, "reconnect after pong timeout")
+    pusher.control("POST", f"/pusher-local/apps/{pusher.app_id}/pings?answer=true")
+    flows(pusher, collector)
+    collector.close()
+
+
+def test_malformed_frames_are_survived(pusher, broker, workdir, bridges):
+    bridge = bridges(bridge_config(pusher, broker, workdir, PUSHER_TO_MQTT))
+    collector = MQTTCollector(broker.port, ["dash/prices/#"])
+    wait_bridge_subscribed(pusher, "market-data")
+    for frame in [b"not json", b"{", b'{"event":42}', b'{"event":"new-price","channel":"market-data","data":{"x":1}}',
+                  b'{"event":"pusher:error","data":{"message":"m","code":null}}', b"\xff\xfe", b"[]", b'{"data":"x"}']:
+        pusher.control("POST", f"/pusher-local/apps/{pusher.app_id}/raw", frame)
+    flows(pusher, collector)
+    assert bridge.running()
+    collector.close()
+
+
+def test_dead_letters_for_oversized_and_non_utf8_then_next_flows(pusher, broker, workdir, bridges):
+    bridges(bridge_config(pusher, broker, workdir, MQTT_TO_PUSHER))
+    dead = MQTTCollector(broker.port, ["pusher-mqtt-bridge/e2e/dead-letter"])
+    listener = PysherListener(pusher, "sensor-kitchen", ["temperature"])
+    wait_until(lambda: publish(broker.port, "sensors/kitchen/temperature", "probe") or "probe" in listener.data(), 20, 0.3, "flow")
+    publish(broker.port, "sensors/kitchen/temperature", "x" * (11 * 1024))
+    publish(broker.port, "sensors/kitchen/temperature", b"\xff\xfe\x00bad")
+    publish(broker.port, "sensors/bad room/temperature", "21")  # a space cannot be in a channel name
+    publish(broker.port, "sensors/kitchen/temperature", "after")
+    wait_until(lambda: "after" in listener.data(), 10, 0.1, "the next message to flow")
+    letters = wait_until(lambda: (lambda p: p if len(p) >= 3 else None)(dead.payloads()), 10, 0.1, "3 dead letters")
+    reasons = [json.loads(p) for p in letters]
+    assert {r["code"] for r in reasons} == {"too_large", "invalid_utf8", "invalid_channel"}
+    assert all(r["rule"] == "temperatures" for r in reasons)
+    assert any("payload_base64" in r for r in reasons)
+    listener.close()
+    dead.close()
+
+
+def test_broker_restart_mid_stream_loses_nothing_either_way(pusher, broker, workdir, bridges):
+    rules = PUSHER_TO_MQTT + MQTT_TO_PUSHER
+    bridges(bridge_config(pusher, broker, workdir, rules))
+    listener = PysherListener(pusher, "sensor-kitchen", ["temperature"])
+    wait_bridge_subscribed(pusher, "market-data")
+    wait_until(lambda: publish(broker.port, "sensors/kitchen/temperature", "probe") or "probe" in listener.data(), 20, 0.3, "flow")
+
+    # A persistent-session subscriber that reconnects by itself.
+    received: list[bytes] = []
+    lock = threading.Lock()
+    sub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="e2e-durable-sub", clean_session=False)
+    sub.on_connect = lambda c, u, f, rc, p=None: c.subscribe("dash/prices/#", 1)
+    sub.on_message = lambda c, u, m: (lock.acquire(), received.append(m.payload), lock.release())
+    sub.reconnect_delay_set(0.1, 0.5)
+    sub.connect("127.0.0.1", broker.port)
+    sub.loop_start()
+    time.sleep(0.5)
+
+    pub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="e2e-durable-pub", clean_session=False)
+    pub.reconnect_delay_set(0.1, 0.5)
+    pub.max_queued_messages_set(0)
+    pub.connect("127.0.0.1", broker.port)
+    pub.loop_start()
+
+    http = pusher.http_client()
+    n = 300
+    for i in range(n):
+        if i == n // 3:
+            broker.stop(signal.SIGTERM)  # mosquitto saves sessions and queued messages
+            broker.start()
+        http.trigger("market-data", "new-price", f"p2m:{i}")
+        pub.publish("sensors/kitchen/temperature", f"m2p:{i}", qos=1)
+        time.sleep(0.01)
+
+    expected_p2m = [f"p2m:{i}".encode() for i in range(n)]
+    expected_m2p = [f"m2p:{i}" for i in range(n)]
+    wait_until(lambda: set(expected_p2m) <= set(received), 30, 0.2, "every Pusher -> MQTT message after the restart")
+    try:
+        wait_until(lambda: set(expected_m2p) <= set(listener.data()), 30, 0.2, "every MQTT -> Pusher message after the restart")
+    except AssertionError:
+        missing = sorted(set(expected_m2p) - set(listener.data()), key=lambda s: int(s.split(":")[1]))
+        raise AssertionError(f"{len(missing)} MQTT -> Pusher messages lost: {missing[:20]} ...")
+    with lock:
+        got = [p for p in received if p.startswith(b"p2m:")]
+    # Order per topic is kept (duplicates from QoS 1 redelivery would be allowed, but not reordering).
+    firsts = list(dict.fromkeys(got))
+    assert firsts == expected_p2m
+    m2p = [d for d in listener.data() if d.startswith("m2p:")]
+    assert list(dict.fromkeys(m2p)) == expected_m2p
+    sub.loop_stop()
+    pub.loop_stop()
+    listener.close()
+
+
+def test_sigkill_then_restart_delivers_the_spool(pusher, broker, workdir, bridges):
+    config = bridge_config(pusher, broker, workdir, PUSHER_TO_MQTT)
+    first = bridges(config, name="first")
+    durable = MQTTCollector(broker.port, ["dash/prices/#"], client_id="e2e-spool-sub")
+    wait_bridge_subscribed(pusher, "market-data")
+    flows(pusher, durable)
+    durable.close()
+    # Take the broker away: what Pusher sends now is buffered and spooled by the bridge.
+    broker.stop(signal.SIGTERM)
+    http = pusher.http_client()
+    for i in range(50):
+        http.trigger("market-data", "new-price", f"spooled:{i}")
+    time.sleep(1.5)  # the spool is synced about once a second
+    first.kill()
+    broker.start()
+    collector = MQTTCollector(broker.port, ["dash/prices/#"], client_id="e2e-spool-sub2")
+    bridges(config, name="second")
+    expected = [f"spooled:{i}".encode() for i in range(50)]
+    wait_until(lambda: set(expected) <= set(collector.payloads()), 20, 0.2, "the spooled messages")
+    got = [p for p in collector.payloads() if p.startswith(b"spooled:")]
+    assert list(dict.fromkeys(got)) == expected
+    collector.close()
+
+
+def test_bidirectional_pair_crosses_exactly_once(pusher, broker, workdir, bridges):
+    for protocol in (5, 4):
+        rules = """
+[[bridge.rule]]
+name = "room-out"
+from = "pusher"
+channel = "room"
+events = ["message"]
+topic = "room/messages"
+qos = 1
+
+[[bridge.rule]]
+name = "room-in"
+from = "mqtt"
+topic = "room/messages"
+channel = "room"
+event = "message"
+qos = 1
+"""
+        bridge = bridges(bridge_config(pusher, broker, workdir, rules, name=f"pair{protocol}", protocol=protocol), name=f"pair{protocol}")
+        collector = MQTTCollector(broker.port, ["room/messages"], client_id=f"pair-sub-{protocol}")
+        listener = PysherListener(pusher, "room", ["message"])
+        wait_bridge_subscribed(pusher, "room")
+        time.sleep(1.0)
+        pusher.http_client().trigger("room", "message", f"from-pusher-{protocol}")
+        publish(broker.port, "room/messages", f"from-mqtt-{protocol}")
+        time.sleep(2.0)
+        mq = collector.payloads("room/messages")
+        ps = listener.data()
+        assert mq.count(f"from-pusher-{protocol}".encode()) == 1, mq
+        assert mq.count(f"from-mqtt-{protocol}".encode()) == 1, mq
+        assert ps.count(f"from-pusher-{protocol}") == 1, ps
+        assert ps.count(f"from-mqtt-{protocol}") == 1, ps
+        listener.close()
+        collector.close()
+        bridge.stop()

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs what building, running and testing pusher-mqtt-bridge needs, and nothing that is there already:
+#   - Debian packages: libmosquitto-dev, libsodium-dev, zlib1g-dev, libssl-dev (build);
+#     mosquitto, mosquitto-clients, openssl (run/tests); python3-venv (test tools); systemd (unit checks)
+#   - a Python virtualenv in .venv with the third-party clients the interop tests use
+#     (Tests/interop/requirements.txt: pysher, pusher, paho-mqtt, pytest).
+# Usage: scripts/setup.sh [--system-only | --python-only]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want_system=1 want_python=1
+case "${1:-}" in
+  --system-only) want_python=0 ;;
+  --python-only) want_system=0 ;;
+  "") ;;
+  *) echo "usage: $0 [--system-only | --python-only]" >&2; exit 64 ;;
+esac
+
+packages=(libmosquitto-dev libsodium-dev zlib1g-dev libssl-dev mosquitto mosquitto-clients openssl python3-venv systemd)
+
+if [ "$want_system" = 1 ]; then
+  missing=()
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ "${#missing[@]}" -gt 0 ]; then
+    echo "setup: installing ${missing[*]}"
+    sudo_cmd=()
+    [ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
+    "${sudo_cmd[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+  # Debian starts a system-wide mosquitto on port 1883 when the package is installed; the
+  # project never relies on it (tests start their own brokers on free ports, `make run` its own).
+fi
+
+if [ "$want_python" = 1 ]; then
+  req=Tests/interop/requirements.txt
+  stamp=.venv/.requirements.sha256
+  sum=$(sha256sum "$req" | cut -d' ' -f1)
+  if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$sum" ]; then
+    echo "setup: creating .venv with $(grep -cvE '^\s*(#|$)' "$req") Python test packages"
+    python3 -m venv .venv
+    .venv/bin/pip install -q --disable-pip-version-check -r "$req"
+    echo "$sum" > "$stamp"
+  fi
+fi
