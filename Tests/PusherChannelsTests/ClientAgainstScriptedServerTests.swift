@@ -196,13 +196,18 @@ private func quietLogger() -> Logger {
                 #expect(seen.contains(.error(.connectionRefused(closeCode: 4001, reason: "application does not exist"))))
                 #expect(seen.contains(.error(.serverError(message: "App key test-key not in this cluster", code: 4001))))
                 var iterator = errors.makeAsyncIterator()
-                let first = await iterator.next()
+                var first = await iterator.next()
+                // Under parallel start-up load a first attempt can fail before the handshake
+                // (seen as a transport error); skip those.
+                while let error = first, error.pusherCode == nil { first = await iterator.next() }
                 #expect(first?.pusherCode == 4001)
-                try await Task.sleep(for: .milliseconds(300))
+                let connectionsAtRefusal = log.connectionCount
+                try await Task.sleep(for: .milliseconds(500))
                 #expect(client.connectionState == .disconnected)
+                // Not retried after the refusal.
+                #expect(log.connectionCount == connectionsAtRefusal)
             }
         }
-        #expect(log.connectionCount == 1)
     }
 
     @Test func presenceMembersAndClientEventsOverTheWire() async throws {
@@ -360,11 +365,15 @@ private func quietLogger() -> Logger {
                     return http
                 }
             }
-            let client = PusherClient(options: opts, logger: quietLogger())
+            // Our own HTTP client, shut down before the server stops: an idle keep-alive
+            // connection of the shared client can hold up the server's graceful shutdown.
+            let http = HTTPClient(eventLoopGroupProvider: .singleton)
+            let client = PusherClient(options: opts, httpClient: http, logger: quietLogger())
             let updates = client.updates()
             client.subscribe("private-forbidden")
             let orders = client.subscribe(channel)
             let events = orders.events()
+            defer { _ = http.shutdown() }
             try await withRunningClient(client) { client in
                 client.connect()
                 let event = try await withTimeout(5, "decrypted event") {
@@ -378,6 +387,7 @@ private func quietLogger() -> Logger {
                 let failure = seen.compactMap { if case .subscriptionFailed(_, let e) = $0 { e } else { nil } }.first
                 #expect(failure?.message.contains("403") == true)
             }
+            try await http.shutdown()
         }
         #expect(formsSeen.withLock { $0 } == [channel: "5.55", "private-forbidden": "5.55"])
         #expect(log.recorded == [])

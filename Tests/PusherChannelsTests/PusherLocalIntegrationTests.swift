@@ -1,4 +1,5 @@
 import Backoff
+import AsyncHTTPClient
 import Foundation
 import Logging
 import PusherLocal
@@ -22,16 +23,27 @@ import Testing
 
     static func withLocal<T: Sendable>(
         activityTimeout: Duration = .seconds(120),
-        _ body: @Sendable (RunningPusherLocal) async throws -> T
+        _ body: @Sendable (LocalUnderTest) async throws -> T
     ) async throws -> T {
         try await PusherLocalServer.withRunning(
             PusherLocalConfiguration(port: 0, activityTimeout: activityTimeout),
-            logger: quiet("pusher-local"),
-            body
-        )
+            logger: quiet("pusher-local")
+        ) { local in
+            // HTTP API calls use a pool of this test only, closed before pusher-local stops
+            // (an idle keep-alive connection can hold up its graceful shutdown).
+            let http = HTTPClient(eventLoopGroupProvider: .singleton)
+            do {
+                let result = try await body(local.withHTTP(http))
+                try await http.shutdown()
+                return result
+            } catch {
+                try? await http.shutdown()
+                throw error
+            }
+        }
     }
 
-    static func client(_ local: RunningPusherLocal, userID: String, activity: Duration = .seconds(120), pong: Duration = .seconds(30))
+    static func client(_ local: LocalUnderTest, userID: String, activity: Duration = .seconds(120), pong: Duration = .seconds(30))
         throws -> PusherClient
     {
         let signer = try PusherInlineSigner(
@@ -55,7 +67,7 @@ import Testing
         )
     }
 
-    static func api(_ local: RunningPusherLocal) -> PusherHTTPClient {
+    static func api(_ local: LocalUnderTest) -> PusherHTTPClient {
         PusherHTTPClient(
             appID: local.app.id,
             key: local.app.key,
@@ -63,7 +75,8 @@ import Testing
             host: .host(local.host, port: local.port),
             encrypted: false,
             timeout: .seconds(5),
-            encryptionMasterKey: masterKey
+            encryptionMasterKey: masterKey,
+            httpClient: local.http
         )
     }
 
@@ -235,4 +248,19 @@ import Testing
             }
         }
     }
+}
+
+/// A running pusher-local plus the HTTP pool the test uses for its API.
+@dynamicMemberLookup
+struct LocalUnderTest: Sendable {
+    let running: RunningPusherLocal
+    let http: HTTPClient
+    subscript<T>(dynamicMember keyPath: KeyPath<RunningPusherLocal, T>) -> T { running[keyPath: keyPath] }
+    func disconnectAll(code: UInt16) -> Int { running.disconnectAll(code: code) }
+    func setAnswersPings(_ answer: Bool) { running.setAnswersPings(answer) }
+    func refuseConnections(code: UInt16?) { running.refuseConnections(code: code) }
+}
+
+extension RunningPusherLocal {
+    fileprivate func withHTTP(_ http: HTTPClient) -> LocalUnderTest { LocalUnderTest(running: self, http: http) }
 }
