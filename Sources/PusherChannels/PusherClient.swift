@@ -530,6 +530,8 @@ public final class PusherClient: Service, Sendable {
             perform { $0.transportClosed(code: code, now: .now) }
         } catch {
             unregister()
+            // Cancelled because run() is ending: not a connection failure to report or retry.
+            if Task.isCancelled { return }
             perform { $0.transportFailed(message: "\(error)", now: .now) }
         }
     }

@@ -502,3 +502,36 @@ private func quietLogger() -> Logger {
         #expect(log.recorded == [])
     }
 }
+
+@Suite(.timeLimit(.minutes(1))) struct HandshakeLatencyTests {
+    /// Servers send connection_established in the same instant as the upgrade response (so both
+    /// may arrive in one TCP read). The client must see it at once, every time — not only when
+    /// the next bytes arrive.
+    @Test func establishedRightAfterTheUpgradeIsSeenPromptly() async throws {
+        let log = ScriptLog()
+        try await withScriptedPusherServer(log: log) { c in
+            try await c.sendEstablished(socketID: "\(c.index + 1).1")
+            while try await c.receive() != nil {}
+        } test: { port in
+            let client = PusherClient(options: try options(port: port), logger: quietLogger())
+            let states = client.connectionStates()
+            try await withRunningClient(client) { client in
+                var slowest: Duration = .zero
+                for _ in 0..<20 {
+                    let started = ContinuousClock.now
+                    client.connect()
+                    _ = try await withTimeout(10, "connected") {
+                        for await change in states where change.current == .connected { return true }
+                        throw TestFailure("stream ended")
+                    }
+                    slowest = max(slowest, ContinuousClock.now - started)
+                    await client.disconnectAndWait()
+                }
+                // Well below the 5 s handshake timeout that a stuck first read would hit; the
+                // margin is for parallel tests loading the 2 cores (seen: up to 1.8 s).
+                #expect(slowest < .seconds(3))
+            }
+        }
+        #expect(log.connectionCount == 20)
+    }
+}
