@@ -819,10 +819,11 @@ public struct PusherConnectionStateMachine: Sendable {
         if case .raw(let hash)? = presenceMembers["hash"], let entries = try? JSONScanner.objectMembers(of: hash) {
             for (id, info) in entries {
                 if infos[id] == nil { order.append(id) }
-                infos[id] = .some(info.text.map { text in
-                    if case .string = info { return JSONText.quoted(text) }
-                    return text
-                })
+                infos[id] = .some(
+                    info.text.map { text in
+                        if case .string = info { return JSONText.quoted(text) }
+                        return text
+                    })
             }
         }
         if case .raw(let ids)? = presenceMembers["ids"], let elements = try? JSONScanner.arrayElements(of: ids) {

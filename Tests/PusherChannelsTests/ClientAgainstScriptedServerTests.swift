@@ -1,13 +1,13 @@
-import Backoff
 import AsyncHTTPClient
+import Backoff
 import Foundation
 import Hummingbird
-import NIOCore
 import Logging
+import NIOCore
 import NIOSSL
 import PusherProtocol
-import Synchronization
 import ServiceLifecycle
+import Synchronization
 import Testing
 
 @testable import PusherChannels
@@ -234,7 +234,8 @@ private func quietLogger() -> Logger {
                     data: #"{"presence":{"ids":["bridge",42],"hash":{"bridge":null,"42":{"name":"Ann"}},"count":2}}"#
                 )
             )
-            try await c.send(PusherFrame(event: "pusher_internal:member_added", channel: "presence-ops", data: #"{"user_id":"43","user_info":{}}"#))
+            try await c.send(
+                PusherFrame(event: "pusher_internal:member_added", channel: "presence-ops", data: #"{"user_id":"43","user_info":{}}"#))
             try await c.send(PusherFrame(event: "pusher_internal:member_removed", channel: "presence-ops", data: #"{"user_id":42}"#))
             guard let clientEvent = try await c.receive() else { return }
             if clientEvent != PusherFrame(event: "client-hello", channel: "presence-ops", data: #"{"x":1}"#) {
@@ -259,15 +260,16 @@ private func quietLogger() -> Logger {
                     }
                     return seen
                 }
-                #expect(seenChanges == [
-                    .subscriptionSucceeded(
-                        channel: "presence-ops",
-                        members: [PusherMember(userID: "bridge"), PusherMember(userID: "42", userInfo: #"{"name":"Ann"}"#)],
-                        me: PusherMember(userID: "bridge")
-                    ),
-                    .memberAdded(channel: "presence-ops", member: PusherMember(userID: "43", userInfo: "{}")),
-                    .memberRemoved(channel: "presence-ops", member: PusherMember(userID: "42", userInfo: #"{"name":"Ann"}"#)),
-                ])
+                #expect(
+                    seenChanges == [
+                        .subscriptionSucceeded(
+                            channel: "presence-ops",
+                            members: [PusherMember(userID: "bridge"), PusherMember(userID: "42", userInfo: #"{"name":"Ann"}"#)],
+                            me: PusherMember(userID: "bridge")
+                        ),
+                        .memberAdded(channel: "presence-ops", member: PusherMember(userID: "43", userInfo: "{}")),
+                        .memberRemoved(channel: "presence-ops", member: PusherMember(userID: "42", userInfo: #"{"name":"Ann"}"#)),
+                    ])
                 #expect(presence.members.map(\.userID) == ["bridge", "43"])
                 #expect(presence.me?.userID == "bridge")
                 #expect(presence.findMember(userID: "43") != nil)
@@ -341,7 +343,8 @@ private func quietLogger() -> Logger {
             guard let subscribe = try await c.receive() else { return }
             let fields = ScriptedConnection.fields(subscribe)
             guard fields["channel"] == channel,
-                PusherAuth.verifyChannelAuth(fields["auth"] ?? "", key: appKey, secret: appSecret, socketID: "5.55", channel: channel, channelData: nil)
+                PusherAuth.verifyChannelAuth(
+                    fields["auth"] ?? "", key: appKey, secret: appSecret, socketID: "5.55", channel: channel, channelData: nil)
             else {
                 log.record("unexpected subscribe \(subscribe)")
                 return

@@ -42,7 +42,10 @@ private func withFakeAPI(_ body: @Sendable (Int, APIRecorder, HTTPClient) async 
             body: bodyBytes,
             now: Int(Date().timeIntervalSince1970)
         )
-        recorder.append(.init(method: request.method.rawValue, path: request.uri.path, body: String(decoding: bodyBytes, as: UTF8.self), signatureProblem: problem?.description))
+        recorder.append(
+            .init(
+                method: request.method.rawValue, path: request.uri.path, body: String(decoding: bodyBytes, as: UTF8.self),
+                signatureProblem: problem?.description))
         if let problem {
             return Response(status: .unauthorized, body: .init(byteBuffer: ByteBuffer(string: problem.description)))
         }
@@ -95,14 +98,17 @@ private func withFakeAPI(_ body: @Sendable (Int, APIRecorder, HTTPClient) async 
 }
 
 private func api(port: Int, http: HTTPClient = .shared) -> PusherHTTPClient {
-    PusherHTTPClient(appID: "3", key: "key", secret: "secret", host: .host("127.0.0.1", port: port), encrypted: false, timeout: .seconds(5), httpClient: http)
+    PusherHTTPClient(
+        appID: "3", key: "key", secret: "secret", host: .host("127.0.0.1", port: port), encrypted: false, timeout: .seconds(5),
+        httpClient: http)
 }
 
 @Suite(.timeLimit(.minutes(1))) struct HTTPClientTests {
     @Test func triggerAndBatchAreSignedAndShapedPerTheProtocol() async throws {
         try await withFakeAPI { port, recorder, http in
             let client = api(port: port, http: http)
-            try await client.trigger(channels: ["a", "b"], event: "temperature", data: #"{"t":21.5}"#, socketID: "1.2", info: ["user_count"])
+            try await client.trigger(
+                channels: ["a", "b"], event: "temperature", data: #"{"t":21.5}"#, socketID: "1.2", info: ["user_count"])
             try await client.triggerBatch([
                 PusherBatchEvent(channel: "sensor-1", name: "t", data: "1"),
                 PusherBatchEvent(channel: "sensor-2", name: "t", data: "é \"2\"", socketID: "3.4"),
@@ -111,9 +117,13 @@ private func api(port: Int, http: HTTPClient = .shared) -> PusherHTTPClient {
             #expect(seen.count == 2)
             #expect(seen.allSatisfy { $0.signatureProblem == nil })
             #expect(seen[0].path == "/apps/3/events")
-            #expect(seen[0].body == #"{"name":"temperature","data":"{\"t\":21.5}","channels":["a","b"],"socket_id":"1.2","info":"user_count"}"#)
+            #expect(
+                seen[0].body == #"{"name":"temperature","data":"{\"t\":21.5}","channels":["a","b"],"socket_id":"1.2","info":"user_count"}"#)
             #expect(seen[1].path == "/apps/3/batch_events")
-            #expect(seen[1].body == #"{"batch":[{"channel":"sensor-1","name":"t","data":"1"},{"channel":"sensor-2","name":"t","data":"é \"2\"","socket_id":"3.4"}]}"#)
+            #expect(
+                seen[1].body
+                    == #"{"batch":[{"channel":"sensor-1","name":"t","data":"1"},{"channel":"sensor-2","name":"t","data":"é \"2\"","socket_id":"3.4"}]}"#
+            )
         }
     }
 

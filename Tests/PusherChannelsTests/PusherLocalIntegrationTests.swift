@@ -1,5 +1,5 @@
-import Backoff
 import AsyncHTTPClient
+import Backoff
 import Foundation
 import Logging
 import PusherLocal
@@ -99,7 +99,9 @@ import Testing
                         && seen.contains { Self.isEvent($0, channel: "cache-prices", name: "pusher:cache_miss") }
                 }
                 #expect(!setup.contains { if case .subscriptionFailed = $0 { true } else { false } })
-                let presence = setup.compactMap { if case .presence(.subscriptionSucceeded(_, let m, let me)) = $0 { (m, me) } else { nil } }
+                let presence = setup.compactMap {
+                    if case .presence(.subscriptionSucceeded(_, let m, let me)) = $0 { (m, me) } else { nil }
+                }
                 #expect(presence.first?.0 == [PusherMember(userID: "bridge", userInfo: #"{"name":"bridge"}"#)])
                 #expect(presence.first?.1?.userID == "bridge")
 
@@ -199,7 +201,9 @@ import Testing
                     let wave = try await collect(updates, "client event") { seen in
                         seen.contains { Self.isEvent($0, channel: "presence-ops", name: "client-wave") }
                     }
-                    #expect(wave.contains(.event(PusherEvent(name: "client-wave", channel: "presence-ops", data: #"{"hi":1}"#, userID: "alice"))))
+                    #expect(
+                        wave.contains(
+                            .event(PusherEvent(name: "client-wave", channel: "presence-ops", data: #"{"hi":1}"#, userID: "alice"))))
 
                     member.disconnect()
                     _ = try await collect(updates, "alice removed") { seen in
