@@ -312,6 +312,27 @@ func sends(in actions: [Action]) -> [String] {
         #expect(machine.nextDeadline == nil)
     }
 
+    @Test func connectWhileDisconnectingConnectsOnceClosed() {
+        var machine = makeMachine()
+        let clock = ManualClock()
+        connect(&machine, clock)
+        _ = machine.disconnectRequested(now: clock.now)
+        #expect(machine.connectRequested(now: clock.now) == [])
+        #expect(
+            machine.transportClosed(code: 1000, now: clock.now) == [
+                .connectionStateChanged(.init(previous: .disconnecting, current: .disconnected)),
+                .connectionStateChanged(.init(previous: .disconnected, current: .connecting)),
+                .openTransport,
+            ])
+        // A disconnect after the connect cancels it again.
+        connect(&machine, clock)
+        _ = machine.disconnectRequested(now: clock.now)
+        _ = machine.connectRequested(now: clock.now)
+        _ = machine.disconnectRequested(now: clock.now)
+        #expect(!machine.transportClosed(code: 1000, now: clock.now).contains(.openTransport))
+        #expect(machine.connectionState == .disconnected)
+    }
+
     @Test func publicSubscriptionsRequestedBeforeConnectAreSentAfterIt() {
         var machine = makeMachine()
         let clock = ManualClock()
