@@ -240,7 +240,7 @@ public final class PusherClient: Service, Sendable {
         -> AsyncStream<PusherUpdate>
     {
         let (stream, continuation) = AsyncStream.makeStream(of: PusherUpdate.self, bufferingPolicy: bufferingPolicy)
-        addSink(.updates(continuation), continuation)
+        addSink(.updates(continuation))
         return stream
     }
 
@@ -249,39 +249,38 @@ public final class PusherClient: Service, Sendable {
 
     func events(channel: String?) -> AsyncStream<PusherEvent> {
         let (stream, continuation) = AsyncStream.makeStream(of: PusherEvent.self)
-        addSink(.events(channel: channel, continuation), continuation)
+        addSink(.events(channel: channel, continuation))
         return stream
     }
 
     func presenceChanges(channel: String?) -> AsyncStream<PusherPresenceChange> {
         let (stream, continuation) = AsyncStream.makeStream(of: PusherPresenceChange.self)
-        addSink(.presence(channel: channel, continuation), continuation)
+        addSink(.presence(channel: channel, continuation))
         return stream
     }
 
     /// Connection state changes.
     public func connectionStates() -> AsyncStream<PusherConnectionStateChange> {
         let (stream, continuation) = AsyncStream.makeStream(of: PusherConnectionStateChange.self)
-        addSink(.states(continuation), continuation)
+        addSink(.states(continuation))
         return stream
     }
 
     /// Errors, including failed subscriptions.
     public func errors() -> AsyncStream<PusherError> {
         let (stream, continuation) = AsyncStream.makeStream(of: PusherError.self)
-        addSink(.errors(continuation), continuation)
+        addSink(.errors(continuation))
         return stream
     }
 
-    private func addSink<T>(_ sink: Sink, _ continuation: AsyncStream<T>.Continuation) {
-        let id = state.withLock { state in
-            let id = state.nextID
+    private func addSink(_ sink: Sink) {
+        // No `onTermination` handler: it would take our lock from the task-cancellation path
+        // (under the cancelled task's status lock) while a reader holding our lock resumes that
+        // task — a lock-order inversion that can stall the cooperative pool. Ended streams are
+        // removed instead when a yield reports `.terminated`.
+        state.withLock { state in
+            state.sinks[state.nextID] = sink
             state.nextID += 1
-            state.sinks[id] = sink
-            return id
-        }
-        continuation.onTermination = { [weak self] _ in
-            _ = self?.state.withLock { $0.sinks.removeValue(forKey: id) }
         }
     }
 
@@ -349,12 +348,12 @@ public final class PusherClient: Service, Sendable {
                 case .authorize(let channel, let socketID):
                     followups.work.append(.authorize(channel: channel, socketID: socketID))
                 case .connectionStateChanged(let change):
-                    Self.feed(.connectionStateChanged(change), to: state.sinks)
+                    Self.feed(.connectionStateChanged(change), to: &state.sinks)
                     followups.logs.append(action)
                 case .reconnectScheduled:
                     followups.logs.append(action)
                 case .deliver(let event):
-                    Self.feed(.event(event), to: state.sinks)
+                    Self.feed(.event(event), to: &state.sinks)
                     for binding in state.bindings.values
                     where (binding.channel == nil || binding.channel == event.channel)
                         && (binding.eventName == nil || binding.eventName == event.name)
@@ -362,15 +361,15 @@ public final class PusherClient: Service, Sendable {
                         followups.callbacks.append((binding.callback, event))
                     }
                 case .subscriptionSucceeded(let channel):
-                    Self.feed(.subscriptionSucceeded(channel: channel), to: state.sinks)
+                    Self.feed(.subscriptionSucceeded(channel: channel), to: &state.sinks)
                     followups.logs.append(action)
                 case .presence(let change):
-                    Self.feed(.presence(change), to: state.sinks)
+                    Self.feed(.presence(change), to: &state.sinks)
                 case .subscriptionFailed(let channel, let error):
-                    Self.feed(.subscriptionFailed(channel: channel, error: error), to: state.sinks)
+                    Self.feed(.subscriptionFailed(channel: channel, error: error), to: &state.sinks)
                     followups.logs.append(action)
                 case .error(let error):
-                    Self.feed(.error(error), to: state.sinks)
+                    Self.feed(.error(error), to: &state.sinks)
                     followups.logs.append(action)
                 case .ignoredFrame:
                     state.ignoredFrames += 1
@@ -384,28 +383,39 @@ public final class PusherClient: Service, Sendable {
         for action in followups.logs { log(action) }
     }
 
-    private static func feed(_ update: PusherUpdate, to sinks: [Int: Sink]) {
-        for sink in sinks.values {
+    /// Yields `update` to every stream that wants it; streams whose consumer went away are removed.
+    private static func feed(_ update: PusherUpdate, to sinks: inout [Int: Sink]) {
+        var ended: [Int] = []
+        for (id, sink) in sinks {
+            let result: Bool
             switch sink {
             case .updates(let continuation):
-                continuation.yield(update)
+                result = isTerminated(continuation.yield(update))
             case .events(let channel, let continuation):
-                if case .event(let event) = update, channel == nil || channel == event.channel {
-                    continuation.yield(event)
-                }
+                guard case .event(let event) = update, channel == nil || channel == event.channel else { continue }
+                result = isTerminated(continuation.yield(event))
             case .presence(let channel, let continuation):
-                if case .presence(let change) = update, channel == nil || channel == change.channel {
-                    continuation.yield(change)
-                }
+                guard case .presence(let change) = update, channel == nil || channel == change.channel else { continue }
+                result = isTerminated(continuation.yield(change))
             case .states(let continuation):
-                if case .connectionStateChanged(let change) = update { continuation.yield(change) }
+                guard case .connectionStateChanged(let change) = update else { continue }
+                result = isTerminated(continuation.yield(change))
             case .errors(let continuation):
                 switch update {
-                case .error(let error), .subscriptionFailed(_, let error): continuation.yield(error)
-                case .event, .presence, .subscriptionSucceeded, .connectionStateChanged: break
+                case .error(let error), .subscriptionFailed(_, let error):
+                    result = isTerminated(continuation.yield(error))
+                case .event, .presence, .subscriptionSucceeded, .connectionStateChanged:
+                    continue
                 }
             }
+            if result { ended.append(id) }
         }
+        for id in ended { sinks.removeValue(forKey: id) }
+    }
+
+    private static func isTerminated<T>(_ result: AsyncStream<T>.Continuation.YieldResult) -> Bool {
+        if case .terminated = result { return true }
+        return false
     }
 
     private func log(_ action: PusherConnectionStateMachine.Action) {
@@ -520,6 +530,8 @@ public final class PusherClient: Service, Sendable {
             perform { $0.transportClosed(code: code, now: .now) }
         } catch {
             unregister()
+            // Cancelled because run() is ending: not a connection failure to report or retry.
+            if Task.isCancelled { return }
             perform { $0.transportFailed(message: "\(error)", now: .now) }
         }
     }

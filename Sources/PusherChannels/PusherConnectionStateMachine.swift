@@ -158,6 +158,8 @@ public struct PusherConnectionStateMachine: Sendable {
     private var channelOrder: [String] = []
     private var jitter: JitterSource
     private var clientEventTimes: [ContinuousClock.Instant] = []
+    /// `connect()` came while the previous connection was still closing: connect once it is closed.
+    private var connectAfterDisconnect = false
 
     /// A machine in state `disconnected`; `jitterSeed` makes the jitter reproducible in tests.
     public init(configuration: Configuration, jitterSeed: UInt64) {
@@ -218,7 +220,10 @@ public struct PusherConnectionStateMachine: Sendable {
             transition(to: .connecting(since: now), &actions)
             actions.append(.openTransport)
             return actions
-        case .connecting, .connected, .dropping, .disconnecting:
+        case .disconnecting:
+            connectAfterDisconnect = true
+            return []
+        case .connecting, .connected, .dropping:
             return []
         }
     }
@@ -226,6 +231,7 @@ public struct PusherConnectionStateMachine: Sendable {
     /// The application asked to disconnect. Channels are kept and resubscribed on the next connect.
     public mutating func disconnectRequested(now: ContinuousClock.Instant) -> [Action] {
         var actions: [Action] = []
+        connectAfterDisconnect = false
         switch phase {
         case .connecting, .connected, .dropping:
             resetChannelsAfterLoss()
@@ -248,6 +254,10 @@ public struct PusherConnectionStateMachine: Sendable {
         case .disconnecting:
             var actions: [Action] = []
             transition(to: .idle, &actions)
+            if connectAfterDisconnect {
+                connectAfterDisconnect = false
+                actions += connectRequested(now: now)
+            }
             return actions
         case .dropping(let reason, let connectedAt):
             let action: CloseCodeAction =
@@ -819,10 +829,11 @@ public struct PusherConnectionStateMachine: Sendable {
         if case .raw(let hash)? = presenceMembers["hash"], let entries = try? JSONScanner.objectMembers(of: hash) {
             for (id, info) in entries {
                 if infos[id] == nil { order.append(id) }
-                infos[id] = .some(info.text.map { text in
-                    if case .string = info { return JSONText.quoted(text) }
-                    return text
-                })
+                infos[id] = .some(
+                    info.text.map { text in
+                        if case .string = info { return JSONText.quoted(text) }
+                        return text
+                    })
             }
         }
         if case .raw(let ids)? = presenceMembers["ids"], let elements = try? JSONScanner.arrayElements(of: ids) {

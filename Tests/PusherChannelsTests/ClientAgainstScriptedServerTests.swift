@@ -1,13 +1,13 @@
-import Backoff
 import AsyncHTTPClient
+import Backoff
 import Foundation
 import Hummingbird
-import NIOCore
 import Logging
+import NIOCore
 import NIOSSL
 import PusherProtocol
-import Synchronization
 import ServiceLifecycle
+import Synchronization
 import Testing
 
 @testable import PusherChannels
@@ -70,15 +70,16 @@ private func quietLogger() -> Logger {
     try await c.send(PusherFrame(event: "secret", channel: "private-orders", data: "plain \(c.index)"))
     if c.index == 0 {
         try await c.close(code: 4200, reason: "generic reconnect")
-    } else {
-        while try await c.receive() != nil {}
     }
+    // Also after our close: wait for the client's close reply, so the client reads our close
+    // frame before the socket goes away (else its reply can meet a reset and the code is lost).
+    while try await c.receive() != nil {}
 }
 
 @Suite(.timeLimit(.minutes(1))) struct ClientAgainstScriptedServerTests {
     @Test(arguments: [false, true])
     func subscribesReceivesAndResubscribesWithNewAuthAfter4200(useTLS: Bool) async throws {
-        let certificates = useTLS ? try TestCertificates.make() : nil
+        let certificates = useTLS ? try await TestCertificates.make() : nil
         defer { certificates?.remove() }
         let log = ScriptLog()
         try await withScriptedPusherServer(
@@ -151,7 +152,7 @@ private func quietLogger() -> Logger {
             }
         } test: { port in
             let client = PusherClient(
-                options: try options(port: port, activity: .seconds(5), pong: .seconds(1)),
+                options: try options(port: port, activity: .seconds(5), pong: .seconds(2)),
                 logger: quietLogger()
             )
             let updates = client.updates()
@@ -162,9 +163,11 @@ private func quietLogger() -> Logger {
                     seen.contains(.event(PusherEvent(name: "done", channel: nil, data: "pong seen")))
                 }
                 let elapsed = ContinuousClock.now - started
-                // 1 s activity (server's value wins) + 1 s to the 2nd ping + 1 s pong wait.
-                #expect(elapsed >= .seconds(2.8))
-                #expect(elapsed < .seconds(6))
+                // 1 s activity (server's value wins) + 1 s to the 2nd ping + 2 s pong wait.
+                // (The pong wait is 2 s, not 1, so parallel tests starving the reader on a
+                // 2-core machine cannot fake a timeout.)
+                #expect(elapsed >= .seconds(3.8))
+                #expect(elapsed < .seconds(8))
                 let states = seen.compactMap { if case .connectionStateChanged(let s) = $0 { s.current } else { nil } }
                 #expect(states == [.connecting, .connected, .reconnecting, .connecting, .connected])
             }
@@ -178,6 +181,7 @@ private func quietLogger() -> Logger {
         try await withScriptedPusherServer(log: log) { c in
             try await c.send(PusherFrame(event: "pusher:error", data: #"{"message":"App key test-key not in this cluster","code":4001}"#))
             try await c.close(code: 4001, reason: "app does not exist")
+            while try await c.receive() != nil {}
         } test: { port in
             var opts = try options(port: port)
             opts.retryAfterRefusal = false
@@ -192,13 +196,18 @@ private func quietLogger() -> Logger {
                 #expect(seen.contains(.error(.connectionRefused(closeCode: 4001, reason: "application does not exist"))))
                 #expect(seen.contains(.error(.serverError(message: "App key test-key not in this cluster", code: 4001))))
                 var iterator = errors.makeAsyncIterator()
-                let first = await iterator.next()
+                var first = await iterator.next()
+                // Under parallel start-up load a first attempt can fail before the handshake
+                // (seen as a transport error); skip those.
+                while let error = first, error.pusherCode == nil { first = await iterator.next() }
                 #expect(first?.pusherCode == 4001)
-                try await Task.sleep(for: .milliseconds(300))
+                let connectionsAtRefusal = log.connectionCount
+                try await Task.sleep(for: .milliseconds(500))
                 #expect(client.connectionState == .disconnected)
+                // Not retried after the refusal.
+                #expect(log.connectionCount == connectionsAtRefusal)
             }
         }
-        #expect(log.connectionCount == 1)
     }
 
     @Test func presenceMembersAndClientEventsOverTheWire() async throws {
@@ -225,7 +234,8 @@ private func quietLogger() -> Logger {
                     data: #"{"presence":{"ids":["bridge",42],"hash":{"bridge":null,"42":{"name":"Ann"}},"count":2}}"#
                 )
             )
-            try await c.send(PusherFrame(event: "pusher_internal:member_added", channel: "presence-ops", data: #"{"user_id":"43","user_info":{}}"#))
+            try await c.send(
+                PusherFrame(event: "pusher_internal:member_added", channel: "presence-ops", data: #"{"user_id":"43","user_info":{}}"#))
             try await c.send(PusherFrame(event: "pusher_internal:member_removed", channel: "presence-ops", data: #"{"user_id":42}"#))
             guard let clientEvent = try await c.receive() else { return }
             if clientEvent != PusherFrame(event: "client-hello", channel: "presence-ops", data: #"{"x":1}"#) {
@@ -250,15 +260,16 @@ private func quietLogger() -> Logger {
                     }
                     return seen
                 }
-                #expect(seenChanges == [
-                    .subscriptionSucceeded(
-                        channel: "presence-ops",
-                        members: [PusherMember(userID: "bridge"), PusherMember(userID: "42", userInfo: #"{"name":"Ann"}"#)],
-                        me: PusherMember(userID: "bridge")
-                    ),
-                    .memberAdded(channel: "presence-ops", member: PusherMember(userID: "43", userInfo: "{}")),
-                    .memberRemoved(channel: "presence-ops", member: PusherMember(userID: "42", userInfo: #"{"name":"Ann"}"#)),
-                ])
+                #expect(
+                    seenChanges == [
+                        .subscriptionSucceeded(
+                            channel: "presence-ops",
+                            members: [PusherMember(userID: "bridge"), PusherMember(userID: "42", userInfo: #"{"name":"Ann"}"#)],
+                            me: PusherMember(userID: "bridge")
+                        ),
+                        .memberAdded(channel: "presence-ops", member: PusherMember(userID: "43", userInfo: "{}")),
+                        .memberRemoved(channel: "presence-ops", member: PusherMember(userID: "42", userInfo: #"{"name":"Ann"}"#)),
+                    ])
                 #expect(presence.members.map(\.userID) == ["bridge", "43"])
                 #expect(presence.me?.userID == "bridge")
                 #expect(presence.findMember(userID: "43") != nil)
@@ -332,7 +343,8 @@ private func quietLogger() -> Logger {
             guard let subscribe = try await c.receive() else { return }
             let fields = ScriptedConnection.fields(subscribe)
             guard fields["channel"] == channel,
-                PusherAuth.verifyChannelAuth(fields["auth"] ?? "", key: appKey, secret: appSecret, socketID: "5.55", channel: channel, channelData: nil)
+                PusherAuth.verifyChannelAuth(
+                    fields["auth"] ?? "", key: appKey, secret: appSecret, socketID: "5.55", channel: channel, channelData: nil)
             else {
                 log.record("unexpected subscribe \(subscribe)")
                 return
@@ -356,11 +368,15 @@ private func quietLogger() -> Logger {
                     return http
                 }
             }
-            let client = PusherClient(options: opts, logger: quietLogger())
+            // Our own HTTP client, shut down before the server stops: an idle keep-alive
+            // connection of the shared client can hold up the server's graceful shutdown.
+            let http = HTTPClient(eventLoopGroupProvider: .singleton)
+            let client = PusherClient(options: opts, httpClient: http, logger: quietLogger())
             let updates = client.updates()
             client.subscribe("private-forbidden")
             let orders = client.subscribe(channel)
             let events = orders.events()
+            defer { _ = http.shutdown() }
             try await withRunningClient(client) { client in
                 client.connect()
                 let event = try await withTimeout(5, "decrypted event") {
@@ -374,6 +390,7 @@ private func quietLogger() -> Logger {
                 let failure = seen.compactMap { if case .subscriptionFailed(_, let e) = $0 { e } else { nil } }.first
                 #expect(failure?.message.contains("403") == true)
             }
+            try await http.shutdown()
         }
         #expect(formsSeen.withLock { $0 } == [channel: "5.55", "private-forbidden": "5.55"])
         #expect(log.recorded == [])
@@ -469,13 +486,55 @@ private func quietLogger() -> Logger {
                 }
                 let started = ContinuousClock.now
                 await group.triggerGracefulShutdown()
-                // The suite's time limit catches a hang; a clean close takes well under 3 s.
+                // A clean close takes well under 3 s; the group's run() must return.
+                let finished = Mutex(false)
+                tasks.addTask {
+                    try await Task.sleep(for: .seconds(5))
+                    if !finished.withLock({ $0 }) { throw TestFailure("service group did not finish after graceful shutdown") }
+                }
                 try await tasks.next()
+                finished.withLock { $0 = true }
+                tasks.cancelAll()
                 #expect(ContinuousClock.now - started < .seconds(3))
             }
             #expect(client.connectionState == .disconnected)
+            // The server script sees the close frame a moment after the client is done.
+            for _ in 0..<50 where !sawClose.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(sawClose.withLock { $0 })
         }
-        #expect(sawClose.withLock { $0 })
         #expect(log.recorded == [])
+    }
+}
+
+@Suite(.timeLimit(.minutes(1))) struct HandshakeLatencyTests {
+    /// Servers send connection_established in the same instant as the upgrade response (so both
+    /// may arrive in one TCP read). The client must see it at once, every time — not only when
+    /// the next bytes arrive.
+    @Test func establishedRightAfterTheUpgradeIsSeenPromptly() async throws {
+        let log = ScriptLog()
+        try await withScriptedPusherServer(log: log) { c in
+            try await c.sendEstablished(socketID: "\(c.index + 1).1")
+            while try await c.receive() != nil {}
+        } test: { port in
+            let client = PusherClient(options: try options(port: port), logger: quietLogger())
+            let states = client.connectionStates()
+            try await withRunningClient(client) { client in
+                var slowest: Duration = .zero
+                for _ in 0..<20 {
+                    let started = ContinuousClock.now
+                    client.connect()
+                    _ = try await withTimeout(10, "connected") {
+                        for await change in states where change.current == .connected { return true }
+                        throw TestFailure("stream ended")
+                    }
+                    slowest = max(slowest, ContinuousClock.now - started)
+                    await client.disconnectAndWait()
+                }
+                // Well below the 5 s handshake timeout that a stuck first read would hit; the
+                // margin is for parallel tests loading the 2 cores (seen: up to 1.8 s).
+                #expect(slowest < .seconds(3))
+            }
+        }
+        #expect(log.connectionCount == 20)
     }
 }

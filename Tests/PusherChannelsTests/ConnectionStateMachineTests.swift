@@ -126,8 +126,9 @@ func sends(in actions: [Action]) -> [String] {
         var machine = makeMachine()
         let clock = ManualClock()
         connect(&machine, clock)
-        #expect(machine.receivedFrame(PusherFrame(event: "pusher:ping", data: "{}"), now: clock.now)
-            == [.send(#"{"event":"pusher:pong","data":{}}"#)])
+        #expect(
+            machine.receivedFrame(PusherFrame(event: "pusher:ping", data: "{}"), now: clock.now)
+                == [.send(#"{"event":"pusher:pong","data":{}}"#)])
     }
 
     /// Drives `count` failed attempts and returns the delay scheduled after each.
@@ -152,7 +153,8 @@ func sends(in actions: [Action]) -> [String] {
     }
 
     @Test func theCapBoundsEveryDelay() {
-        var machine = makeMachine(policy: ReconnectPolicy(initialDelay: .milliseconds(500), maxDelay: .seconds(3), multiplier: 3, jitter: 0))
+        var machine = makeMachine(
+            policy: ReconnectPolicy(initialDelay: .milliseconds(500), maxDelay: .seconds(3), multiplier: 3, jitter: 0))
         let delays = failedAttemptDelays(&machine, count: 5)
         #expect(delays == [.milliseconds(500), .milliseconds(1500), .seconds(3), .seconds(3), .seconds(3)])
     }
@@ -301,11 +303,34 @@ func sends(in actions: [Action]) -> [String] {
         var machine = makeMachine()
         let clock = ManualClock()
         connect(&machine, clock)
-        #expect(machine.disconnectRequested(now: clock.now)
-            == [.connectionStateChanged(.init(previous: .connected, current: .disconnecting)), .closeTransport])
-        #expect(machine.transportFailed(message: "closed by client", now: clock.now)
-            == [.connectionStateChanged(.init(previous: .disconnecting, current: .disconnected))])
+        #expect(
+            machine.disconnectRequested(now: clock.now)
+                == [.connectionStateChanged(.init(previous: .connected, current: .disconnecting)), .closeTransport])
+        #expect(
+            machine.transportFailed(message: "closed by client", now: clock.now)
+                == [.connectionStateChanged(.init(previous: .disconnecting, current: .disconnected))])
         #expect(machine.nextDeadline == nil)
+    }
+
+    @Test func connectWhileDisconnectingConnectsOnceClosed() {
+        var machine = makeMachine()
+        let clock = ManualClock()
+        connect(&machine, clock)
+        _ = machine.disconnectRequested(now: clock.now)
+        #expect(machine.connectRequested(now: clock.now) == [])
+        #expect(
+            machine.transportClosed(code: 1000, now: clock.now) == [
+                .connectionStateChanged(.init(previous: .disconnecting, current: .disconnected)),
+                .connectionStateChanged(.init(previous: .disconnected, current: .connecting)),
+                .openTransport,
+            ])
+        // A disconnect after the connect cancels it again.
+        connect(&machine, clock)
+        _ = machine.disconnectRequested(now: clock.now)
+        _ = machine.connectRequested(now: clock.now)
+        _ = machine.disconnectRequested(now: clock.now)
+        #expect(!machine.transportClosed(code: 1000, now: clock.now).contains(.openTransport))
+        #expect(machine.connectionState == .disconnected)
     }
 
     @Test func publicSubscriptionsRequestedBeforeConnectAreSentAfterIt() {
@@ -315,12 +340,15 @@ func sends(in actions: [Action]) -> [String] {
         #expect(machine.subscribeRequested("news", now: clock.now) == [])
         let actions = connect(&machine, clock)
         #expect(sends(in: actions) == [#"{"event":"pusher:subscribe","data":{"channel":"news"}}"#])
-        #expect(machine.receivedFrame(PusherFrame(event: "pusher_internal:subscription_succeeded", channel: "news", data: "{}"), now: clock.now)
-            == [.subscriptionSucceeded(channel: "news")])
+        #expect(
+            machine.receivedFrame(PusherFrame(event: "pusher_internal:subscription_succeeded", channel: "news", data: "{}"), now: clock.now)
+                == [.subscriptionSucceeded(channel: "news")])
         #expect(machine.isSubscribed("news"))
-        #expect(machine.unsubscribeRequested("news", now: clock.now) == [.send(#"{"event":"pusher:unsubscribe","data":{"channel":"news"}}"#)])
-        #expect(machine.receivedFrame(PusherFrame(event: "e", channel: "news", data: "x"), now: clock.now)
-            == [.ignoredFrame(event: "e", reason: "event on a channel we are not subscribed to")])
+        #expect(
+            machine.unsubscribeRequested("news", now: clock.now) == [.send(#"{"event":"pusher:unsubscribe","data":{"channel":"news"}}"#)])
+        #expect(
+            machine.receivedFrame(PusherFrame(event: "e", channel: "news", data: "x"), now: clock.now)
+                == [.ignoredFrame(event: "e", reason: "event on a channel we are not subscribed to")])
     }
 
     @Test func invalidChannelNamesFailAtOnce() {
@@ -383,7 +411,8 @@ func sends(in actions: [Action]) -> [String] {
         _ = machine.subscribeRequested("presence-ops", now: clock.now)
         connect(&machine, clock, socketID: "1.1")
         let channelData = #"{"user_id":"bridge","user_info":{"role":"bridge"}}"#
-        _ = machine.authorizationSucceeded(channel: "presence-ops", socketID: "1.1", auth: PusherChannelAuth(auth: "k:x", channelData: channelData), now: clock.now)
+        _ = machine.authorizationSucceeded(
+            channel: "presence-ops", socketID: "1.1", auth: PusherChannelAuth(auth: "k:x", channelData: channelData), now: clock.now)
         let first = machine.receivedFrame(
             PusherFrame(
                 event: "pusher_internal:subscription_succeeded",
@@ -395,11 +424,19 @@ func sends(in actions: [Action]) -> [String] {
         #expect(machine.members(of: "presence-ops").map(\.userID) == ["1", "2", "bridge"])
         #expect(machine.members(of: "presence-ops")[0].userInfo == #"{"name":"Ann"}"#)
         #expect(machine.me(of: "presence-ops") == PusherMember(userID: "bridge", userInfo: #"{"role":"bridge"}"#))
-        #expect(first.contains(.presence(.subscriptionSucceeded(channel: "presence-ops", members: machine.members(of: "presence-ops"), me: machine.me(of: "presence-ops")))))
+        #expect(
+            first.contains(
+                .presence(
+                    .subscriptionSucceeded(
+                        channel: "presence-ops", members: machine.members(of: "presence-ops"), me: machine.me(of: "presence-ops")))))
         // member_added for a known id does not duplicate; a numeric id is normalised.
-        #expect(machine.receivedFrame(PusherFrame(event: "pusher_internal:member_added", channel: "presence-ops", data: #"{"user_id":2,"user_info":{"n":1}}"#), now: clock.now) == [])
+        #expect(
+            machine.receivedFrame(
+                PusherFrame(event: "pusher_internal:member_added", channel: "presence-ops", data: #"{"user_id":2,"user_info":{"n":1}}"#),
+                now: clock.now) == [])
         #expect(machine.members(of: "presence-ops").count == 3)
-        let added = machine.receivedFrame(PusherFrame(event: "pusher_internal:member_added", channel: "presence-ops", data: #"{"user_id":3}"#), now: clock.now)
+        let added = machine.receivedFrame(
+            PusherFrame(event: "pusher_internal:member_added", channel: "presence-ops", data: #"{"user_id":3}"#), now: clock.now)
         #expect(added == [.presence(.memberAdded(channel: "presence-ops", member: PusherMember(userID: "3")))])
 
         // Reconnect: the new list is the truth (1 left while we were away, 4 joined).
@@ -408,7 +445,8 @@ func sends(in actions: [Action]) -> [String] {
         clock.advance(.seconds(1))
         _ = machine.tick(now: clock.now)
         _ = machine.receivedFrame(established("2.2"), now: clock.now)
-        _ = machine.authorizationSucceeded(channel: "presence-ops", socketID: "2.2", auth: PusherChannelAuth(auth: "k:y", channelData: channelData), now: clock.now)
+        _ = machine.authorizationSucceeded(
+            channel: "presence-ops", socketID: "2.2", auth: PusherChannelAuth(auth: "k:y", channelData: channelData), now: clock.now)
         _ = machine.receivedFrame(
             PusherFrame(
                 event: "pusher_internal:subscription_succeeded",
@@ -418,7 +456,8 @@ func sends(in actions: [Action]) -> [String] {
             now: clock.now
         )
         #expect(machine.members(of: "presence-ops").map(\.userID) == ["2", "3", "4", "bridge"])
-        let removed = machine.receivedFrame(PusherFrame(event: "pusher_internal:member_removed", channel: "presence-ops", data: #"{"user_id":"4"}"#), now: clock.now)
+        let removed = machine.receivedFrame(
+            PusherFrame(event: "pusher_internal:member_removed", channel: "presence-ops", data: #"{"user_id":"4"}"#), now: clock.now)
         #expect(removed == [.presence(.memberRemoved(channel: "presence-ops", member: PusherMember(userID: "4", userInfo: "{}")))])
         #expect(machine.members(of: "presence-ops").map(\.userID) == ["2", "3", "bridge"])
     }
@@ -428,7 +467,8 @@ func sends(in actions: [Action]) -> [String] {
         let clock = ManualClock()
         _ = machine.subscribeRequested("presence-x", now: clock.now)
         connect(&machine, clock, socketID: "1.1")
-        let actions = machine.authorizationSucceeded(channel: "presence-x", socketID: "1.1", auth: PusherChannelAuth(auth: "k:x"), now: clock.now)
+        let actions = machine.authorizationSucceeded(
+            channel: "presence-x", socketID: "1.1", auth: PusherChannelAuth(auth: "k:x"), now: clock.now)
         #expect(actions.count == 1)
         #expect(actions.allSatisfy { if case .subscriptionFailed("presence-x", let e) = $0 { e.isSubscriptionFailure } else { false } })
     }
@@ -445,14 +485,20 @@ func sends(in actions: [Action]) -> [String] {
             PusherFrame(event: "pusher:error", data: #"{"message":"Invalid signature for private-a","code":4009}"#),
             now: clock.now
         )
-        #expect(error == [.subscriptionFailed(channel: "private-a", error: .subscriptionFailed(channel: "private-a", message: "Invalid signature for private-a", code: 4009))])
+        #expect(
+            error == [
+                .subscriptionFailed(
+                    channel: "private-a",
+                    error: .subscriptionFailed(channel: "private-a", message: "Invalid signature for private-a", code: 4009))
+            ])
         let subError = machine.receivedFrame(
             PusherFrame(event: "pusher:subscription_error", channel: "news", data: #"{"type":"AuthError","error":"nope","status":401}"#),
             now: clock.now
         )
         #expect(subError == [.subscriptionFailed(channel: "news", error: .subscriptionFailed(channel: "news", message: "nope", code: 401))])
         // An unattributable error (object form, null code) is a client-wide error.
-        let general = machine.receivedFrame(PusherFrame(event: "pusher:error", data: #"{"message":"Over quota","code":null}"#), now: clock.now)
+        let general = machine.receivedFrame(
+            PusherFrame(event: "pusher:error", data: #"{"message":"Over quota","code":null}"#), now: clock.now)
         #expect(general == [.error(.serverError(message: "Over quota", code: nil))])
     }
 
@@ -463,13 +509,20 @@ func sends(in actions: [Action]) -> [String] {
         _ = machine.subscribeRequested("news", now: clock.now)
         connect(&machine, clock)
         // Not yet subscribed.
-        #expect(throws: PusherError.self) { try machine.clientEventRequested(channel: "private-chat", event: "client-x", data: "{}", now: clock.now) }
+        #expect(throws: PusherError.self) {
+            try machine.clientEventRequested(channel: "private-chat", event: "client-x", data: "{}", now: clock.now)
+        }
         _ = machine.receivedFrame(PusherFrame(event: "pusher_internal:subscription_succeeded", channel: "private-chat"), now: clock.now)
         _ = machine.receivedFrame(PusherFrame(event: "pusher_internal:subscription_succeeded", channel: "news"), now: clock.now)
-        #expect(throws: PusherError.self) { try machine.clientEventRequested(channel: "news", event: "client-x", data: "{}", now: clock.now) }
-        #expect(throws: PusherError.self) { try machine.clientEventRequested(channel: "private-chat", event: "typing", data: "{}", now: clock.now) }
+        #expect(throws: PusherError.self) {
+            try machine.clientEventRequested(channel: "news", event: "client-x", data: "{}", now: clock.now)
+        }
+        #expect(throws: PusherError.self) {
+            try machine.clientEventRequested(channel: "private-chat", event: "typing", data: "{}", now: clock.now)
+        }
         for _ in 0..<10 {
-            let action = try machine.clientEventRequested(channel: "private-chat", event: "client-typing", data: #"{"a":1}"#, now: clock.now)
+            let action = try machine.clientEventRequested(
+                channel: "private-chat", event: "client-typing", data: #"{"a":1}"#, now: clock.now)
             #expect(action == .send(#"{"event":"client-typing","channel":"private-chat","data":"{\"a\":1}"}"#))
             clock.advance(.milliseconds(50))
         }
@@ -487,9 +540,11 @@ func sends(in actions: [Action]) -> [String] {
     @Test func eventsOnPresenceChannelsCarryTheUserID() throws {
         var machine = makeMachine()
         let clock = ManualClock()
-        _ = machine.subscribeRequested("presence-x", auth: PusherChannelAuth(auth: "k:x", channelData: #"{"user_id":"me"}"#), now: clock.now)
+        _ = machine.subscribeRequested(
+            "presence-x", auth: PusherChannelAuth(auth: "k:x", channelData: #"{"user_id":"me"}"#), now: clock.now)
         connect(&machine, clock)
-        let actions = machine.receivedFrame(try PusherFrame.parse(#"{"event":"client-hi","channel":"presence-x","data":"{}","user_id":42}"#), now: clock.now)
+        let actions = machine.receivedFrame(
+            try PusherFrame.parse(#"{"event":"client-hi","channel":"presence-x","data":"{}","user_id":42}"#), now: clock.now)
         #expect(actions == [.deliver(PusherEvent(name: "client-hi", channel: "presence-x", data: "{}", userID: "42"))])
     }
 
@@ -498,7 +553,8 @@ func sends(in actions: [Action]) -> [String] {
         let clock = ManualClock()
         _ = machine.subscribeRequested("cache-prices", now: clock.now)
         connect(&machine, clock)
-        #expect(machine.receivedFrame(PusherFrame(event: "pusher:cache_miss", channel: "cache-prices"), now: clock.now)
-            == [.deliver(PusherEvent(name: "pusher:cache_miss", channel: "cache-prices", data: nil))])
+        #expect(
+            machine.receivedFrame(PusherFrame(event: "pusher:cache_miss", channel: "cache-prices"), now: clock.now)
+                == [.deliver(PusherEvent(name: "pusher:cache_miss", channel: "cache-prices", data: nil))])
     }
 }

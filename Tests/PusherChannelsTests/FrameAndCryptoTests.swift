@@ -135,14 +135,16 @@ func bytes(hex: String) -> [UInt8] {
         _ = machine.receivedFrame(PusherFrame(event: "pusher_internal:subscription_succeeded", channel: channel), now: clock.now)
 
         let wire = try #require(SecretBox.sealEventData(#"{"order":42}"#, key: key))
-        #expect(machine.receivedFrame(PusherFrame(event: "new-order", channel: channel, data: wire), now: clock.now)
-            == [.deliver(PusherEvent(name: "new-order", channel: channel, data: #"{"order":42}"#))])
+        #expect(
+            machine.receivedFrame(PusherFrame(event: "new-order", channel: channel, data: wire), now: clock.now)
+                == [.deliver(PusherEvent(name: "new-order", channel: channel, data: #"{"order":42}"#))])
 
         // Sealed with another key: one refetch, queued events delivered with the new key.
         let rotated = [UInt8](repeating: 7, count: 32)
         let rotatedWire = try #require(SecretBox.sealEventData("second", key: rotated))
-        #expect(machine.receivedFrame(PusherFrame(event: "e2", channel: channel, data: rotatedWire), now: clock.now)
-            == [.authorize(channel: channel, socketID: "1.1")])
+        #expect(
+            machine.receivedFrame(PusherFrame(event: "e2", channel: channel, data: rotatedWire), now: clock.now)
+                == [.authorize(channel: channel, socketID: "1.1")])
         let thirdWire = try #require(SecretBox.sealEventData("third", key: rotated))
         #expect(machine.receivedFrame(PusherFrame(event: "e3", channel: channel, data: thirdWire), now: clock.now) == [])
         let refetched = machine.authorizationSucceeded(
@@ -151,17 +153,20 @@ func bytes(hex: String) -> [UInt8] {
             auth: PusherChannelAuth(auth: auth.auth, sharedSecret: rotated),
             now: clock.now
         )
-        #expect(refetched == [
-            .deliver(PusherEvent(name: "e2", channel: channel, data: "second")),
-            .deliver(PusherEvent(name: "e3", channel: channel, data: "third")),
-        ])
+        #expect(
+            refetched == [
+                .deliver(PusherEvent(name: "e2", channel: channel, data: "second")),
+                .deliver(PusherEvent(name: "e3", channel: channel, data: "third")),
+            ])
 
         // Garbage after a refetch that did not help: an error, no second refetch.
         _ = machine.receivedFrame(PusherFrame(event: "bad", channel: channel, data: wire), now: clock.now)
-        let noHelp = machine.authorizationSucceeded(channel: channel, socketID: "1.1", auth: PusherChannelAuth(auth: auth.auth, sharedSecret: rotated), now: clock.now)
+        let noHelp = machine.authorizationSucceeded(
+            channel: channel, socketID: "1.1", auth: PusherChannelAuth(auth: auth.auth, sharedSecret: rotated), now: clock.now)
         #expect(noHelp == [.error(.decryptionFailed(channel: channel, event: "bad"))])
-        #expect(machine.receivedFrame(PusherFrame(event: "bad2", channel: channel, data: "not json"), now: clock.now)
-            == [.error(.decryptionFailed(channel: channel, event: "bad2"))])
+        #expect(
+            machine.receivedFrame(PusherFrame(event: "bad2", channel: channel, data: "not json"), now: clock.now)
+                == [.error(.decryptionFailed(channel: channel, event: "bad2"))])
     }
 
     @Test func encryptedChannelAuthWithoutSharedSecretFails() {
@@ -169,9 +174,11 @@ func bytes(hex: String) -> [UInt8] {
         let clock = ManualClock()
         _ = machine.subscribeRequested("private-encrypted-x", now: clock.now)
         connect(&machine, clock, socketID: "1.1")
-        let actions = machine.authorizationSucceeded(channel: "private-encrypted-x", socketID: "1.1", auth: PusherChannelAuth(auth: "k:x"), now: clock.now)
+        let actions = machine.authorizationSucceeded(
+            channel: "private-encrypted-x", socketID: "1.1", auth: PusherChannelAuth(auth: "k:x"), now: clock.now)
         #expect(actions.count == 1)
-        #expect(actions.allSatisfy { if case .subscriptionFailed(_, let e) = $0 { e.description.contains("shared_secret") } else { false } })
+        #expect(
+            actions.allSatisfy { if case .subscriptionFailed(_, let e) = $0 { e.description.contains("shared_secret") } else { false } })
     }
 
     @Test func inlineSignerBuildsPresenceChannelData() throws {

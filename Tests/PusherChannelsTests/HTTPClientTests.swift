@@ -1,3 +1,4 @@
+import AsyncHTTPClient
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -26,7 +27,7 @@ private final class APIRecorder: Sendable {
 
 /// An HTTP server on 127.0.0.1 that checks every request's signature like Pusher does
 /// (PUSHER-PROTOCOL §2) and answers with canned bodies.
-private func withFakeAPI(_ body: @Sendable (Int, APIRecorder) async throws -> Void) async throws {
+private func withFakeAPI(_ body: @Sendable (Int, APIRecorder, HTTPClient) async throws -> Void) async throws {
     let recorder = APIRecorder()
     let verifier = RequestSignature(key: "key", secret: "secret")
     let router = Router()
@@ -41,7 +42,10 @@ private func withFakeAPI(_ body: @Sendable (Int, APIRecorder) async throws -> Vo
             body: bodyBytes,
             now: Int(Date().timeIntervalSince1970)
         )
-        recorder.append(.init(method: request.method.rawValue, path: request.uri.path, body: String(decoding: bodyBytes, as: UTF8.self), signatureProblem: problem?.description))
+        recorder.append(
+            .init(
+                method: request.method.rawValue, path: request.uri.path, body: String(decoding: bodyBytes, as: UTF8.self),
+                signatureProblem: problem?.description))
         if let problem {
             return Response(status: .unauthorized, body: .init(byteBuffer: ByteBuffer(string: problem.description)))
         }
@@ -80,19 +84,31 @@ private func withFakeAPI(_ body: @Sendable (Int, APIRecorder) async throws -> Vo
         var iterator = running.makeAsyncIterator()
         guard let port = await iterator.next(), port > 0 else { throw TestFailure("API server did not start") }
         defer { group.cancelAll() }
-        try await body(port, recorder)
+        // A connection pool of this test only, closed before the server stops: an idle
+        // keep-alive connection of a shared pool can hold up the server's graceful shutdown.
+        let http = HTTPClient(eventLoopGroupProvider: .singleton)
+        do {
+            try await body(port, recorder, http)
+        } catch {
+            try? await http.shutdown()
+            throw error
+        }
+        try await http.shutdown()
     }
 }
 
-private func api(port: Int) -> PusherHTTPClient {
-    PusherHTTPClient(appID: "3", key: "key", secret: "secret", host: .host("127.0.0.1", port: port), encrypted: false, timeout: .seconds(5))
+private func api(port: Int, http: HTTPClient = .shared) -> PusherHTTPClient {
+    PusherHTTPClient(
+        appID: "3", key: "key", secret: "secret", host: .host("127.0.0.1", port: port), encrypted: false, timeout: .seconds(5),
+        httpClient: http)
 }
 
 @Suite(.timeLimit(.minutes(1))) struct HTTPClientTests {
     @Test func triggerAndBatchAreSignedAndShapedPerTheProtocol() async throws {
-        try await withFakeAPI { port, recorder in
-            let client = api(port: port)
-            try await client.trigger(channels: ["a", "b"], event: "temperature", data: #"{"t":21.5}"#, socketID: "1.2", info: ["user_count"])
+        try await withFakeAPI { port, recorder, http in
+            let client = api(port: port, http: http)
+            try await client.trigger(
+                channels: ["a", "b"], event: "temperature", data: #"{"t":21.5}"#, socketID: "1.2", info: ["user_count"])
             try await client.triggerBatch([
                 PusherBatchEvent(channel: "sensor-1", name: "t", data: "1"),
                 PusherBatchEvent(channel: "sensor-2", name: "t", data: "é \"2\"", socketID: "3.4"),
@@ -101,15 +117,19 @@ private func api(port: Int) -> PusherHTTPClient {
             #expect(seen.count == 2)
             #expect(seen.allSatisfy { $0.signatureProblem == nil })
             #expect(seen[0].path == "/apps/3/events")
-            #expect(seen[0].body == #"{"name":"temperature","data":"{\"t\":21.5}","channels":["a","b"],"socket_id":"1.2","info":"user_count"}"#)
+            #expect(
+                seen[0].body == #"{"name":"temperature","data":"{\"t\":21.5}","channels":["a","b"],"socket_id":"1.2","info":"user_count"}"#)
             #expect(seen[1].path == "/apps/3/batch_events")
-            #expect(seen[1].body == #"{"batch":[{"channel":"sensor-1","name":"t","data":"1"},{"channel":"sensor-2","name":"t","data":"é \"2\"","socket_id":"3.4"}]}"#)
+            #expect(
+                seen[1].body
+                    == #"{"batch":[{"channel":"sensor-1","name":"t","data":"1"},{"channel":"sensor-2","name":"t","data":"é \"2\"","socket_id":"3.4"}]}"#
+            )
         }
     }
 
     @Test func queriesAreSignedAndDecoded() async throws {
-        try await withFakeAPI { port, recorder in
-            let client = api(port: port)
+        try await withFakeAPI { port, recorder, http in
+            let client = api(port: port, http: http)
             let channels = try await client.channels(prefix: "presence-", info: ["user_count"])
             #expect(channels["presence-a"]?.userCount == 2)
             #expect(channels.keys.sorted() == ["news", "presence-a"])
@@ -123,8 +143,8 @@ private func api(port: Int) -> PusherHTTPClient {
     }
 
     @Test func invalidRequestsAreRefusedBeforeSending() async throws {
-        try await withFakeAPI { port, recorder in
-            let client = api(port: port)
+        try await withFakeAPI { port, recorder, http in
+            let client = api(port: port, http: http)
             let tooMany = (0..<11).map { PusherBatchEvent(channel: "c\($0)", name: "e", data: "") }
             let cases: [@Sendable () async throws -> Void] = [
                 { _ = try await client.triggerBatch(tooMany) },
@@ -155,10 +175,10 @@ private func api(port: Int) -> PusherHTTPClient {
 
     @Test(arguments: [(500, true), (503, true), (429, true), (400, false), (403, false), (413, false)])
     func errorStatusesAreTypedWithRetryability(status: Int, retryable: Bool) async throws {
-        try await withFakeAPI { port, recorder in
+        try await withFakeAPI { port, recorder, http in
             recorder.status.withLock { $0 = status }
             do {
-                try await api(port: port).trigger(channels: ["c"], event: "e", data: "d")
+                try await api(port: port, http: http).trigger(channels: ["c"], event: "e", data: "d")
                 Issue.record("status \(status) was not an error")
             } catch let error as PusherHTTPError {
                 #expect(error.status == status)
@@ -170,7 +190,7 @@ private func api(port: Int) -> PusherHTTPClient {
     @Test func networkErrorsAreRetryable() async throws {
         // A port nothing listens on: bind a server, learn its port, stop it, then call it.
         let freePort = Mutex(0)
-        try await withFakeAPI { port, _ in freePort.withLock { $0 = port } }
+        try await withFakeAPI { port, _, _ in freePort.withLock { $0 = port } }
         do {
             var client = api(port: freePort.withLock { $0 })
             client.timeout = .seconds(1)

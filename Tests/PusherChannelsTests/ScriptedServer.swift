@@ -82,7 +82,7 @@ struct TestCertificates {
     var certificateFile: String { directory.appendingPathComponent("server.pem").path }
     var keyFile: String { directory.appendingPathComponent("server.key").path }
 
-    static func make() throws -> TestCertificates {
+    static func make() async throws -> TestCertificates {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pusher-tls-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let script = """
@@ -96,10 +96,19 @@ struct TestCertificates {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", script]
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw TestFailure("openssl failed with status \(process.terminationStatus)")
+        // Wait without blocking a cooperative thread (waitUntilExit would, and with two cores
+        // that can stall every other test).
+        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
+            process.terminationHandler = { finished in continuation.resume(returning: finished.terminationStatus) }
+            do {
+                try process.run()
+            } catch {
+                process.terminationHandler = nil
+                continuation.resume(throwing: error)
+            }
+        }
+        guard status == 0 else {
+            throw TestFailure("openssl failed with status \(status)")
         }
         return TestCertificates(directory: directory)
     }
