@@ -208,3 +208,38 @@ def test_invalid_config_exits_78(workdir):
         result = subprocess.run([bridge_bin, command, "--config", str(bad)], capture_output=True, text=True, timeout=30)
         assert result.returncode == 78
         assert "did you mean" in result.stderr
+
+
+def test_encrypted_channel_both_ways_through_tap(pusher, broker, workdir, bridges):
+    """MQTT -> private-encrypted channel: the bridge encrypts (key derived from the master key);
+    `tap` with the same config decrypts. The server only ever sees ciphertext."""
+    master = "OHRXNUZRTG5pUTFzQlFGd3J3N3Q2VFZFc0paZDEweVk="  # the official test vector's 32-byte key
+    rules = """
+[[bridge.rule]]
+name = "secret-in"
+from = "mqtt"
+topic = "vault/+"
+channel = "private-encrypted-vault"
+event = "{1}"
+qos = 1
+"""
+    config = bridge_config(pusher, broker, workdir, rules, extra_pusher=f'encryption_master_key_base64 = "{master}"')
+    bridges(config)
+    config_path = workdir / "tap.conf"
+    config_path.write_text(config.replace('name = "e2e"', 'name = "tap"'))
+    tap = subprocess.Popen([binary("BRIDGE_BIN", "pusher-mqtt-bridge"), "tap", "--config", str(config_path),
+                            "--channel", "private-encrypted-vault"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: json.loads(pusher.control("GET", f"/pusher-local/apps/{pusher.app_id}/stats")[1])["subscriptions"]
+                   .get("private-encrypted-vault", 0) >= 1, 15, 0.2, "tap subscribed")
+        raw = PysherListener(pusher, "private-encrypted-vault", ["opened"])  # no key: sees the wire
+        time.sleep(1.0)
+        publish(broker.port, "vault/opened", '{"door":"north"}')
+        line = json.loads(tap.stdout.readline())
+        assert line == {"channel": "private-encrypted-vault", "event": "opened", "data": '{"door":"north"}'}
+        wire = wait_until(lambda: raw.data(), 10, 0.1, "the ciphertext at pysher")[0]
+        assert set(json.loads(wire)) == {"nonce", "ciphertext"} and "north" not in wire
+        raw.close()
+    finally:
+        tap.send_signal(signal.SIGINT)
+        tap.wait(10)

@@ -643,10 +643,16 @@ final class BridgeRuntime: Sendable {
     static func restClient(_ settings: BridgeSettings, logger: Logger) throws -> PusherHTTPClient? {
         let p = settings.pusher
         guard let appID = p.appID, let secret = p.secret else { return nil }
+        // Events for private-encrypted- channels are encrypted with the channel's key, derived
+        // from the master key (PUSHER-PROTOCOL §1, "Encrypted channels").
+        var masterKey: [UInt8]?
+        if let base64 = p.encryptionMasterKey?.value {
+            masterKey = try PusherInlineSigner(key: p.key, secret: secret.value, encryptionMasterKeyBase64: base64).encryptionMasterKey
+        }
         return PusherHTTPClient(
             appID: appID, key: p.key, secret: secret.value,
             host: p.cluster.map { .cluster($0) } ?? .host(p.restHost, port: p.restPort),
-            encrypted: p.useTLS, maxEventBytes: p.maxEventBytes, logger: logger
+            encrypted: p.useTLS, maxEventBytes: p.maxEventBytes, encryptionMasterKey: masterKey, logger: logger
         )
     }
 
