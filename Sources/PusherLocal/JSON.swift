@@ -1,3 +1,4 @@
+import PusherProtocol
 /// A parsed JSON value that keeps object members in their received order and numbers as their
 /// original text, so a value can be passed on (client event data, `user_info`) unchanged in
 /// meaning and as close to the received bytes as JSON allows.
@@ -314,32 +315,5 @@ struct JSONParser {
     }
 }
 
-private let hexUpper = Array("0123456789abcdef".utf8)
-
 /// `s` as a JSON string literal (quotes included), escaping `"`, `\` and control characters.
-public func jsonQuoted(_ s: String) -> String {
-    var needsEscape = false
-    for b in s.utf8 where b < 0x20 || b == 0x22 || b == 0x5C {
-        needsEscape = true
-        break
-    }
-    if !needsEscape { return "\"" + s + "\"" }
-    var out: [UInt8] = [0x22]
-    out.reserveCapacity(s.utf8.count + 16)
-    for b in s.utf8 {
-        switch b {
-        case 0x22: out.append(0x5C); out.append(0x22)
-        case 0x5C: out.append(0x5C); out.append(0x5C)
-        case 0x0A: out.append(0x5C); out.append(UInt8(ascii: "n"))
-        case 0x0D: out.append(0x5C); out.append(UInt8(ascii: "r"))
-        case 0x09: out.append(0x5C); out.append(UInt8(ascii: "t"))
-        case 0..<0x20:
-            out.append(contentsOf: Array("\\u00".utf8))
-            out.append(hexUpper[Int(b >> 4)])
-            out.append(hexUpper[Int(b & 0x0F)])
-        default: out.append(b)
-        }
-    }
-    out.append(0x22)
-    return String(decoding: out, as: UTF8.self)
-}
+public func jsonQuoted(_ s: String) -> String { JSONString.quoted(s) }

@@ -1,3 +1,4 @@
+import PusherProtocol
 /// Just enough JSON for the per-message path, without a Foundation round trip (DESIGN §5.1):
 /// a validating scanner (RFC 8259) that decides whether `data` can be embedded as a JSON value,
 /// and a string writer. Both work on UTF-8 bytes and allocate nothing but their output.
@@ -26,29 +27,12 @@ public enum JSONText {
 
     /// Appends `value` as a JSON string literal (quotes included) to `output`.
     public static func appendString(_ value: some StringProtocol, to output: inout [UInt8]) {
-        output.append(UInt8(ascii: "\""))
-        for byte in value.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
-            case UInt8(ascii: "\\"): output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
-            case 0x0A: output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
-            case 0x0D: output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
-            case 0x09: output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
-            case 0..<0x20:
-                output.append(contentsOf: Array("\\u00".utf8))
-                output.append(TopicLevelEscaping.hexDigit(byte >> 4))
-                output.append(TopicLevelEscaping.hexDigit(byte & 0x0F))
-            default: output.append(byte)
-            }
-        }
-        output.append(UInt8(ascii: "\""))
+        JSONString.append(value, to: &output)
     }
 
     /// `value` as a JSON string literal.
     public static func quoted(_ value: some StringProtocol) -> String {
-        var bytes: [UInt8] = []
-        appendString(value, to: &bytes)
-        return String(decoding: bytes, as: UTF8.self)
+        JSONString.quoted(value)
     }
 
     /// A recursive-descent validator. Depth is bounded so hostile input cannot overflow the stack.

@@ -1,3 +1,4 @@
+import PusherProtocol
 /// A small, allocation-light JSON reader for the shapes Pusher frames use.
 ///
 /// Why not `JSONDecoder`: a frame's `data` must reach the application *exactly as received*
@@ -307,25 +308,7 @@ struct JSONScanner {
 /// JSON text building for the frames we send.
 enum JSONText {
     /// `s` as a quoted JSON string.
-    static func quoted(_ s: String) -> String {
-        var out = "\""
-        out.reserveCapacity(s.utf8.count + 2)
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        out += "\""
-        return out
-    }
+    static func quoted(_ s: String) -> String { JSONString.quoted(s) }
 
     /// A JSON object from members whose values are already JSON text; `nil` values are left out.
     static func object(_ members: [(String, String?)]) -> String {

@@ -1,0 +1,20 @@
+import Foundation
+import PusherProtocol
+import Testing
+
+@Suite struct JSONStringTests {
+    @Test(arguments: ["", "plain", "a\"b\\c", "line\nfeed\r\ttab", "\u{1}\u{1f}", "Zürich ☃ 株価 😀", "</script>"])
+    func quotedTextParsesBackToTheSameString(_ text: String) throws {
+        let quoted = JSONString.quoted(text)
+        let parsed = try JSONSerialization.jsonObject(with: Data(quoted.utf8), options: [.fragmentsAllowed]) as? String
+        #expect(parsed == text)
+        var bytes: [UInt8] = []
+        JSONString.append(text, to: &bytes)
+        #expect(String(decoding: bytes, as: UTF8.self) == quoted)
+    }
+
+    @Test func escapesExactly() {
+        #expect(JSONString.quoted("a\"b\\c\n\u{1}") == #""a\"b\\c\n\u0001""#)
+        #expect(JSONString.quoted("é/") == "\"é/\"")
+    }
+}
