@@ -36,5 +36,24 @@ public enum JSONString {
         return String(decoding: bytes, as: UTF8.self)
     }
 
+    /// The value of the four hex digits of a `\uXXXX` escape starting at `index`, or `nil` when
+    /// there are fewer than four bytes left or one is not a hex digit (parsers report that error).
+    public static func hex4<Bytes: RandomAccessCollection>(_ bytes: Bytes, at index: Int) -> UInt32?
+    where Bytes.Element == UInt8, Bytes.Index == Int {
+        guard index >= bytes.startIndex, index + 4 <= bytes.endIndex else { return nil }
+        var value: UInt32 = 0
+        for b in bytes[index..<index + 4] {
+            let digit: UInt32
+            switch b {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(b - UInt8(ascii: "0"))
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt32(b - UInt8(ascii: "a") + 10)
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt32(b - UInt8(ascii: "A") + 10)
+            default: return nil
+            }
+            value = value << 4 | digit
+        }
+        return value
+    }
+
     private static let hexDigits = Array("0123456789abcdef".utf8)
 }

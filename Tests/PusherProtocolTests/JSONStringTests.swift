@@ -18,3 +18,13 @@ import Testing
         #expect(JSONString.quoted("é/") == "\"é/\"")
     }
 }
+
+@Suite struct JSONHexTests {
+    @Test func hex4ReadsFourDigitsOrNothing() {
+        #expect(JSONString.hex4(Array("00e9".utf8), at: 0) == 0xE9)
+        #expect(JSONString.hex4(Array("xD83D".utf8), at: 1) == 0xD83D)
+        #expect(JSONString.hex4(Array("00e".utf8), at: 0) == nil)
+        #expect(JSONString.hex4(Array("00g9".utf8), at: 0) == nil)
+        #expect(JSONString.hex4(Array("0000".utf8), at: 1) == nil)
+    }
+}
