@@ -123,6 +123,11 @@ final class BridgeRuntime: Sendable {
             for await _ in finished.stream { break }
             group.cancelAll()
         }
+        // Every task has ended: no acknowledgement can come any more. What is pending stays on disk.
+        toMQTT.sync()
+        toPusher.sync()
+        toMQTT.closeSpool()
+        toPusher.closeSpool()
         logger.info("bridge stopped")
     }
 
@@ -158,12 +163,8 @@ final class BridgeRuntime: Sendable {
         if left > 0 {
             logger.notice("stopped with undelivered messages", metadata: ["messages": "\(left)", "spooled": "\(shared.withLock { $0.settings.buffer.persist })"])
         }
-        toMQTT.sync()
-        toPusher.sync()
         finished.continuation.yield()
         finished.continuation.finish()
-        toMQTT.closeSpool()
-        toPusher.closeSpool()
     }
 
     /// Replaces rules and presence mirrors without touching the connections (SIGHUP with only
