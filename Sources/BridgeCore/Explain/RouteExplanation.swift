@@ -27,12 +27,7 @@ public enum RouteExplanation {
             }
             for deadLetter in routing.deadLetters {
                 explained.insert(deadLetter.rule)
-                lines.append("  rule \(deadLetter.rule): MATCH, DEAD LETTER: \(deadLetter.reason)")
-                if let topic = settings.mqtt.deadLetterTopic {
-                    lines.append("    would be published to \(topic): \(String(decoding: deadLetter.jsonPayload, as: UTF8.self))")
-                } else {
-                    lines.append("    counted and logged (no dead_letter_topic set)")
-                }
+                lines += describe(deadLetter, deadLetterTopic: settings.mqtt.deadLetterTopic)
             }
             for skipped in routing.skipped {
                 explained.insert(skipped.rule)
@@ -83,12 +78,7 @@ public enum RouteExplanation {
             }
             for deadLetter in routing.deadLetters {
                 explained.insert(deadLetter.rule)
-                lines.append("  rule \(deadLetter.rule): MATCH, DEAD LETTER: \(deadLetter.reason)")
-                if let topic = settings.mqtt.deadLetterTopic {
-                    lines.append("    would be published to \(topic): \(String(decoding: deadLetter.jsonPayload, as: UTF8.self))")
-                } else {
-                    lines.append("    counted and logged (no dead_letter_topic set)")
-                }
+                lines += describe(deadLetter, deadLetterTopic: settings.mqtt.deadLetterTopic)
             }
             for rule in settings.pusherToMQTTRules where !explained.contains(rule.name) {
                 if rule.channel != channel {
@@ -112,6 +102,17 @@ public enum RouteExplanation {
             }
         }
         return lines.joined(separator: "\n")
+    }
+
+    /// What happens to a message a rule matched but cannot deliver (DESIGN §5.2).
+    private static func describe(_ deadLetter: DeadLetter, deadLetterTopic: String?) -> [String] {
+        var lines = ["  rule \(deadLetter.rule): MATCH, DEAD LETTER: \(deadLetter.reason)"]
+        if let deadLetterTopic {
+            lines.append("    would be published to \(deadLetterTopic): \(String(decoding: deadLetter.jsonPayload, as: UTF8.self))")
+        } else {
+            lines.append("    counted and logged (no dead_letter_topic set)")
+        }
+        return lines
     }
 }
 

@@ -82,57 +82,44 @@ public enum JSONText {
         }
 
         mutating func scanObject() -> Bool {
-            depth += 1
-            defer { depth -= 1 }
-            guard depth <= Self.maximumDepth else { return false }
-            index += 1
-            skipWhitespace()
-            if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
-                index += 1
-                return true
-            }
-            while true {
-                skipWhitespace()
-                guard index < bytes.count, bytes[index] == UInt8(ascii: "\""), scanString() else { return false }
-                skipWhitespace()
-                guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return false }
-                index += 1
-                skipWhitespace()
-                guard scanValue() else { return false }
-                skipWhitespace()
-                guard index < bytes.count else { return false }
-                if bytes[index] == UInt8(ascii: ",") {
-                    index += 1
-                    continue
+            scanList(closing: UInt8(ascii: "}")) { scanner in
+                guard scanner.index < scanner.bytes.count, scanner.bytes[scanner.index] == UInt8(ascii: "\""), scanner.scanString() else {
+                    return false
                 }
-                if bytes[index] == UInt8(ascii: "}") {
-                    index += 1
-                    return true
-                }
-                return false
+                scanner.skipWhitespace()
+                guard scanner.index < scanner.bytes.count, scanner.bytes[scanner.index] == UInt8(ascii: ":") else { return false }
+                scanner.index += 1
+                scanner.skipWhitespace()
+                return scanner.scanValue()
             }
         }
 
         mutating func scanArray() -> Bool {
+            scanList(closing: UInt8(ascii: "]")) { scanner in scanner.scanValue() }
+        }
+
+        /// `[` or `{` already at `index`: elements separated by commas up to `closing`, or empty.
+        /// Depth is counted here so hostile nesting cannot overflow the stack.
+        mutating func scanList(closing: UInt8, element: (inout Scanner) -> Bool) -> Bool {
             depth += 1
             defer { depth -= 1 }
             guard depth <= Self.maximumDepth else { return false }
             index += 1
             skipWhitespace()
-            if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
+            if index < bytes.count, bytes[index] == closing {
                 index += 1
                 return true
             }
             while true {
                 skipWhitespace()
-                guard scanValue() else { return false }
+                guard element(&self) else { return false }
                 skipWhitespace()
                 guard index < bytes.count else { return false }
                 if bytes[index] == UInt8(ascii: ",") {
                     index += 1
                     continue
                 }
-                if bytes[index] == UInt8(ascii: "]") {
+                if bytes[index] == closing {
                     index += 1
                     return true
                 }
