@@ -5,6 +5,11 @@
 /// hex); everything else, non-ASCII included, is copied as UTF-8.
 public enum JSONString {
     /// Appends `value` as a JSON string literal, quotes included.
+    ///
+    /// `@inlinable` (like ``quoted(_:)``): every event's data goes through here on the bridge's
+    /// hot paths, and an unspecialized generic walk over `some StringProtocol` cost more than the
+    /// rest of building a `batch_events` body (issue 7 profile).
+    @inlinable
     public static func append(_ value: some StringProtocol, to output: inout [UInt8]) {
         output.append(UInt8(ascii: "\""))
         for byte in value.utf8 {
@@ -25,6 +30,7 @@ public enum JSONString {
     }
 
     /// `value` as a JSON string literal, quotes included.
+    @inlinable
     public static func quoted(_ value: some StringProtocol) -> String {
         // Most names and payloads need no escaping: skip the byte loop for them.
         if !value.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
@@ -55,5 +61,5 @@ public enum JSONString {
         return value
     }
 
-    private static let hexDigits = Array("0123456789abcdef".utf8)
+    @usableFromInline static let hexDigits = Array("0123456789abcdef".utf8)
 }

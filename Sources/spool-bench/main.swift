@@ -94,6 +94,7 @@ func crashWriter(directory: String, policyName: String) throws -> Never {
         switch policyName {
         case "always": .always
         case "never": .never
+        case "onsync": .onSync
         default: .batch(records: 64)
         }
     let spool = try Spool(
@@ -125,6 +126,7 @@ try FileManager.default.createDirectory(atPath: base, withIntermediateDirectorie
 var cases: [Case] = []
 for size in [100, 1024] {
     cases.append(Case(name: "never", policy: .never, recordBytes: size, records: size == 100 ? 200_000 : 50_000))
+    cases.append(Case(name: "onSync", policy: .onSync, recordBytes: size, records: size == 100 ? 200_000 : 50_000))
     cases.append(
         Case(name: "batch(64)", policy: .batch(records: 64), recordBytes: size, records: size == 100 ? 100_000 : 30_000)
     )

@@ -24,6 +24,12 @@ import DequeModule
 /// not extended by repeats, so a steadily repeating value is passed through once per window,
 /// never swallowed forever.
 ///
+/// **Connections.** For MQTT redelivery the daemon uses the narrower pair ``record(_:now:)`` and
+/// ``isRedelivery(_:now:)`` with ``startConnection()``: a message can only be a redelivery of
+/// one received on an *earlier* connection (the broker resends what we had not acknowledged),
+/// each earlier copy excuses at most one repeat, and identical messages within one connection
+/// are never compared — so a sensor repeating a value is not mistaken for a redelivery.
+///
 /// Pure value type; time is passed in, never read.
 public struct DuplicateFilter<Instant: InstantProtocol> where Instant.Duration == Swift.Duration {
     /// How long an identity is remembered after its first sighting.
@@ -40,8 +46,14 @@ public struct DuplicateFilter<Instant: InstantProtocol> where Instant.Duration =
         var deadline: Instant
     }
 
+    private struct Sighting {
+        var deadline: Instant
+        var connection: Int
+    }
+
     private var entries: Deque<Entry> = []
-    private var deadlines: [MessageDigest: Instant] = [:]
+    private var deadlines: [MessageDigest: Sighting] = [:]
+    private var connection = 0
 
     /// An empty filter.
     public init(window: Duration = .seconds(30), capacity: Int = 10_000) {
@@ -55,21 +67,56 @@ public struct DuplicateFilter<Instant: InstantProtocol> where Instant.Duration =
     /// True if `identity` was first seen less than `window` before `now` (and is still
     /// remembered); otherwise remembers it from `now` and returns false.
     public mutating func isDuplicate(_ identity: MessageDigest, now: Instant) -> Bool {
-        while let oldest = entries.first, oldest.deadline <= now {
-            forgetOldest()
-        }
+        forgetExpired(now: now)
         if deadlines[identity] != nil {
             duplicatesFound += 1
             return true
         }
+        remember(identity, now: now)
+        return false
+    }
+
+    /// A new connection begins: what is remembered from now on belongs to it, and only
+    /// identities from earlier connections count for ``isRedelivery(_:now:)``.
+    public mutating func startConnection() {
+        connection += 1
+    }
+
+    /// Remembers `identity` as seen on the current connection (first sighting wins).
+    public mutating func record(_ identity: MessageDigest, now: Instant) {
+        forgetExpired(now: now)
+        if let sighting = deadlines[identity] {
+            // A repeat on a newer connection moves the identity to that connection.
+            deadlines[identity] = Sighting(deadline: sighting.deadline, connection: connection)
+            return
+        }
+        remember(identity, now: now)
+    }
+
+    /// True if `identity` was seen on an earlier connection less than `window` ago; that
+    /// sighting is then used up (one earlier copy excuses one redelivery). Remembers nothing.
+    public mutating func isRedelivery(_ identity: MessageDigest, now: Instant) -> Bool {
+        forgetExpired(now: now)
+        guard let sighting = deadlines[identity], sighting.connection < connection else { return false }
+        deadlines[identity] = Sighting(deadline: sighting.deadline, connection: connection)
+        duplicatesFound += 1
+        return true
+    }
+
+    private mutating func remember(_ identity: MessageDigest, now: Instant) {
         if entries.count >= capacity {
             evictedBeforeExpiry += 1
             forgetOldest()
         }
         let deadline = now.advanced(by: window)
         entries.append(Entry(identity: identity, deadline: deadline))
-        deadlines[identity] = deadline
-        return false
+        deadlines[identity] = Sighting(deadline: deadline, connection: connection)
+    }
+
+    private mutating func forgetExpired(now: Instant) {
+        while let oldest = entries.first, oldest.deadline <= now {
+            forgetOldest()
+        }
     }
 
     private mutating func forgetOldest() {

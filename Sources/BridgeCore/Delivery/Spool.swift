@@ -23,9 +23,12 @@ import Darwin
 ///    delivers them.
 /// 3. ``acknowledge(_:)`` (one record, in any order) or ``acknowledge(upTo:)`` marks records
 ///    delivered. The **delivered watermark** is the highest sequence S such that every record
-///    ≤ S is acknowledged; it is written to the log (an acknowledgement record) each time it
-///    advances. A record acknowledged out of order above the watermark is no longer returned
-///    by `read` in this process, but only the watermark is durable.
+///    ≤ S is acknowledged. It is written to the log as an acknowledgement record lazily: with
+///    the next append (in the same `write`), on ``sync()``, rotation and ``close()``, or after
+///    ``SpoolConfiguration/acknowledgementBatch`` acknowledgements — one extra `write` per
+///    message would cost more than the whole rest of the spool. A record acknowledged out of
+///    order above the watermark is no longer returned by `read` in this process, but only the
+///    written watermark is durable.
 /// 4. Compaction: records live in segment files of about ``SpoolConfiguration/segmentBytes``;
 ///    a segment is deleted as soon as every record in it is at or below the watermark, so disk
 ///    use stays bounded by what is pending plus about two segments.
@@ -44,7 +47,10 @@ import Darwin
 /// ## Resources
 /// One open file descriptor per segment (pending bytes / `segmentBytes` + 1: 17 for a full
 /// 64 MiB buffer with the default 4 MiB segments) plus the lock file; an index entry of
-/// 24 bytes per pending record in memory. Payloads stay on disk until read.
+/// 32 bytes per pending record in memory. Payloads appended by this process are also kept in
+/// memory while their total stays under ``SpoolConfiguration/memoryCacheBytes`` (the usual
+/// case: delivered within milliseconds), so `read` needs no `pread`; beyond that, and for
+/// recovered records, payloads stay on disk until read.
 ///
 /// ## Threads
 /// Not `Sendable`: one task owns a spool (the daemon's delivery task for that direction) and
@@ -89,11 +95,12 @@ public final class Spool {
         var hasData: Bool { lastDataSequence >= firstSequence }
     }
 
-    /// Where a record's payload lives.
+    /// Where a record's payload lives (and, while the memory cache has room, the payload itself).
     private struct Location {
         var descriptor: Int32
         var offset: Int
         var length: Int
+        var cached: [UInt8]? = nil
     }
 
     private var segments: Deque<Segment> = []
@@ -102,6 +109,11 @@ public final class Spool {
     private var index: Deque<Location> = []
     private var acknowledgedAboveWatermark: Set<UInt64> = []
     private var appendsSinceSync = 0
+    /// Payload bytes held in `index` entries' `cached`.
+    private var cachedBytes = 0
+    /// Acknowledgements since the last acknowledgement record was written (0: the file's
+    /// watermark is current).
+    private var unwrittenAcknowledgements = 0
     private var lockDescriptor: Int32
     private var isClosed = false
     private let logger: Logger
@@ -204,13 +216,24 @@ public final class Spool {
         }
         guard let active = segments.last else { throw SpoolError.closed(path: directory) }
         let sequence = lastSequence + 1
-        let record = SpoolRecordFormat.encode(kind: .data, sequence: sequence, payload: payload)
+        // A pending acknowledgement record travels in the same write as the data record.
+        var record = pendingAcknowledgementRecord()
+        let acknowledgementSize = record.count
+        record += SpoolRecordFormat.encode(kind: .data, sequence: sequence, payload: payload)
         try write(record, to: active)
+        if acknowledgementSize > 0 {
+            unwrittenAcknowledgements = 0
+            active.size += acknowledgementSize
+            diskBytes += acknowledgementSize
+        }
+        let cache = cachedBytes + payload.count <= configuration.memoryCacheBytes
+        if cache { cachedBytes += payload.count }
         index.append(
             Location(
                 descriptor: active.descriptor,
                 offset: active.size + SpoolRecordFormat.headerSize,
-                length: payload.count
+                length: payload.count,
+                cached: cache ? payload : nil
             )
         )
         active.size += recordSize
@@ -225,7 +248,7 @@ public final class Spool {
         case .batch(let records):
             appendsSinceSync += 1
             if appendsSinceSync >= records { try flush(active) }
-        case .never:
+        case .onSync, .never:
             break
         }
         return sequence
@@ -235,6 +258,7 @@ public final class Spool {
     /// second) with the `batch` policy to bound what a power loss can take.
     public func sync() throws {
         try ensureOpen()
+        try writeAcknowledgement()
         if let active = segments.last { try flush(active) }
     }
 
@@ -255,7 +279,7 @@ public final class Spool {
         while sequence <= lastSequence, result.count < limit {
             if !acknowledgedAboveWatermark.contains(sequence) {
                 let location = index[Int(sequence - deliveredWatermark - 1)]
-                result.append(SpoolRecord(sequence: sequence, payload: try readPayload(at: location)))
+                result.append(SpoolRecord(sequence: sequence, payload: try location.cached ?? readPayload(at: location)))
             }
             sequence += 1
         }
@@ -321,6 +345,7 @@ public final class Spool {
             segments.removeAll()
             isClosed = true
         }
+        try writeAcknowledgement()
         if configuration.fsync != .never, let active = segments.last {
             try flush(active)
         }
@@ -340,14 +365,12 @@ public final class Spool {
         while acknowledgedAboveWatermark.remove(watermark + 1) != nil {
             watermark += 1
         }
-        index.removeFirst(Int(watermark - deliveredWatermark))
+        for _ in 0..<Int(watermark - deliveredWatermark) {
+            cachedBytes -= index.removeFirst().cached?.count ?? 0
+        }
         deliveredWatermark = watermark
-
-        guard let active = segments.last else { throw SpoolError.closed(path: directory) }
-        let record = SpoolRecordFormat.encode(kind: .acknowledgement, sequence: watermark, payload: [])
-        try write(record, to: active)
-        active.size += record.count
-        diskBytes += record.count
+        unwrittenAcknowledgements += 1
+        if unwrittenAcknowledgements >= configuration.acknowledgementBatch { try writeAcknowledgement() }
 
         // Compaction: a segment whose every data record is delivered is no longer needed.
         // Never the active one (it carries the newest acknowledgement record); the oldest
@@ -365,8 +388,25 @@ public final class Spool {
         }
     }
 
+    /// The acknowledgement record for the current watermark if the file does not have it yet.
+    private func pendingAcknowledgementRecord() -> [UInt8] {
+        guard unwrittenAcknowledgements > 0 else { return [] }
+        return SpoolRecordFormat.encode(kind: .acknowledgement, sequence: deliveredWatermark, payload: [])
+    }
+
+    /// Writes the current watermark if the file does not have it yet.
+    private func writeAcknowledgement() throws {
+        let record = pendingAcknowledgementRecord()
+        guard !record.isEmpty, let active = segments.last else { return }
+        try write(record, to: active)
+        unwrittenAcknowledgements = 0
+        active.size += record.count
+        diskBytes += record.count
+    }
+
     /// Closes the active segment for appends and starts a new one named after the next sequence.
     private func rotate() throws {
+        try writeAcknowledgement()
         guard let active = segments.last else { throw SpoolError.closed(path: directory) }
         if configuration.fsync != .never { try flush(active) }
         let first = lastSequence + 1

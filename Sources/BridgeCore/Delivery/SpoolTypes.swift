@@ -8,17 +8,19 @@
 /// |---|---|---|
 /// | `always` | one `fdatasync` (≈ a disk flush) | nothing that `append` returned for |
 /// | `batch(records: n)` | one `fdatasync` per `n` appends | at most the last `n - 1` appends, plus what came after the owner's last `sync()` |
+/// | `onSync` (default) | none on the append path | what came after the owner's last ``Spool/sync()`` (the daemon: ≤ 1 s) |
 /// | `never` | none | whatever the kernel had not written back yet (Linux: up to ≈ 30 s by default) |
 ///
-/// The default is `batch(records: 64)` with the owner calling ``Spool/sync()`` about once a
-/// second: DESIGN §5.6 promises that daemon *restarts* lose nothing (true for every policy);
-/// a power loss costing at most ~1 s or 64 messages is the usual trade-off of message brokers
-/// (mosquitto's own persistence only writes every `autosave_interval`), while `always` is bound
-/// by the disk's flush latency. Measured with `swift run -c release spool-bench` on the
-/// project's 2-core VM (virtual disk, shared with other builds; ranges over 4 runs, 100 B / 1 KiB
-/// records): `always` 330–7 400 appends/s, `batch(64)` 14 000–226 000/s, `never`
-/// 380 000–1 070 000/s. Every policy is far above what the Pusher HTTP API or a Pusher
-/// connection delivers, except `always` on a slow disk.
+/// The default is `onSync` with the owner calling ``Spool/sync()`` about once a second:
+/// DESIGN §5.6 promises that daemon *restarts* lose nothing (true for every policy); a power
+/// loss costing at most ~1 s of messages is the usual trade-off of message brokers (mosquitto's
+/// own persistence only writes every `autosave_interval`, Redis' `appendfsync everysec`).
+/// `batch(64)` was the default until the bridge benchmark (issue 7) showed its `fdatasync`
+/// calls — hundreds a second at 50k messages/s, 0.1–3 ms each on this VM's disk, taken while
+/// the direction's lock is held — stalling Pusher → MQTT. Measured with
+/// `swift run -c release spool-bench` on the project's 2-core VM (virtual disk, shared with
+/// other builds; ranges over 4 runs, 100 B / 1 KiB records): `always` 330–7 400 appends/s,
+/// `batch(64)` 14 000–226 000/s, `never` 380 000–1 070 000/s.
 ///
 /// Acknowledgement records are never forced to disk by themselves: losing one only means the
 /// records it covered are delivered again after a restart (at-least-once), never lost.
@@ -27,11 +29,16 @@ public enum SpoolFsyncPolicy: Sendable, Equatable {
     case always
     /// `fdatasync` after every `records` appends (and on ``Spool/sync()``, rotation and close).
     case batch(records: Int)
+    /// `fdatasync` only in ``Spool/sync()`` (the owner's timer: the daemon calls it every
+    /// second), on rotation and on ``Spool/close()`` — never on the append path, where one
+    /// `fdatasync` (0.1–3 ms on a virtual disk) stalls the whole direction. A power loss takes
+    /// at most the records of the last timer period; a process crash takes nothing.
+    case onSync
     /// Never force; only ``Spool/sync()`` and ``Spool/close()`` flush.
     case never
 
     /// The recommended default, see the type's documentation.
-    public static let `default` = SpoolFsyncPolicy.batch(records: 64)
+    public static let `default` = SpoolFsyncPolicy.onSync
 }
 
 /// Tuning of a ``Spool``.
@@ -44,15 +51,29 @@ public struct SpoolConfiguration: Sendable, Equatable {
     public var segmentBytes: Int
     /// Largest payload `append` accepts; also the largest length field recovery believes.
     public var maxPayloadBytes: Int
+    /// Payload bytes of pending records kept in memory as well, so reading them back needs no
+    /// `pread` (records past this stay on disk only; recovered records are never cached).
+    public var memoryCacheBytes: Int
+    /// The watermark is written at the latest after this many acknowledgements (it also travels
+    /// with the next append, and is written by `sync`, rotation and `close`). A crash redelivers
+    /// at most this many acknowledged records, plus those since the owner's last `sync`.
+    public var acknowledgementBatch: Int
 
     /// - Parameters:
     ///   - fsync: default ``SpoolFsyncPolicy/default``.
     ///   - segmentBytes: default 4 MiB.
     ///   - maxPayloadBytes: default 16 MiB (MQTT payloads can be large; Pusher events are ≤ 10 KiB).
-    public init(fsync: SpoolFsyncPolicy = .default, segmentBytes: Int = 4 << 20, maxPayloadBytes: Int = 16 << 20) {
+    ///   - memoryCacheBytes: default 4 MiB.
+    ///   - acknowledgementBatch: default 256.
+    public init(
+        fsync: SpoolFsyncPolicy = .default, segmentBytes: Int = 4 << 20, maxPayloadBytes: Int = 16 << 20,
+        memoryCacheBytes: Int = 4 << 20, acknowledgementBatch: Int = 256
+    ) {
         self.fsync = fsync
         self.segmentBytes = segmentBytes
         self.maxPayloadBytes = maxPayloadBytes
+        self.memoryCacheBytes = memoryCacheBytes
+        self.acknowledgementBatch = max(1, acknowledgementBatch)
     }
 }
 

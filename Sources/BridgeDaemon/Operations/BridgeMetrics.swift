@@ -37,6 +37,15 @@ public final class BridgeMetrics: Sendable {
     public let registry: PrometheusCollectorRegistry
     private let factory: PrometheusMetricsFactory
     private let counters = Mutex<[String: CoreMetrics.Counter]>([:])
+    /// `messages_total` is counted per message: its cache is keyed without building a string.
+    private let messageCounters = Mutex<[MessageKey: CoreMetrics.Counter]>([:])
+
+    private struct MessageKey: Hashable {
+        var bridge: String
+        var rule: String
+        var direction: Direction
+        var outcome: Outcome
+    }
     private let gauges = Mutex<[String: CoreMetrics.Gauge]>([:])
     private let deliveryTimer: CoreMetrics.Timer
 
@@ -54,10 +63,14 @@ public final class BridgeMetrics: Sendable {
 
     /// `pusher_mqtt_bridge_messages_total{bridge,rule,direction,outcome}`.
     public func messages(bridge: String, rule: String, direction: Direction, outcome: Outcome) -> CoreMetrics.Counter {
-        counter(
+        let key = MessageKey(bridge: bridge, rule: rule, direction: direction, outcome: outcome)
+        if let existing = messageCounters.withLock({ $0[key] }) { return existing }
+        let made = counter(
             "pusher_mqtt_bridge_messages_total",
             [("bridge", bridge), ("rule", rule), ("direction", direction.rawValue), ("outcome", outcome.rawValue)]
         )
+        messageCounters.withLock { $0[key] = made }
+        return made
     }
 
     /// `pusher_mqtt_bridge_reconnects_total{bridge,side}`.

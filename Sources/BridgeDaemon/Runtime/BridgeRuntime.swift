@@ -46,7 +46,7 @@ final class BridgeRuntime: Sendable {
     private let stopSignal = AsyncStream.makeStream(of: Void.self)
     private let finished = AsyncStream.makeStream(of: Void.self)
     /// Lanes for MQTT → Pusher delivery; a channel always maps to the same lane.
-    static let laneCount = 4
+    static let laneCount = 8
 
     /// State shared by the runtime's tasks.
     private struct Shared: ~Copyable {
@@ -57,7 +57,8 @@ final class BridgeRuntime: Sendable {
         var loopGuard = LoopGuard<ContinuousClock.Instant>(window: .seconds(10), capacity: 10_000)
         var duplicates = DuplicateFilter<ContinuousClock.Instant>(window: .seconds(30), capacity: 10_000)
         /// Until when incoming MQTT messages are checked against `duplicates` (QoS 1 redelivery
-        /// after a session resumes).
+        /// after a session resumes): at most 5 s, and only until the first message that is not a
+        /// redelivery (the broker resends unacknowledged messages before anything new).
         var duplicateCheckUntil: ContinuousClock.Instant?
         var inFlight: [MQTTPublishID: OutboxEntry<OutgoingMQTT>] = [:]
         /// Completions that arrived before `send` returned their id (QoS 0 completes on write).
@@ -407,8 +408,11 @@ final class BridgeRuntime: Sendable {
         enum Verdict { case echo, duplicate, presence(String), route(RuleTable, Bool) }
         let verdict: Verdict = shared.withLock { shared in
             if shared.settings.mqtt.protocolVersion == .v311, shared.loopGuard.isOwnEcho(digest, now: now) { return .echo }
-            let duplicate = shared.duplicates.isDuplicate(digest, now: now)
-            if duplicate, let until = shared.duplicateCheckUntil, now < until, message.qos != .atMostOnce { return .duplicate }
+            if let until = shared.duplicateCheckUntil, message.qos != .atMostOnce {
+                if now < until, shared.duplicates.isRedelivery(digest, now: now) { return .duplicate }
+                shared.duplicateCheckUntil = nil
+            }
+            shared.duplicates.record(digest, now: now)
             for rule in shared.settings.presence where message.topic.hasPrefix(rule.topic + "/members/") {
                 return .presence(rule.channel)
             }
@@ -585,6 +589,7 @@ final class BridgeRuntime: Sendable {
                 let again = shared.mqttConnectedOnce
                 shared.mqttConnectedOnce = true
                 shared.duplicateCheckUntil = .now + .seconds(5)
+                shared.duplicates.startConnection()
                 var actions: [PresenceMirror.Action] = []
                 for key in shared.mirrors.keys { actions += shared.mirrors[key]!.mqttConnected() }
                 return (again, actions, shared.settings.mqtt.statusTopic)

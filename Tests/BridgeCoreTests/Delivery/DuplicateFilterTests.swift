@@ -52,4 +52,35 @@ struct DuplicateFilterTests {
         let answer12 = filter.isDuplicate(identity("t", "1"), now: .at(milliseconds: 1))
         #expect(!answer12, "forgotten: the documented blind spot")
     }
+
+    @Test("redelivery: only copies from an earlier connection count, each excuses one repeat")
+    func redeliveryAcrossConnections() {
+        var filter = DuplicateFilter<TestInstant>(window: .seconds(30))
+        let reading = identity("sensors/1/t", "21.5")
+        // The same reading twice on one connection: never a redelivery.
+        filter.record(reading, now: .at(milliseconds: 0))
+        let sameConnection = filter.isRedelivery(reading, now: .at(milliseconds: 1))
+        #expect(!sameConnection)
+        filter.record(reading, now: .at(milliseconds: 1))
+        // After a reconnect the broker resends it once: that copy is a redelivery...
+        filter.startConnection()
+        let resent = filter.isRedelivery(reading, now: .at(milliseconds: 10))
+        #expect(resent)
+        // ...and a further identical reading is a new message, not a second redelivery.
+        let again = filter.isRedelivery(reading, now: .at(milliseconds: 11))
+        #expect(!again)
+        let other = filter.isRedelivery(identity("sensors/1/t", "22.0"), now: .at(milliseconds: 12))
+        #expect(!other)
+        #expect(filter.duplicatesFound == 1)
+    }
+
+    @Test("redelivery: an earlier connection's copy older than the window is forgotten")
+    func redeliveryWindow() {
+        var filter = DuplicateFilter<TestInstant>(window: .seconds(5))
+        let message = identity("a", "1")
+        filter.record(message, now: .at(milliseconds: 0))
+        filter.startConnection()
+        let late = filter.isRedelivery(message, now: .at(milliseconds: 5_000))
+        #expect(!late)
+    }
 }

@@ -44,12 +44,14 @@ func segmentBytesOnDisk(_ directory: String) throws -> Int {
 }
 
 /// A small configuration for tests: no fsync (speed; fsync behaviour is not observable without
-/// a power cut) unless a test asks otherwise.
+/// a power cut) unless a test asks otherwise, and every watermark advance written at once, so
+/// a simulated crash keeps exactly the acknowledged prefix (the lazy watermark has its own tests
+/// in `SpoolLazyAcknowledgementTests`).
 func testConfiguration(
     segmentBytes: Int = 1 << 20,
     fsync: SpoolFsyncPolicy = .never
 ) -> SpoolConfiguration {
-    SpoolConfiguration(fsync: fsync, segmentBytes: segmentBytes, maxPayloadBytes: 1 << 20)
+    SpoolConfiguration(fsync: fsync, segmentBytes: segmentBytes, maxPayloadBytes: 1 << 20, acknowledgementBatch: 1)
 }
 
 /// A logger that keeps the expected recovery warnings of damage tests out of the test output.
