@@ -284,3 +284,30 @@ def test_sigkill_mid_stream_mqtt_to_pusher_loss_window(pusher, broker, workdir, 
     # between callback and spool) is the only loss: a handful of messages at this rate, never more
     # than 1 %.
     assert len(lost) <= n // 100, f"{len(lost)} lost"
+
+
+def test_repeated_identical_readings_after_reconnect_all_cross(pusher, broker, workdir, bridges):
+    """A sensor repeating one value is not a QoS 1 redelivery: right after the bridge's MQTT
+    session resumes (when the duplicate filter is consulted), 50 identical readings published
+    after the reconnect must all reach Pusher. (Before issue 7's fix, the filter suppressed every
+    repeat of a payload for 5 s after each connect: 49 of these 50 were lost.)"""
+    bridges(bridge_config(pusher, broker, workdir, MQTT_TO_PUSHER))
+    listener = PysherListener(pusher, "sensor-kitchen", ["temperature"])
+    wait_until(lambda: publish(broker.port, "sensors/kitchen/temperature", "probe") or "probe" in listener.data(), 20, 0.3, "flow")
+    broker.stop(signal.SIGTERM)
+    broker.start()
+    # The bridge reconnects (its backoff starts at 200 ms); publish as soon as it is back.
+    wait_until(lambda: publish(broker.port, "sensors/kitchen/temperature", "back") or "back" in listener.data(), 20, 0.2,
+               "the bridge to reconnect")
+    base = len(listener.data())
+    pub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="e2e-repeating-sensor")
+    pub.connect("127.0.0.1", broker.port)
+    pub.loop_start()
+    for info in [pub.publish("sensors/kitchen/temperature", b"21.5", qos=1) for _ in range(50)]:
+        info.wait_for_publish(10)
+    pub.loop_stop()
+    pub.disconnect()
+    wait_until(lambda: listener.data()[base:].count("21.5") >= 50, 15, 0.1, "50 identical readings at pysher")
+    time.sleep(0.3)
+    assert listener.data()[base:].count("21.5") == 50
+    listener.close()
