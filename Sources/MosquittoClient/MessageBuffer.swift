@@ -112,6 +112,23 @@ final class MessageBuffer: Sendable {
         }
     }
 
+    /// The next message and up to `max - 1` more that are already buffered, in order; `[]` once
+    /// finished and drained, or when the task is cancelled. A busy consumer takes a burst in one
+    /// call (one lock, one producer wake-up) instead of one suspension per message.
+    func next(max: Int) async -> [MQTTMessage] {
+        guard let first = await next() else { return [] }
+        guard max > 1 else { return [first] }
+        var batch = [first]
+        let wake: Bool = state.withLock { state in
+            while batch.count < max, let item = state.items.popFirst() { batch.append(item) }
+            guard batch.count > 1, state.producerWaiting else { return false }
+            state.producerWaiting = false
+            return true
+        }
+        if wake { room.signal() }
+        return batch
+    }
+
     /// No more messages will come; consumers drain what is buffered, then get `nil`.
     func finish() {
         let consumers = state.withLock { state in
@@ -141,5 +158,11 @@ public struct MQTTMessageStream: AsyncSequence, Sendable {
 
     public func makeAsyncIterator() -> AsyncIterator {
         AsyncIterator(buffer: buffer)
+    }
+
+    /// The next message plus up to `max - 1` more already received, in arrival order; `[]` when
+    /// the client stopped (or the task was cancelled). For consumers that handle bursts at once.
+    public func next(max: Int) async -> [MQTTMessage] {
+        await buffer.next(max: max)
     }
 }

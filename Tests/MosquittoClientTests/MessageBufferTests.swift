@@ -20,6 +20,19 @@ import Testing
         #expect(topics == (0..<5).map { "t/\($0)" })
     }
 
+    @Test func burstsComeInOrderUpToTheLimitThenEndAfterFinish() async {
+        let buffer = MessageBuffer(capacity: 10)
+        for n in 0..<7 { #expect(buffer.push(message(n), maxWait: .zero)) }
+        let stream = MQTTMessageStream(buffer: buffer)
+        let first = await stream.next(max: 4)
+        #expect(first.map(\.topic) == (0..<4).map { "t/\($0)" })
+        let second = await stream.next(max: 4)
+        #expect(second.map(\.topic) == (4..<7).map { "t/\($0)" })
+        buffer.finish()
+        let end = await stream.next(max: 4)
+        #expect(end.isEmpty)
+    }
+
     @Test func fullBufferDropsAfterTheTimeoutAndCounts() {
         let buffer = MessageBuffer(capacity: 2)
         #expect(buffer.push(message(0), maxWait: .zero))

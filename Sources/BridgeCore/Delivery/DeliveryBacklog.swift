@@ -86,6 +86,24 @@ public final class DeliveryBacklog {
             ? .stored(sequence: sequence) : .storedDroppingOldest(sequence: sequence, dropped: dropped)
     }
 
+    /// Offers several messages in order; for a persistent backlog with room for all of them,
+    /// they reach the spool in one write. Otherwise each is offered like ``enqueue(_:)``.
+    ///
+    /// - Throws: only ``SpoolError`` from a persistent backlog's disk (messages before the
+    ///   failing one may have been stored: their admissions are lost with the error, as with a
+    ///   sequence of ``enqueue(_:)`` calls).
+    public func enqueue(contentsOf payloads: [[UInt8]]) throws -> [BacklogAdmission] {
+        let size = payloads.reduce(0) { $0 + $1.count }
+        if let spool, payloads.count > 1, count + payloads.count <= limits.maxMessages, byteCount + size <= limits.maxBytes,
+            payloads.allSatisfy({ $0.count <= limits.maxBytes })
+        {
+            let sequences = try spool.append(contentsOf: payloads)
+            counters.stored += sequences.count
+            return sequences.map { .stored(sequence: $0) }
+        }
+        return try payloads.map { try enqueue($0) }
+    }
+
     /// Up to `limit` undelivered messages with a sequence above `after`, in order.
     public func pending(after: UInt64 = 0, limit: Int) throws -> [SpoolRecord] {
         if let spool { return try spool.read(after: after, limit: limit) }

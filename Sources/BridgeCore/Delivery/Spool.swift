@@ -254,6 +254,59 @@ public final class Spool {
         return sequence
     }
 
+    /// Appends several records with one `write` (the burst a consumer took at once) and returns
+    /// their sequence numbers, in order. Same guarantees as ``append(_:)`` for each record; a
+    /// burst that would not fit in the active segment is appended record by record (rotation).
+    @discardableResult
+    public func append(contentsOf payloads: [[UInt8]]) throws -> [UInt64] {
+        try ensureOpen()
+        guard payloads.count > 1 else { return try payloads.map { try append($0) } }
+        let totalSize = payloads.reduce(0) { $0 + SpoolRecordFormat.headerSize + $1.count }
+        guard payloads.allSatisfy({ $0.count <= configuration.maxPayloadBytes }), let active = segments.last,
+            active.size + totalSize + SpoolRecordFormat.headerSize <= configuration.segmentBytes
+        else { return try payloads.map { try append($0) } }
+        var bytes = pendingAcknowledgementRecord()
+        let acknowledgementSize = bytes.count
+        bytes.reserveCapacity(acknowledgementSize + totalSize)
+        var sequence = lastSequence
+        for payload in payloads {
+            sequence += 1
+            bytes += SpoolRecordFormat.encode(kind: .data, sequence: sequence, payload: payload)
+        }
+        try write(bytes, to: active)
+        if acknowledgementSize > 0 {
+            unwrittenAcknowledgements = 0
+            active.size += acknowledgementSize
+            diskBytes += acknowledgementSize
+        }
+        var sequences: [UInt64] = []
+        sequences.reserveCapacity(payloads.count)
+        for payload in payloads {
+            let cache = cachedBytes + payload.count <= configuration.memoryCacheBytes
+            if cache { cachedBytes += payload.count }
+            index.append(
+                Location(
+                    descriptor: active.descriptor, offset: active.size + SpoolRecordFormat.headerSize, length: payload.count,
+                    cached: cache ? payload : nil))
+            active.size += SpoolRecordFormat.headerSize + payload.count
+            lastSequence += 1
+            active.lastDataSequence = lastSequence
+            pendingBytes += payload.count
+            diskBytes += SpoolRecordFormat.headerSize + payload.count
+            sequences.append(lastSequence)
+        }
+        switch configuration.fsync {
+        case .always:
+            try flush(active)
+        case .batch(let records):
+            appendsSinceSync += payloads.count
+            if appendsSinceSync >= records { try flush(active) }
+        case .onSync, .never:
+            break
+        }
+        return sequences
+    }
+
     /// Forces everything appended so far to disk (`fdatasync`). Call it on a timer (e.g. every
     /// second) with the `batch` policy to bound what a power loss can take.
     public func sync() throws {

@@ -396,13 +396,24 @@ final class BridgeRuntime: Sendable {
 
     // MARK: MQTT → Pusher
 
+    /// Takes messages in bursts (up to 64 already received): their events reach the outbox, and
+    /// its spool, with one lock and one write.
     private func consumeMQTT() async {
-        for await message in mqtt.messages {
-            handle(message)
+        var events: [OutgoingPusher] = []
+        while true {
+            let burst = await mqtt.messages.next(max: 64)
+            if burst.isEmpty { return }
+            for message in burst { handle(message, into: &events) }
+            guard !events.isEmpty else { continue }
+            let admissions = toPusher.append(contentsOf: events)
+            for (admission, event) in zip(admissions, events) {
+                account(admission, rule: event.event.rule, direction: .mqttToPusher)
+            }
+            events.removeAll(keepingCapacity: true)
         }
     }
 
-    private func handle(_ message: MQTTMessage) {
+    private func handle(_ message: MQTTMessage, into events: inout [OutgoingPusher]) {
         let now = ContinuousClock.now
         let digest = MessageDigest(topic: message.topic, payload: message.payload)
         enum Verdict { case echo, duplicate, presence(String), route(RuleTable, Bool) }
@@ -438,8 +449,7 @@ final class BridgeRuntime: Sendable {
                 metrics.messages(bridge: name, rule: skipped.rule, direction: .mqttToPusher, outcome: .suppressed).increment()
             }
             for event in routing.events {
-                let admission = toPusher.append(OutgoingPusher(event: event, receivedAtMillis: received.millisecondsSince1970))
-                account(admission, rule: event.rule, direction: .mqttToPusher)
+                events.append(OutgoingPusher(event: event, receivedAtMillis: received.millisecondsSince1970))
             }
             for letter in routing.deadLetters { deadLetter(letter, direction: .mqttToPusher) }
         }

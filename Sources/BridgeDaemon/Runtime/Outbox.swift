@@ -91,6 +91,34 @@ final class Outbox<Item: OutboxItem>: Sendable {
         return admission
     }
 
+    /// Offers several messages in order (one lock, one spool write when there is room), wakes
+    /// the consumer once. The admissions are in the order of `items`.
+    func append(contentsOf items: [Item]) -> [OutboxAdmission] {
+        guard items.count > 1 else { return items.map { append($0) } }
+        var admissions: [OutboxAdmission] = []
+        let waiter: CheckedContinuation<Void, Never>? = state.withLock { state in
+            do {
+                for result in try state.backlog.enqueue(contentsOf: items.map { $0.encoded() }) {
+                    var admission = OutboxAdmission()
+                    switch result {
+                    case .stored: break
+                    case .storedDroppingOldest(_, let dropped): admission.dropped = dropped.count
+                    case .droppedNewest, .droppedOversize: admission.dropped = 1
+                    }
+                    admissions.append(admission)
+                }
+                state.appendsSinceSync += items.count
+            } catch {
+                logger.error("spool write failed: messages not stored", metadata: ["outbox": "\(name)", "error": "\(error)", "messages": "\(items.count)"])
+                admissions = Array(repeating: OutboxAdmission(dropped: 0, spoolFailed: true), count: items.count)
+            }
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume()
+        return admissions
+    }
+
     /// Up to `max` messages not handed out yet, oldest first, waiting while there are none.
     /// Returns `[]` once the outbox is closed and everything was handed out, or on cancellation.
     func next(max: Int) async -> [OutboxEntry<Item>] {

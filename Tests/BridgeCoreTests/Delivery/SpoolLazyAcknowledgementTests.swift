@@ -85,3 +85,43 @@ struct SpoolLazyAcknowledgementTests {
         }
     }
 }
+
+@Suite("Spool and DeliveryBacklog: bursts appended with one write")
+struct SpoolBurstAppendTests {
+    @Test("a burst gets consecutive sequences, reads back exactly, carries the pending watermark, survives reopening")
+    func burst() throws {
+        try withTemporaryDirectory { directory in
+            let configuration = SpoolConfiguration(fsync: .never, segmentBytes: 600, maxPayloadBytes: 1 << 20, acknowledgementBatch: 256)
+            do {
+                let spool = try Spool(directory: directory, configuration: configuration)
+                try spool.append(payload(for: 1, size: 10))
+                try spool.acknowledge(1)
+                // Fits in the segment: one write, watermark included.
+                #expect(try spool.append(contentsOf: (2...5).map { payload(for: $0, size: 20) }) == [2, 3, 4, 5])
+                // Does not fit: falls back to record-by-record appends across a rotation.
+                #expect(try spool.append(contentsOf: (6...12).map { payload(for: $0, size: 90) }) == Array(6...12))
+                #expect(try spool.append(contentsOf: []) == [])
+                #expect(try allPending(spool).map(\.sequence) == Array(2...12))
+            }  // "crash": no close
+            let reopened = try Spool(directory: directory, configuration: configuration)
+            #expect(reopened.recovery.deliveredWatermark == 1)
+            #expect(reopened.recovery.damage.isEmpty)
+            let expected = (2...5).map { SpoolRecord(sequence: $0, payload: payload(for: $0, size: 20)) }
+                + (6...12).map { SpoolRecord(sequence: $0, payload: payload(for: $0, size: 90)) }
+            #expect(try allPending(reopened) == expected)
+        }
+    }
+
+    @Test("a burst into a full backlog follows the overflow policy message by message, like single enqueues")
+    func burstIntoFullBacklog() throws {
+        try withTemporaryDirectory { directory in
+            let spool = try Spool(directory: directory, configuration: testConfiguration())
+            let backlog = DeliveryBacklog(limits: BufferLimits(maxMessages: 3, maxBytes: 1 << 20), overflow: .dropOldest, spool: spool)
+            let first = try backlog.enqueue(contentsOf: [[1], [2]])
+            #expect(first == [.stored(sequence: 1), .stored(sequence: 2)])
+            let second = try backlog.enqueue(contentsOf: [[3], [4], [5]])
+            #expect(second == [.stored(sequence: 3), .storedDroppingOldest(sequence: 4, dropped: [1]), .storedDroppingOldest(sequence: 5, dropped: [2])])
+            #expect(try backlog.pending(limit: 10).map(\.payload) == [[3], [4], [5]])
+        }
+    }
+}
