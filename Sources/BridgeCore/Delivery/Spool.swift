@@ -48,7 +48,7 @@ import Darwin
 /// One open file descriptor per segment (pending bytes / `segmentBytes` + 1: 17 for a full
 /// 64 MiB buffer with the default 4 MiB segments) plus the lock file; an index entry of
 /// 32 bytes per pending record in memory. Payloads appended by this process are also kept in
-/// memory while their total stays under ``SpoolConfiguration/memoryCacheBytes`` (the usual
+/// memory while their total stays under ``SpoolConfiguration/memoryCacheBytes`` (1 MiB) (the usual
 /// case: delivered within milliseconds), so `read` needs no `pread`; beyond that, and for
 /// recovered records, payloads stay on disk until read.
 ///

@@ -63,11 +63,11 @@ public struct SpoolConfiguration: Sendable, Equatable {
     ///   - fsync: default ``SpoolFsyncPolicy/default``.
     ///   - segmentBytes: default 4 MiB.
     ///   - maxPayloadBytes: default 16 MiB (MQTT payloads can be large; Pusher events are ≤ 10 KiB).
-    ///   - memoryCacheBytes: default 4 MiB.
+    ///   - memoryCacheBytes: default 1 MiB (at 50k messages/s of 1 KiB with 10 ms in flight, half of it).
     ///   - acknowledgementBatch: default 256.
     public init(
         fsync: SpoolFsyncPolicy = .default, segmentBytes: Int = 4 << 20, maxPayloadBytes: Int = 16 << 20,
-        memoryCacheBytes: Int = 4 << 20, acknowledgementBatch: Int = 256
+        memoryCacheBytes: Int = 1 << 20, acknowledgementBatch: Int = 256
     ) {
         self.fsync = fsync
         self.segmentBytes = segmentBytes
