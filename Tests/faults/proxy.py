@@ -23,11 +23,31 @@ Pusher, independent of any WebSocket subscriber's own reconnects.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import json
+import os
 import socket
 import struct
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
+
+
+def netns_executor(name: str) -> ThreadPoolExecutor:
+    """A one-thread executor whose thread has entered the network namespace `name` (setns(2)
+    applies to the calling thread only; sockets it creates live in that namespace)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    clone_newnet = 0x40000000
+
+    def enter():
+        fd = os.open(f"/run/netns/{name}", os.O_RDONLY)
+        try:
+            if libc.setns(fd, clone_newnet) != 0:
+                raise OSError(ctypes.get_errno(), f"setns into {name} failed")
+        finally:
+            os.close(fd)
+
+    return ThreadPoolExecutor(max_workers=1, initializer=enter, thread_name_prefix=f"netns-{name}")
 
 
 class _LoopThread:
@@ -73,8 +93,12 @@ class _Conn:
 class TCPFaultProxy:
     """A TCP proxy with pass / blackhole / reset modes. `port` is where clients connect."""
 
-    def __init__(self, upstream_port: int, upstream_host: str = "127.0.0.1", name: str = "proxy"):
+    def __init__(self, upstream_port: int, upstream_host: str = "127.0.0.1", name: str = "proxy",
+                 upstream_netns: str | None = None):
         self.upstream = (upstream_host, upstream_port)
+        # Upstream connections made from inside a network namespace (the partition row): a
+        # one-thread executor that entered the namespace creates them; the listener stays here.
+        self._ns_executor = netns_executor(upstream_netns) if upstream_netns else None
         self.name = name
         self.mode = "pass"
         self.conns: set[_Conn] = set()
@@ -82,6 +106,14 @@ class TCPFaultProxy:
         self._lt = _LoopThread(f"{name}-loop")
         self.server = self._lt.call(self._start())
         self.port = self.server.sockets[0].getsockname()[1]
+
+    async def _open_upstream(self):
+        if self._ns_executor is None:
+            return await asyncio.open_connection(*self.upstream)
+        loop = asyncio.get_running_loop()
+        sock = await loop.run_in_executor(self._ns_executor, socket.create_connection, self.upstream, 5)
+        sock.setblocking(False)
+        return await asyncio.open_connection(sock=sock)
 
     async def _start(self):
         return await asyncio.start_server(self._handle, "127.0.0.1", 0)
@@ -117,7 +149,7 @@ class TCPFaultProxy:
                 await self._discard(reader)
                 return
             try:
-                up_r, up_w = await asyncio.open_connection(*self.upstream)
+                up_r, up_w = await self._open_upstream()
             except OSError:
                 _rst(writer)
                 return
@@ -251,7 +283,7 @@ class HTTPFaultProxy(TCPFaultProxy):
                     continue
                 if up_w is None:
                     try:
-                        up_r, up_w = await asyncio.open_connection(*self.upstream)
+                        up_r, up_w = await self._open_upstream()
                     except OSError:
                         _rst(writer)
                         return
