@@ -79,7 +79,9 @@ def pusher_closes(code: int, times: int):
                 time.sleep(0.05)
             if code < 4100:
                 rig.observations.append(f"/readyz 503 while the bridge waited after {code}: {saw_not_ready}")
-            time.sleep(0.5)
+            # Each connection lives a few seconds before the next close, like a server that
+            # rebalances now and then -- not one that closes every new connection at once.
+            time.sleep(2.5)
         return ends
     return inject
 
@@ -263,15 +265,23 @@ def run_row(row: Row, base: Path) -> Result:
         ends = row.inject(rig)
         time.sleep(COOLDOWN_S)
         rig.stop_traffic()
-        p2m_t, p2m_rec, p2m_miss, _ = judge_direction(rig.p2m.sent.snapshot(), rig.receiver.received.snapshot(), row.p2m, ends)
+        observations = rig.observations
+        p2m_t, p2m_rec, p2m_miss, p2m_reports = judge_direction(rig.p2m.sent.snapshot(), rig.receiver.received.snapshot(), row.p2m, ends)
         m2p_t, m2p_rec, m2p_miss, m2p_reports = judge_direction(rig.m2p.sent.snapshot(), rig.m2p_received(), row.m2p, ends)
         ws_t, ws_rec, _, _ = judge_direction(rig.m2p.sent.snapshot(), rig.pysher.received.snapshot(), Expectation(), ends)
         observed = {"p2m": fmt_dir(p2m_t, p2m_rec), "m2p": fmt_dir(m2p_t, m2p_rec), "m2p_at_pysher": fmt_dir(ws_t, ws_rec),
                     "sender_errors": {"p2m": rig.p2m.errors, "m2p": rig.m2p.errors}}
+        # The raw records, for looking into a MISS afterwards.
+        (workdir / "records.json").write_text(json.dumps({
+            "fault_ends": ends, "p2m_sent": rig.p2m.sent.snapshot(), "p2m_received": rig.receiver.received.snapshot(),
+            "m2p_sent": rig.m2p.sent.snapshot(), "m2p_api": rig.m2p_received(), "m2p_pysher": rig.pysher.received.snapshot()}))
+        for label, reports in (("P->M", p2m_reports), ("M->P", m2p_reports)):
+            reordered = [s for r in reports for s in r.reordered_seqs][:10]
+            if reordered:
+                observations.append(f"{label} reordered seqs (first 10): {reordered}")
         misses = [f"P->M {m}" for m in p2m_miss] + [f"M->P {m}" for m in m2p_miss] + rig.failures
         if not rig.bridge.running():
             misses.append("the bridge is not running at the end")
-        observations = rig.observations
         if m2p_t.lost:
             lost = [s for r in m2p_reports for s in r.lost_seqs][:10]
             observations.append(f"M->P lost seqs (first 10): {lost}")

@@ -191,6 +191,11 @@ class TCPFaultProxy:
             self.server.close()
             for c in list(self.conns):
                 c.reset()
+            # Every connection handler ends before the loop stops (no "Task was destroyed").
+            others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in others:
+                t.cancel()
+            await asyncio.gather(*others, return_exceptions=True)
 
         try:
             self._lt.call(shutdown())

@@ -227,6 +227,10 @@ class Rig:
         return out
 
     def close(self):
+        # The daemon first (while its servers are still there, so it stops quickly), then the
+        # test's clients and proxies, then the servers.
+        if hasattr(self, "bridge"):
+            self.bridge.stop(signal.SIGTERM, timeout=10)
         for close in reversed(self.closers):
             try:
                 close()
