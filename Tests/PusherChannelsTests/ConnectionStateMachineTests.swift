@@ -247,7 +247,7 @@ func sends(in actions: [Action]) -> [String] {
         var machine = makeMachine(policy: ReconnectPolicy(initialDelay: .seconds(1), jitter: 0))
         let clock = ManualClock()
         connect(&machine, clock)
-        #expect(reconnectDelays(in: machine.transportClosed(code: 1006, now: clock.now)) == [.seconds(2)])
+        #expect(reconnectDelays(in: machine.transportClosed(code: 1006, now: clock.now)) == [.seconds(1)])
         var other = makeMachine(policy: ReconnectPolicy(initialDelay: .seconds(1), jitter: 0))
         connect(&other, clock)
         #expect(reconnectDelays(in: other.transportClosed(code: nil, now: clock.now)) == [.seconds(1)])
@@ -277,7 +277,7 @@ func sends(in actions: [Action]) -> [String] {
         _ = machine.receivedFrame(established(), now: clock.now)
         clock.advance(.seconds(30))
         _ = machine.receivedFrame(PusherFrame(event: "pusher:pong"), now: clock.now)
-        #expect(reconnectDelays(in: machine.transportClosed(code: 1006, now: clock.now)) == [.seconds(2)])
+        #expect(reconnectDelays(in: machine.transportClosed(code: 1006, now: clock.now)) == [.seconds(1)])
     }
 
     @Test func givesUpAfterMaxAttempts() {

@@ -117,7 +117,7 @@ def main() -> int:
                 samples.append(row)
                 w.writerow(row)
                 f.flush()
-                if now >= next_fault and now < duration - 90:  # the last minute and a half is fault-free
+                if now >= next_fault and now < duration - min(90.0, duration / 6):  # a fault-free tail
                     name, inject = FAULTS[k % len(FAULTS)]
                     print(f"[{now / 60:5.1f} min] fault: {name}; rss {row[1] / 1024:.1f} MiB, {row[2]} fds", flush=True)
                     faults.append((now, name))
