@@ -12,7 +12,7 @@ FAULTS      ?=
 PREFIX      ?= /usr/local
 BIN_DIR      = $(shell $(SWIFT) build $(BUILD_FLAGS) --show-bin-path 2>/dev/null)
 
-.PHONY: all build setup test test-swift test-interop test-e2e test-faults-checker check-unit faults soak run install format lint clean
+.PHONY: all build setup test test-swift test-interop test-e2e test-faults-unit check-unit faults soak run install format lint clean
 
 all: build
 
@@ -25,7 +25,7 @@ build:
 
 test: setup
 	$(SWIFT) build --build-tests $(BUILD_FLAGS)
-	$(MAKE) --no-print-directory test-swift test-interop test-e2e test-faults-checker check-unit
+	$(MAKE) --no-print-directory test-swift test-interop test-e2e test-faults-unit check-unit
 
 # systemd-analyze verify (silent) and security (exposure <= 2.0) on the shipped unit.
 check-unit:
@@ -48,9 +48,9 @@ test-e2e:
 	PUSHER_LOCAL_BIN="$(BIN_DIR)/pusher-local" BRIDGE_BIN="$(BIN_DIR)/pusher-mqtt-bridge" \
 	  .venv/bin/python -m pytest Tests/e2e -q -p no:cacheprovider --durations=5
 
-# The fault matrix's checker on its own (pure Python, < 1 s); part of `make test`.
-test-faults-checker:
-	.venv/bin/python -m pytest Tests/faults/test_checker.py -q -p no:cacheprovider
+# The fault matrix's checker and proxies on their own (no daemon, < 2 s); part of `make test`.
+test-faults-unit:
+	.venv/bin/python -m pytest Tests/faults/test_checker.py Tests/faults/test_proxy.py -q -p no:cacheprovider
 
 # The fault matrix (RELIABILITY.md): every row, or FAULTS=row1,row2. Not part of `make test`.
 # Needs root for the partition row (ip netns + iptables, installed by setup.sh --faults).
