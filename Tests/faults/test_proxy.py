@@ -69,7 +69,7 @@ def test_tcp_pass_blackhole_reset(echo_port):
         proxy.set_mode("blackhole")
         # New connections are accepted and hang; open ones hang too.
         with pytest.raises(socket.timeout):
-            roundtrip(proxy.port, b"lost", timeout=0.3)
+            roundtrip(proxy.port, b"lost", timeout=0.15)
         open_conn.settimeout(0.3)
         open_conn.sendall(b"b")
         with pytest.raises(socket.timeout):
@@ -138,7 +138,7 @@ def test_http_pass_records_accepted_events_and_faults_answer_or_hang(api_port):
         assert post(proxy.port, "/apps/1/batch_events", batch) == 503
         proxy.set_mode("hang")
         with pytest.raises(socket.timeout):
-            post(proxy.port, "/apps/1/batch_events", batch, timeout=0.3)
+            post(proxy.port, "/apps/1/batch_events", batch, timeout=0.15)
         assert len(proxy.events()) == 3  # nothing faulted was recorded as accepted
         assert proxy.requests["faulted"] == 2 and proxy.requests["hung"] == 1
 
