@@ -117,9 +117,21 @@ def http_fault(mode: str, status: int = 503, seconds: float = 5.0):
     return inject
 
 
-def bridge_sigkill(down: float = 2.0):
+def bridge_sigkill(down: float = 2.0, buffered_for: float = 3.0):
+    """The MQTT side is blackholed for `buffered_for` s first, so the daemon holds Pusher -> MQTT
+    messages in its buffer and spool when it is killed; they must all arrive after the restart."""
     def inject(rig: Rig) -> list[float]:
-        rig.restart_bridge(down)
+        rig.mqtt_proxy.set_mode("blackhole")
+        start = time.monotonic()
+        time.sleep(buffered_for)
+        rig.bridge.kill()
+        killed = time.monotonic()
+        rig.mqtt_proxy.set_mode("pass")
+        time.sleep(down)
+        rig.bridge.start()
+        # Sent while the broker was unreachable but the daemon alive (minus the last 0.5 s, which
+        # may not have reached the daemon): these must come out of the spool.
+        rig.spool_window = (start, killed - 0.5)
         return [time.monotonic()]
     return inject
 
@@ -214,9 +226,9 @@ def rows() -> list[Row]:
             Expectation(0, why=f"not affected: {ZERO}"),
             Expectation(0, max_recovery_s=13, why=f"the 10 s request timeout fires, then retried: {ZERO}"),
             http_fault("hang")),
-        Row("bridge-sigkill", "bridge SIGKILL, restarted after 2 s (spool)",
+        Row("bridge-sigkill", "bridge SIGKILL (3 s into an MQTT blackhole, so it holds a buffer), restarted after 2 s",
             Expectation(int(R * 5), max_recovery_s=6,
-                        why="Pusher has no replay: events while no bridge is subscribed are lost (<= rate x (2 s + start + subscribe)); buffered ones are in the spool"),
+                        why="Pusher has no replay: events while no bridge is subscribed are lost (<= rate x (2 s + start + subscribe)); every buffered one comes out of the spool"),
             Expectation(int(R * 0.1), max_recovery_s=6,
                         why="DESIGN 5.6: only what libmosquitto acknowledged but the bridge had not spooled (<= rate x 100 ms); the rest waits in the session"),
             bridge_sigkill()),
@@ -279,6 +291,16 @@ def run_row(row: Row, base: Path) -> Result:
             reordered = [s for r in reports for s in r.reordered_seqs][:10]
             if reordered:
                 observations.append(f"{label} reordered seqs (first 10): {reordered}")
+        if hasattr(rig, "spool_window"):
+            lo, hi = rig.spool_window
+            sent_times = {(st, q): t for st, v in rig.p2m.sent.snapshot().items() for q, t in v}
+            in_window = [k for k, t in sent_times.items() if lo <= t <= hi]
+            lost_set = {(r.stream, q) for r in p2m_reports for q in r.lost_seqs}
+            spool_lost = [k for k in in_window if k in lost_set]
+            observations.append(f"P->M buffered when killed (sent in the {hi - lo:.1f} s before): {len(in_window)}, "
+                                f"lost {len(spool_lost)}")
+            if spool_lost or not in_window:
+                rig.failures.append(f"{len(spool_lost)} of {len(in_window)} spooled Pusher -> MQTT messages lost")
         misses = [f"P->M {m}" for m in p2m_miss] + [f"M->P {m}" for m in m2p_miss] + rig.failures
         if not rig.bridge.running():
             misses.append("the bridge is not running at the end")
