@@ -18,7 +18,7 @@ sys.path.insert(0, str(HERE.parent / "e2e"))
 
 from checker import Expectation, classify, recovery_time, summarize  # noqa: E402
 from conftest import bridge_config  # noqa: E402
-from harness import Bridge, Mosquitto, PusherLocal, binary, free_port, wait_until  # noqa: E402
+from harness import Bridge, Mosquitto, PusherLocal, free_port, wait_until  # noqa: E402
 from proxy import HTTPFaultProxy, TCPFaultProxy  # noqa: E402
 from traffic import MQTTReceiver, MQTTSender, PusherSender, PysherReceiver  # noqa: E402
 
@@ -78,7 +78,7 @@ class Rig:
             self.broker.argv = ns_prefix + self.broker.argv
         self.processes.append(self.broker)
         if self.netns:
-            Process_start(self.broker)
+            start_without_port_check(self.broker)
             wait_until(lambda: self._ns_port_open(self.broker.port), 10, what="mosquitto in netns")
         else:
             self.broker.start()
@@ -172,7 +172,7 @@ class Rig:
         self.broker.stop(sig)
         time.sleep(down)
         if self.netns:
-            Process_start(self.broker)
+            start_without_port_check(self.broker)
             wait_until(lambda: self._ns_port_open(self.broker.port), 10, what="mosquitto in netns")
         else:
             self.broker.start()
@@ -250,7 +250,7 @@ class Rig:
                 pass
 
 
-def Process_start(p):
+def start_without_port_check(p):
     """Start a harness process without its 127.0.0.1 port check (it listens in another namespace)."""
     from harness import Process
     Process.start(p)
@@ -266,4 +266,4 @@ def judge_direction(sent: dict, received: dict, expectation: Expectation, fault_
     return totals, worst, expectation.judge(totals, worst), reports
 
 
-__all__ = ["Rig", "judge_direction", "binary", "EXTRA_RULE"]
+__all__ = ["Rig", "judge_direction", "EXTRA_RULE"]
