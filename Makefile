@@ -8,10 +8,11 @@ SHELL := /bin/bash
 SWIFT       ?= swift
 CONFIG      ?= bridges.conf
 BUILD_FLAGS ?=
+FAULTS      ?=
 PREFIX      ?= /usr/local
 BIN_DIR      = $(shell $(SWIFT) build $(BUILD_FLAGS) --show-bin-path 2>/dev/null)
 
-.PHONY: all build setup test test-swift test-interop test-e2e check-unit run install format lint clean
+.PHONY: all build setup test test-swift test-interop test-e2e test-faults-unit check-unit faults soak run install format lint clean
 
 all: build
 
@@ -24,7 +25,7 @@ build:
 
 test: setup
 	$(SWIFT) build --build-tests $(BUILD_FLAGS)
-	$(MAKE) --no-print-directory test-swift test-interop test-e2e check-unit
+	$(MAKE) --no-print-directory test-swift test-interop test-e2e test-faults-unit check-unit
 
 # systemd-analyze verify (silent) and security (exposure <= 2.0) on the shipped unit.
 check-unit:
@@ -46,6 +47,25 @@ test-interop:
 test-e2e:
 	PUSHER_LOCAL_BIN="$(BIN_DIR)/pusher-local" BRIDGE_BIN="$(BIN_DIR)/pusher-mqtt-bridge" \
 	  .venv/bin/python -m pytest Tests/e2e -q -p no:cacheprovider --durations=5
+
+# The fault matrix's checker and proxies on their own (no daemon, < 2 s); part of `make test`.
+test-faults-unit:
+	.venv/bin/python -m pytest Tests/faults/test_checker.py Tests/faults/test_proxy.py -q -p no:cacheprovider
+
+# The fault matrix (RELIABILITY.md): every row, or FAULTS=row1,row2. Not part of `make test`.
+# Needs root for the partition row (ip netns + iptables, installed by setup.sh --faults).
+faults:
+	@scripts/setup.sh --faults
+	$(SWIFT) build $(BUILD_FLAGS)
+	PUSHER_LOCAL_BIN="$(BIN_DIR)/pusher-local" BRIDGE_BIN="$(BIN_DIR)/pusher-mqtt-bridge" FAULTS="$(FAULTS)" \
+	  .venv/bin/python Tests/faults/matrix.py
+
+# 30 min (SOAK_MINUTES) of traffic both ways with a fault every few minutes; RSS/fd growth < 10 %.
+soak:
+	@scripts/setup.sh
+	$(SWIFT) build $(BUILD_FLAGS)
+	PUSHER_LOCAL_BIN="$(BIN_DIR)/pusher-local" BRIDGE_BIN="$(BIN_DIR)/pusher-mqtt-bridge" \
+	  .venv/bin/python Tests/faults/soak.py
 
 run: setup
 	$(SWIFT) build $(BUILD_FLAGS)

@@ -4,7 +4,9 @@
 #     mosquitto, mosquitto-clients, openssl (run/tests); python3-venv (test tools); systemd (unit checks)
 #   - a Python virtualenv in .venv with the third-party clients the interop tests use
 #     (Tests/interop/requirements.txt: pysher, pusher, paho-mqtt, pytest).
-# Usage: scripts/setup.sh [--system-only | --python-only]
+#   - with --faults (used by `make faults` / `make soak` only): iptables and iproute2 for the
+#     network-partition row of the fault matrix (Tests/faults), on top of everything above.
+# Usage: scripts/setup.sh [--system-only | --python-only | --faults]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,11 +14,14 @@ want_system=1 want_python=1
 case "${1:-}" in
   --system-only) want_python=0 ;;
   --python-only) want_system=0 ;;
+  --faults) want_faults=1 ;;
   "") ;;
-  *) echo "usage: $0 [--system-only | --python-only]" >&2; exit 64 ;;
+  *) echo "usage: $0 [--system-only | --python-only | --faults]" >&2; exit 64 ;;
 esac
 
 packages=(libmosquitto-dev libsodium-dev zlib1g-dev libssl-dev mosquitto mosquitto-clients openssl python3-venv systemd)
+# Only the fault matrix needs these (ip netns + iptables for the partition row); `make test` does not.
+[ "${want_faults:-0}" = 1 ] && packages+=(iptables iproute2)
 
 if [ "$want_system" = 1 ]; then
   missing=()

@@ -728,6 +728,10 @@ public struct PusherConnectionStateMachine: Sendable {
         clientEventTimes.removeAll()
     }
 
+    /// How long a connection must have been up for a 4200–4299 close to reconnect at once even
+    /// after earlier reconnects (at most one reconnect per this interval: never a hot loop).
+    static let immediateReconnectAfterUptime: Duration = .seconds(2)
+
     private mutating func afterLoss(
         _ action: CloseCodeAction,
         closeCode: UInt16?,
@@ -738,6 +742,13 @@ public struct PusherConnectionStateMachine: Sendable {
         var actions: [Action] = []
         let policy = configuration.reconnectPolicy
         if let connectedAt, now - connectedAt >= policy.stableAfter { attempt = 0 }
+        // 4200–4299 on a connection that worked for a while is the server asking for a new one
+        // (DESIGN §5.5: "reconnect at once"), not a failed attempt: start the count over, or 20
+        // such closes within `stableAfter` would climb to the backoff cap (seen in the fault
+        // matrix, Tests/faults, row close-4200). A server that closes sooner still gets backoff.
+        if case .reconnectImmediately = action, let connectedAt, now - connectedAt >= Self.immediateReconnectAfterUptime {
+            attempt = 0
+        }
         if case .doNotRetryUnchanged = action {
             let code = Int(closeCode ?? 0)
             actions.append(.error(.connectionRefused(closeCode: code, reason: PusherCloseCode(UInt16(code)).reason)))

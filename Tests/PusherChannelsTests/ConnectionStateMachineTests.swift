@@ -225,6 +225,24 @@ func sends(in actions: [Action]) -> [String] {
         #expect(reconnectDelays(in: second) == [.seconds(2)])
     }
 
+    /// Regression (fault matrix row close-4200): twenty 4200 closes, each after the connection
+    /// had been up a few seconds but well within `stableAfter`, all reconnect at once; the
+    /// attempt count starts over, so a later failure backs off from the first step, not the cap.
+    @Test func repeated4200OnWorkingConnectionsReconnectAtOnceEveryTime() {
+        var machine = makeMachine(policy: ReconnectPolicy(initialDelay: .seconds(1), jitter: 0))
+        var clock = ManualClock()
+        connect(&machine, clock)
+        for i in 0..<20 {
+            clock.advance(.seconds(3))
+            let actions = machine.transportClosed(code: 4200, now: clock.now)
+            #expect(reconnectDelays(in: actions) == [.zero], "close \(i)")
+            #expect(actions.contains(.openTransport))
+            _ = machine.receivedFrame(established("9.\(i)"), now: clock.now)
+        }
+        clock.advance(.seconds(3))
+        #expect(reconnectDelays(in: machine.transportClosed(code: 1006, now: clock.now)) == [.seconds(2)])
+    }
+
     @Test func otherCodesAndUncleanClosesBackOff() {
         var machine = makeMachine(policy: ReconnectPolicy(initialDelay: .seconds(1), jitter: 0))
         let clock = ManualClock()

@@ -1,0 +1,148 @@
+"""Soak (`make soak`): SOAK_MINUTES (default 30) of tagged traffic both ways (SOAK_RATE msg/s per
+direction, default 200) through one bridge daemon, with a fault every SOAK_FAULT_EVERY seconds
+(default 180) rotating through: broker SIGTERM + restart, pusher-local 4200 close, a 10 s MQTT-side
+blackhole, SIGHUP with a rule-only change. The daemon's RSS (VmRSS) and open fds (/proc/PID/fd)
+are sampled every SOAK_SAMPLE seconds (default 5) into soak.csv and plotted in soak.png.
+
+Growth after warm-up: the median of the samples in the minute after warm-up (the first
+SOAK_WARMUP_MINUTES, default min(4, a sixth of the run)) against the median of the last minute;
+must be < 10 % for RSS and fds. The checker summarises every message of the run.
+Output: SOAK_OUT (default .build/soak/): soak.csv, soak.png, soak.json.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from checker import Expectation  # noqa: E402
+from matrix import blackhole, broker_restarts, pusher_closes  # noqa: E402
+from rig import EXTRA_RULE, Rig, judge_direction  # noqa: E402
+
+MINUTES = float(os.environ.get("SOAK_MINUTES", "30"))
+RATE = float(os.environ.get("SOAK_RATE", "200"))
+FAULT_EVERY = float(os.environ.get("SOAK_FAULT_EVERY", "180"))
+SAMPLE = float(os.environ.get("SOAK_SAMPLE", "5"))
+WARMUP = float(os.environ.get("SOAK_WARMUP_MINUTES", str(min(4.0, MINUTES / 6)))) * 60
+
+
+def sighup_once(rig: Rig, n=[0]):
+    n[0] += 1
+    rig.bridge.write_config(rig.config + (EXTRA_RULE.format(n=n[0]) if n[0] % 2 else ""))
+    rig.bridge.send_signal(signal.SIGHUP)
+    return [time.monotonic()]
+
+
+FAULTS = [
+    ("broker SIGTERM + restart", broker_restarts(signal.SIGTERM, 1)),
+    ("pusher-local 4200 close", pusher_closes(4200, 1)),
+    ("10 s MQTT blackhole", blackhole("mqtt")),
+    ("SIGHUP rule change", sighup_once),
+]
+
+
+def sample(pid: int) -> tuple[int, int]:
+    rss_kb = 0
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                rss_kb = int(line.split()[1])
+    return rss_kb, len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def growth(rows: list[tuple[float, int, int]], column: int, start: float, duration: float) -> dict:
+    """Median in [start, start+60 s] against the median of the last minute."""
+    base = [r[column] for r in rows if start <= r[0] <= start + 60]
+    end = [r[column] for r in rows if r[0] >= duration - 60]
+    if not base or not end:
+        return {"baseline": None, "final": None, "growth_pct": None}
+    b, e = statistics.median(base), statistics.median(end)
+    return {"baseline": b, "final": e, "max": max(r[column] for r in rows if r[0] >= start),
+            "growth_pct": round(100.0 * (e - b) / b, 2) if b else None}
+
+
+def plot(rows, path: Path, warmup: float, faults: list[tuple[float, str]]):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    t = [r[0] / 60 for r in rows]
+    fig, (a, b) = plt.subplots(2, 1, sharex=True, figsize=(9, 6))
+    a.plot(t, [r[1] / 1024 for r in rows], color="tab:blue")
+    a.set_ylabel("RSS (MiB)")
+    b.plot(t, [r[2] for r in rows], color="tab:orange")
+    b.set_ylabel("open fds")
+    b.set_xlabel("minutes")
+    for ax in (a, b):
+        ax.axvline(warmup / 60, color="grey", linestyle="--", linewidth=0.8)
+        for at, _ in faults:
+            ax.axvline(at / 60, color="red", alpha=0.25, linewidth=0.8)
+        ax.grid(alpha=0.3)
+    a.set_title("pusher-mqtt-bridge soak: RSS and fds (red: faults, dashed: end of warm-up)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def main() -> int:
+    out = Path(os.environ.get("SOAK_OUT", Path(__file__).resolve().parents[2] / ".build" / "soak"))
+    out.mkdir(parents=True, exist_ok=True)
+    duration = MINUTES * 60
+    rig = Rig(Path(tempfile.mkdtemp(prefix="soak-")), "soak", rate=RATE)
+    rig.observations, rig.failures = [], []
+    samples: list[tuple[float, int, int]] = []
+    faults: list[tuple[float, str]] = []
+    ends: list[float] = []
+    print(f"soak: {MINUTES:g} min at {RATE:g} msg/s each way, a fault every {FAULT_EVERY:g} s, logs in {rig.workdir}", flush=True)
+    try:
+        rig.start()
+        rig.start_traffic()
+        t0 = time.monotonic()
+        next_fault, k = FAULT_EVERY, 0
+        with open(out / "soak.csv", "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["seconds", "rss_kb", "fds"])
+            while (now := time.monotonic() - t0) < duration:
+                if not rig.bridge.running():
+                    rig.failures.append(f"the daemon exited at {now:.0f}s")
+                    break
+                row = (round(now, 1), *sample(rig.bridge.pid))
+                samples.append(row)
+                w.writerow(row)
+                f.flush()
+                if now >= next_fault and now < duration - min(90.0, duration / 6):  # a fault-free tail
+                    name, inject = FAULTS[k % len(FAULTS)]
+                    print(f"[{now / 60:5.1f} min] fault: {name}; rss {row[1] / 1024:.1f} MiB, {row[2]} fds", flush=True)
+                    faults.append((now, name))
+                    ends += inject(rig)
+                    k += 1
+                    next_fault = now + FAULT_EVERY
+                time.sleep(SAMPLE)
+        rig.stop_traffic()
+        p2m_t, _, _, _ = judge_direction(rig.p2m.sent.snapshot(), rig.receiver.received.snapshot(), Expectation(), ends)
+        m2p_t, _, _, _ = judge_direction(rig.m2p.sent.snapshot(), rig.m2p_received(), Expectation(), ends)
+    finally:
+        rig.close()
+    rss = growth(samples, 1, WARMUP, samples[-1][0] if samples else 0)
+    fds = growth(samples, 2, WARMUP, samples[-1][0] if samples else 0)
+    plot(samples, out / "soak.png", WARMUP, faults)
+    summary = {"minutes": MINUTES, "rate": RATE, "faults": faults, "rss_kb": rss, "fds": fds,
+               "p2m": p2m_t.__dict__, "m2p": m2p_t.__dict__, "failures": rig.failures}
+    (out / "soak.json").write_text(json.dumps(summary, indent=1))
+    print(json.dumps(summary, indent=1))
+    ok = not rig.failures and rss["growth_pct"] is not None and rss["growth_pct"] < 10 and fds["growth_pct"] is not None and fds["growth_pct"] < 10
+    print(f"soak: RSS {rss['baseline']} -> {rss['final']} kB ({rss['growth_pct']} %), fds {fds['baseline']} -> {fds['final']} "
+          f"({fds['growth_pct']} %); P->M lost {p2m_t.lost} dup {p2m_t.duplicates} reord {p2m_t.reordered}; "
+          f"M->P lost {m2p_t.lost} dup {m2p_t.duplicates} reord {m2p_t.reordered}: {'PASS' if ok else 'MISS'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
