@@ -11,7 +11,7 @@ BUILD_FLAGS ?=
 PREFIX      ?= /usr/local
 BIN_DIR      = $(shell $(SWIFT) build $(BUILD_FLAGS) --show-bin-path 2>/dev/null)
 
-.PHONY: all build setup test test-swift test-interop test-e2e check-unit run install format lint clean
+.PHONY: all build setup test test-swift test-interop test-e2e check-unit run install format lint clean fuzz fuzz-smoke
 
 all: build
 
@@ -46,6 +46,17 @@ test-interop:
 test-e2e:
 	PUSHER_LOCAL_BIN="$(BIN_DIR)/pusher-local" BRIDGE_BIN="$(BIN_DIR)/pusher-mqtt-bridge" \
 	  .venv/bin/python -m pytest Tests/e2e -q -p no:cacheprovider --durations=5
+
+# libFuzzer on the parsers (Fuzz/README.md): FUZZ_SECONDS per target (default 600 = issue 7's
+# 10 minutes each); `make fuzz-smoke` is the 30 s CI run. Crash inputs go to Fuzz/crashes/.
+FUZZ_SECONDS ?= 600
+fuzz:
+	@scripts/setup.sh --system-only
+	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh
+
+fuzz-smoke:
+	@scripts/setup.sh --system-only
+	FUZZ_SECONDS=30 scripts/fuzz.sh
 
 run: setup
 	$(SWIFT) build $(BUILD_FLAGS)
