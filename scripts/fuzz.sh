@@ -67,8 +67,8 @@ for target in "${targets[@]}"; do
         -max_total_time="$SECONDS_EACH" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
         -print_final_stats=1 -artifact_prefix="Fuzz/crashes/$target-" >"$log" 2>&1 || status=$?
     elapsed=$(( $(date +%s) - start ))
-    execs=$(awk -F': *' '/stat::number_of_executed_units/{print $2}' "$log" | tail -n 1)
-    rate=$(awk -F': *' '/stat::average_exec_per_sec/{print $2}' "$log" | tail -n 1)
+    execs=$(sed -nE 's/^stat::number_of_executed_units: *([0-9]+).*/\1/p' "$log" | tail -n 1)
+    rate=$(sed -nE 's/^stat::average_exec_per_sec: *([0-9]+).*/\1/p' "$log" | tail -n 1)
     last=$(grep -E '^#[0-9]+' "$log" | tail -n 1 || true)
     cov=$(sed -nE 's/.* cov: ([0-9]+).*/\1/p' <<<"$last")
     ft=$(sed -nE 's/.* ft: ([0-9]+).*/\1/p' <<<"$last")
