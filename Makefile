@@ -12,7 +12,7 @@ FAULTS      ?=
 PREFIX      ?= /usr/local
 BIN_DIR      = $(shell $(SWIFT) build $(BUILD_FLAGS) --show-bin-path 2>/dev/null)
 
-.PHONY: all build setup test test-swift test-interop test-e2e test-faults-unit check-unit faults soak run install format lint clean
+.PHONY: all build setup test test-swift test-interop test-e2e test-faults-unit check-unit faults soak fuzz fuzz-smoke run install format lint clean
 
 all: build
 
@@ -66,6 +66,17 @@ soak:
 	$(SWIFT) build $(BUILD_FLAGS)
 	PUSHER_LOCAL_BIN="$(BIN_DIR)/pusher-local" BRIDGE_BIN="$(BIN_DIR)/pusher-mqtt-bridge" \
 	  .venv/bin/python Tests/faults/soak.py
+
+# libFuzzer on the parsers (Fuzz/README.md): FUZZ_SECONDS per target (default 600 = issue 7's
+# 10 minutes each); `make fuzz-smoke` is the 30 s CI run. Crash inputs go to Fuzz/crashes/.
+FUZZ_SECONDS ?= 600
+fuzz:
+	@scripts/setup.sh --system-only
+	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh
+
+fuzz-smoke:
+	@scripts/setup.sh --system-only
+	FUZZ_SECONDS=30 scripts/fuzz.sh
 
 run: setup
 	$(SWIFT) build $(BUILD_FLAGS)

@@ -256,3 +256,37 @@ if Context.environment["BENCHMARKS"] == "1" {
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ))
 }
+
+// Fuzzing (libFuzzer, see Fuzz/README.md) only when asked, so normal builds and CI's `make test`
+// never see it: `make fuzz` / `make fuzz-smoke` run scripts/fuzz.sh, which builds with
+//   PUSHER_MQTT_BRIDGE_FUZZ=1 swift build --scratch-path .build-fuzz --product fuzz-parsers \
+//     -Xlinker <toolchain>/usr/lib/clang/21/lib/linux/libclang_rt.fuzzer_no_main-x86_64.a -Xlinker -lstdc++
+// `-sanitize=fuzzer` cannot be used: SwiftPM's own `main` replaces libFuzzer's and the binary never
+// fuzzes (SWIFT-STACK.md); our main calls LLVMFuzzerRunDriver instead. Only our parsers' modules get
+// AddressSanitizer and coverage instrumentation (the dependencies are built plainly, which keeps the
+// build short and the coverage signal about our code).
+if Context.environment["PUSHER_MQTT_BRIDGE_FUZZ"] == "1" {
+    let fuzzInstrumentation: [SwiftSetting] = [
+        .unsafeFlags([
+            "-sanitize=address",
+            "-sanitize-coverage=edge,inline-8bit-counters,pc-table,trace-cmp",
+        ])
+    ]
+    let instrumented: Set<String> = ["Backoff", "PusherProtocol", "PusherChannels", "PusherLocal", "BridgeCore"]
+    for target in package.targets where instrumented.contains(target.name) {
+        target.swiftSettings = (target.swiftSettings ?? []) + fuzzInstrumentation
+    }
+    package.targets.append(contentsOf: [
+        /// Declares libFuzzer's `LLVMFuzzerRunDriver` for Swift.
+        .target(name: "CFuzzerDriver", path: "Fuzz/CFuzzerDriver"),
+        /// Every fuzz target in one binary; the first argument picks it (`fuzz-parsers list`).
+        .executableTarget(
+            name: "fuzz-parsers",
+            dependencies: ["CFuzzerDriver", "BridgeCore", "PusherChannels", "PusherLocal", "PusherProtocol"],
+            path: "Fuzz/fuzz-parsers",
+            swiftSettings: swiftSettings + fuzzInstrumentation,
+            linkerSettings: [.unsafeFlags(["-sanitize=address"])]
+        ),
+    ])
+    package.products.append(.executable(name: "fuzz-parsers", targets: ["fuzz-parsers"]))
+}

@@ -352,8 +352,11 @@ public struct PusherConnectionStateMachine: Sendable {
                 return actions
             }
             var activity = configuration.activityTimeout
-            if case .raw(let text)? = members["activity_timeout"], let seconds = Double(text), seconds > 0 {
-                activity = min(activity, .milliseconds(Int64(seconds * 1000)))
+            // The server's value can only lower ours. Compare before converting: a huge or
+            // infinite value (`1e300`) would trap in `Int64(seconds * 1000)` (found by `make fuzz`).
+            let ours = Double(activity.components.seconds) + Double(activity.components.attoseconds) / 1e18
+            if case .raw(let text)? = members["activity_timeout"], let seconds = Double(text), seconds > 0, seconds < ours {
+                activity = .milliseconds(Int64(seconds * 1000))
             }
             var actions: [Action] = []
             let connection = Connection(

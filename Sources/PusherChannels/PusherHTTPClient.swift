@@ -125,6 +125,12 @@ public struct PusherHTTPClient: Sendable {
         if let prefix { params.append(("filter_by_prefix", prefix)) }
         if !info.isEmpty { params.append(("info", info.joined(separator: ","))) }
         let text = try await send(method: .GET, path: "/apps/\(appID)/channels", params: params)
+        return try Self.channelsReply(text)
+    }
+
+    /// Decodes a `GET /apps/ID/channels` reply `{"channels":{NAME:{…},…}}` (separate from the
+    /// request so that the parser can be fuzzed without a server: Fuzz/README.md).
+    static func channelsReply(_ text: String) throws(PusherHTTPError) -> [String: PusherChannelInfo] {
         guard let top = try? JSONScanner.object(text), case .raw(let channelsText)? = top["channels"],
             let entries = try? JSONScanner.objectMembers(of: channelsText)
         else { throw .unexpectedResponse("channels reply has no 'channels' object: \(text.prefix(200))") }
@@ -150,6 +156,12 @@ public struct PusherHTTPClient: Sendable {
         if let problem = ChannelName.problem(with: name) { throw .invalidRequest(problem) }
         guard ChannelName(name).kind == .presence else { throw .invalidRequest("users can only be listed for presence channels") }
         let text = try await send(method: .GET, path: "/apps/\(appID)/channels/\(name)/users")
+        return try Self.usersReply(text)
+    }
+
+    /// Decodes a `GET /apps/ID/channels/NAME/users` reply `{"users":[{"id":…},…]}` (separate
+    /// from the request so that the parser can be fuzzed without a server: Fuzz/README.md).
+    static func usersReply(_ text: String) throws(PusherHTTPError) -> [String] {
         guard let top = try? JSONScanner.object(text), case .raw(let usersText)? = top["users"],
             let users = try? JSONScanner.arrayElements(of: usersText)
         else { throw .unexpectedResponse("users reply has no 'users' array: \(text.prefix(200))") }

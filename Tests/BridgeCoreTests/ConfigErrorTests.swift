@@ -46,6 +46,14 @@ private let badConfigs: [BadConfig] = [
             "/etc/bridges.conf:3:6: error: Error while parsing table header: expected bare key starting character or string delimiter, saw '='"
         ]),
     BadConfig(
+        name: "'}' where an array expects a value would crash toml++ (found by make fuzz)",
+        text: "[daemon]\nlog_level = \"info\"\nx = { a = [0,   }}2]\n",
+        expected: ["/etc/bridges.conf:3:17: error: Error while parsing array: expected value, saw '}'"]),
+    BadConfig(
+        name: "'}' after '[' across a comment and a line would crash toml++ (found by make fuzz)",
+        text: "[daemon]\nx = [ # values\n  }\n",
+        expected: ["/etc/bridges.conf:3:3: error: Error while parsing array: expected value, saw '}'"]),
+    BadConfig(
         name: "a lone [ is a syntax error",
         text: "[daemon]\n[\n",
         expected: ["/etc/bridges.conf:2:2: error: Error while parsing table header: expected bare key starting character or string delimiter, saw end of line"]),

@@ -69,6 +69,31 @@ func sends(in actions: [Action]) -> [String] {
         #expect(machine.nextDeadline == clock.now + .seconds(30))
     }
 
+    /// Found by `make fuzz` (target pusher-frame): `Int64(seconds * 1000)` trapped on a huge
+    /// `activity_timeout`, so one frame from a hostile or broken server crashed the process.
+    /// A server's value can only lower ours (PUSHER-PROTOCOL §1 "Keep-alive").
+    @Test(arguments: ["1e300", "1e16", "9223372036854775807", "Infinity", "1e999", "NaN", "-5", "0"])
+    func absurdServerActivityTimeoutKeepsOurs(_ value: String) {
+        var machine = makeMachine(activity: .seconds(120))
+        let clock = ManualClock()
+        _ = machine.connectRequested(now: clock.now)
+        let actions = machine.receivedFrame(
+            PusherFrame(
+                event: "pusher:connection_established", data: #"{"socket_id":"1.2","activity_timeout":"# + value + "}"),
+            now: clock.now)
+        #expect(actions == [.connectionStateChanged(.init(previous: .connecting, current: .connected, socketID: "1.2"))])
+        #expect(machine.activityTimeout == .seconds(120))
+    }
+
+    @Test func fractionalServerActivityTimeoutIsUsedInMilliseconds() {
+        var machine = makeMachine(activity: .seconds(120))
+        let clock = ManualClock()
+        _ = machine.connectRequested(now: clock.now)
+        _ = machine.receivedFrame(
+            PusherFrame(event: "pusher:connection_established", data: #"{"socket_id":"1.2","activity_timeout":2.5}"#), now: clock.now)
+        #expect(machine.activityTimeout == .milliseconds(2500))
+    }
+
     @Test func malformedHandshakeDropsAndBacksOff() {
         var machine = makeMachine()
         var clock = ManualClock()

@@ -87,7 +87,7 @@ public enum ConfigLoader {
         -> BridgeConfiguration
     {
         let sourceMap = ConfigSourceMap(text: text)
-        if let unsafe = sourceMap.unsafeHeader {
+        if let unsafe = sourceMap.unsafeHeader ?? ConfigSourceMap.unsafeArrayValue(in: text) {
             throw ConfigError(diagnostics: [ConfigDiagnostic(file: file, line: unsafe.line, column: unsafe.column, message: unsafe.message)])
         }
         let root: TOMLTable

@@ -74,6 +74,104 @@ struct ConfigSourceMap: Sendable {
         }
     }
 
+    /// Where an array expects a value but `}` follows (`a = [}`, `a = [0,}`, also across lines and
+    /// comments): toml++ in TOMLKit 0.6.0 asserts `!is_value_terminator(*cp)` there and aborts
+    /// the process (found by `make fuzz`, target config). Returns 1-based line and column.
+    /// A small scan of the whole text: strings (basic, literal, multi-line) and comments are
+    /// skipped; table header lines are skipped; brackets opened in values are tracked.
+    static func unsafeArrayValue(in text: String) -> (line: Int, column: Int, message: String)? {
+        let bytes = Array(text.utf8)
+        var stack: [UInt8] = []
+        var expectValue = false
+        var line = 1
+        var lineStart = 0
+        var atLineStart = true
+        var i = 0
+        func skipString(_ quote: UInt8) {
+            let triple = i + 2 < bytes.count && bytes[i + 1] == quote && bytes[i + 2] == quote
+            i += triple ? 3 : 1
+            while i < bytes.count {
+                let b = bytes[i]
+                if b == UInt8(ascii: "\\"), quote == UInt8(ascii: "\"") {
+                    i += 2
+                    continue
+                }
+                if b == 0x0A {
+                    if !triple { return }
+                    line += 1
+                    lineStart = i + 1
+                }
+                if b == quote {
+                    if !triple {
+                        i += 1
+                        return
+                    }
+                    if i + 2 < bytes.count, bytes[i + 1] == quote, bytes[i + 2] == quote {
+                        i += 3
+                        return
+                    }
+                }
+                i += 1
+            }
+        }
+        while i < bytes.count {
+            let b = bytes[i]
+            switch b {
+            case 0x0A:
+                line += 1
+                lineStart = i + 1
+                atLineStart = true
+                i += 1
+                continue
+            case 0x20, 0x09, 0x0D:
+                i += 1
+                continue
+            case UInt8(ascii: "#"):
+                while i < bytes.count, bytes[i] != 0x0A { i += 1 }
+                continue
+            case UInt8(ascii: "\""), UInt8(ascii: "'"):
+                skipString(b)
+                expectValue = false
+                atLineStart = false
+                continue
+            default:
+                break
+            }
+            if atLineStart, stack.isEmpty, b == UInt8(ascii: "[") {
+                // A table header: its brackets are not values.
+                while i < bytes.count, bytes[i] != 0x0A, bytes[i] != UInt8(ascii: "#") {
+                    if bytes[i] == UInt8(ascii: "\"") || bytes[i] == UInt8(ascii: "'") { skipString(bytes[i]) } else { i += 1 }
+                }
+                continue
+            }
+            atLineStart = false
+            switch b {
+            case UInt8(ascii: "["):
+                stack.append(b)
+                expectValue = true
+            case UInt8(ascii: "{"):
+                stack.append(b)
+                expectValue = false
+            case UInt8(ascii: ","):
+                expectValue = stack.last == UInt8(ascii: "[")
+            case UInt8(ascii: "}"):
+                if expectValue, stack.last == UInt8(ascii: "[") {
+                    let column = String(decoding: bytes[lineStart..<i], as: UTF8.self).unicodeScalars.count + 1
+                    return (line, column, "Error while parsing array: expected value, saw '}'")
+                }
+                if !stack.isEmpty { stack.removeLast() }
+                expectValue = false
+            case UInt8(ascii: "]"):
+                if !stack.isEmpty { stack.removeLast() }
+                expectValue = false
+            default:
+                expectValue = false
+            }
+            i += 1
+        }
+        return nil
+    }
+
     /// The line of `path`, or of its nearest recorded ancestor (`a.b[2].c` → `a.b[2]` → `a`).
     func line(for path: String) -> Int? {
         var candidate = Substring(path)
