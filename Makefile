@@ -11,7 +11,7 @@ BUILD_FLAGS ?=
 PREFIX      ?= /usr/local
 BIN_DIR      = $(shell $(SWIFT) build $(BUILD_FLAGS) --show-bin-path 2>/dev/null)
 
-.PHONY: all build setup test test-swift test-interop test-e2e check-unit run install format lint clean
+.PHONY: all build setup test test-swift test-interop test-e2e check-unit tsan run install format lint clean
 
 all: build
 
@@ -46,6 +46,11 @@ test-interop:
 test-e2e:
 	PUSHER_LOCAL_BIN="$(BIN_DIR)/pusher-local" BRIDGE_BIN="$(BIN_DIR)/pusher-mqtt-bridge" \
 	  .venv/bin/python -m pytest Tests/e2e -q -p no:cacheprovider --durations=5
+
+# Every test (Swift, interop, e2e) under ThreadSanitizer, in .build-tsan; fails on any report.
+# Slow (a TSan build plus a slowed-down run): not part of `make test`/CI.
+tsan: setup
+	scripts/tsan.sh
 
 run: setup
 	$(SWIFT) build $(BUILD_FLAGS)
