@@ -1,6 +1,6 @@
 import CoreMetrics
+import Locking
 import Prometheus
-import Synchronization
 
 /// The daemon's metrics (DESIGN §5.7), created through swift-metrics on a Prometheus registry.
 ///
@@ -36,8 +36,8 @@ public final class BridgeMetrics: Sendable {
     /// The registry `/metrics` renders.
     public let registry: PrometheusCollectorRegistry
     private let factory: PrometheusMetricsFactory
-    private let counters = Mutex<[String: CoreMetrics.Counter]>([:])
-    private let gauges = Mutex<[String: CoreMetrics.Gauge]>([:])
+    private let counters = Locked<[String: CoreMetrics.Counter]>([:])
+    private let gauges = Locked<[String: CoreMetrics.Gauge]>([:])
     private let deliveryTimer: CoreMetrics.Timer
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
