@@ -11,7 +11,7 @@
 #   pusher-mqtt-bridge binaries (the environment, TSAN_OPTIONS included, reaches them).
 # - Every TSan report goes to a file under the log directory (log_path; the binaries' stderr
 #   stays what the tests parse), halt_on_error=1 ends the reporting process, and at the end the
-#   logs are grepped: any "WARNING: ThreadSanitizer" fails the run even if the tests passed.
+#   logs are grepped: any TSan warning or error fails the run even if the tests passed.
 #
 # Environment: TSAN_SCRATCH (default .build-tsan), TSAN_LOG_DIR (default
 # $TSAN_SCRATCH/tsan-logs/<timestamp>), TSAN_HALT (default 1; 0 collects every report of a run),
@@ -60,10 +60,12 @@ if [ "$run_python" = 1 ]; then
 fi
 echo "tsan: tests took $(( $(date +%s) - start )) s, exit $status" >&2
 
-reports=$(cat "$log_dir"/tsan.* 2>/dev/null | grep -c "WARNING: ThreadSanitizer" || true)
+# WARNING: races, lock-order inversions…; ERROR: TSan's own crash reports (SEGV); FATAL: setup.
+pattern="(WARNING|ERROR|FATAL): ThreadSanitizer"
+reports=$(cat "$log_dir"/tsan.* 2>/dev/null | grep -cE "$pattern" || true)
 if [ "$reports" -gt 0 ]; then
   echo "tsan: $reports ThreadSanitizer report(s) in $log_dir:" >&2
-  grep -h "WARNING: ThreadSanitizer" "$log_dir"/tsan.* | sort | uniq -c >&2
+  grep -hE "$pattern|^SUMMARY: ThreadSanitizer" "$log_dir"/tsan.* | sed -E 's/^==[0-9]+==//; s/\(pc .*//' | sort | uniq -c >&2
   exit 1
 fi
 echo "tsan: no ThreadSanitizer reports (logs: $log_dir)" >&2
