@@ -12,7 +12,7 @@ FAULTS      ?=
 PREFIX      ?= /usr/local
 BIN_DIR      = $(shell $(SWIFT) build $(BUILD_FLAGS) --show-bin-path 2>/dev/null)
 
-.PHONY: all build setup test test-swift test-interop test-e2e test-faults-unit check-unit faults soak fuzz fuzz-smoke run install format lint clean
+.PHONY: all build setup test test-swift test-interop test-e2e test-faults-unit check-unit faults soak fuzz fuzz-smoke tsan run install format lint clean
 
 all: build
 
@@ -77,6 +77,11 @@ fuzz:
 fuzz-smoke:
 	@scripts/setup.sh --system-only
 	FUZZ_SECONDS=30 scripts/fuzz.sh
+
+# Every test (Swift, interop, e2e) under ThreadSanitizer, in .build-tsan; fails on any report.
+# Slow (a TSan build plus a slowed-down run): not part of `make test`/CI.
+tsan: setup
+	scripts/tsan.sh
 
 run: setup
 	$(SWIFT) build $(BUILD_FLAGS)

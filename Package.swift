@@ -48,6 +48,9 @@ let package = Package(
 
         /// Capped exponential backoff with jitter, shared by the Pusher and the MQTT side (DESIGN §5.5).
         .target(name: "Backoff", swiftSettings: swiftSettings),
+        /// The project's one lock (`Locked`, pthread-based so ThreadSanitizer sees it; not
+        /// `Synchronization.Mutex`, whose futex TSan cannot see).
+        .target(name: "Locking", swiftSettings: swiftSettings),
         /// Pusher wire vocabulary shared by the client core and pusher-local:
         /// signatures, names and limits, close codes.
         .target(
@@ -67,7 +70,7 @@ let package = Package(
         .target(
             name: "PusherChannels",
             dependencies: [
-                "PusherProtocol", "Backoff", "CSodium",
+                "PusherProtocol", "Backoff", "CSodium", "Locking",
                 .product(name: "WSClient", package: "swift-websocket"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -86,7 +89,7 @@ let package = Package(
         .target(
             name: "PusherLocal",
             dependencies: [
-                "PusherProtocol",
+                "PusherProtocol", "Locking",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -113,7 +116,7 @@ let package = Package(
         .target(
             name: "MosquittoClient",
             dependencies: [
-                "CMosquitto", "Backoff",
+                "CMosquitto", "Backoff", "Locking",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "DequeModule", package: "swift-collections"),
             ],
@@ -138,7 +141,7 @@ let package = Package(
         .target(
             name: "BridgeDaemon",
             dependencies: [
-                "BridgeCore", "PusherChannels", "PusherProtocol", "MosquittoClient", "Backoff",
+                "BridgeCore", "PusherChannels", "PusherProtocol", "MosquittoClient", "Backoff", "Locking",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "DequeModule", package: "swift-collections"),
@@ -165,6 +168,7 @@ let package = Package(
         // MARK: tests
 
         .testTarget(name: "BackoffTests", dependencies: ["Backoff"], swiftSettings: swiftSettings),
+        .testTarget(name: "LockingTests", dependencies: ["Locking"], swiftSettings: swiftSettings),
         .testTarget(
             name: "PusherProtocolTests",
             dependencies: ["PusherProtocol"],
@@ -173,7 +177,7 @@ let package = Package(
         .testTarget(
             name: "PusherChannelsTests",
             dependencies: [
-                "PusherChannels", "PusherLocal", "PusherProtocol", "Backoff",
+                "PusherChannels", "PusherLocal", "PusherProtocol", "Backoff", "Locking",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -192,7 +196,7 @@ let package = Package(
         .testTarget(
             name: "PusherLocalTests",
             dependencies: [
-                "PusherLocal", "PusherProtocol",
+                "PusherLocal", "PusherProtocol", "Locking",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -213,7 +217,7 @@ let package = Package(
         .testTarget(
             name: "MosquittoClientTests",
             dependencies: [
-                "MosquittoClient", "Backoff",
+                "MosquittoClient", "Backoff", "Locking",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -221,7 +225,7 @@ let package = Package(
         .testTarget(
             name: "BridgeDaemonTests",
             dependencies: [
-                "BridgeDaemon", "BridgeCore", "PusherChannels",
+                "BridgeDaemon", "BridgeCore", "PusherChannels", "Locking",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],

@@ -80,15 +80,22 @@ public struct ReconnectPolicy: Sendable, Hashable {
         return .nanoseconds(Int64((capped * factor * 1e9).rounded()))
     }
 
-    /// The delay before attempt `n`, jittered with `generator`.
+    /// The delay before attempt `n`, jittered with `generator`. Pass a generator with state
+    /// (a seeded one): an empty one like `SystemRandomNumberGenerator` crashes this generic
+    /// function under ThreadSanitizer (see `delay(attempt:)`).
     public func delay(attempt n: Int, using generator: inout some RandomNumberGenerator) -> Duration {
         delay(attempt: n, unitRandom: Double.random(in: 0...1, using: &generator))
     }
 
     /// The delay before attempt `n`, jittered with the system generator.
+    ///
+    /// Not via `delay(attempt:using:)`: `SystemRandomNumberGenerator` is an empty struct, whose
+    /// address is meaningless, and the compiler's ThreadSanitizer instrumentation of the inout
+    /// access inside that generic function passes the address to TSan, which then crashes
+    /// (SEGV in `__tsan_external_write`; swiftlang/swift#66099). `Double.random(in:)` sees the
+    /// concrete empty type, for which no access is instrumented.
     public func delay(attempt n: Int) -> Duration {
-        var generator = SystemRandomNumberGenerator()
-        return delay(attempt: n, using: &generator)
+        delay(attempt: n, unitRandom: Double.random(in: 0...1))
     }
 
     /// min(maxDelay, initialDelay × multiplierⁿ) in seconds. Capping happens in floating point

@@ -1,7 +1,7 @@
 import BridgeCore
+import Locking
 import Logging
 import ServiceLifecycle
-import Synchronization
 import UnixSignals
 
 /// `pusher-mqtt-bridge run`: every bridge of the config side by side, reloaded on SIGHUP, drained
@@ -25,7 +25,7 @@ public final class Daemon: Sendable {
     /// Called with the operations endpoint's port once it listens (tests use port 0).
     let onMetricsListening: @Sendable (Int) async -> Void
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     private struct State {
         var configuration: BridgeConfiguration?

@@ -1,5 +1,6 @@
 import DequeModule
 import Dispatch
+import Locking
 
 /// The bounded hand-over of incoming messages from libmosquitto's network thread to one consumer.
 ///

@@ -2,6 +2,7 @@ import CMosquitto
 import DequeModule
 import Dispatch
 import Foundation
+import Locking
 import Logging
 
 /// How a publisher learns that its publish completed.

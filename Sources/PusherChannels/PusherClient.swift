@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import Locking
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -7,7 +8,6 @@ import NIOSSL
 import NIOWebSocket
 import PusherProtocol
 import ServiceLifecycle
-import Synchronization
 import WSClient
 
 /// A Pusher Channels client (protocol 7) for Swift on Linux: the I/O owner around
@@ -35,7 +35,7 @@ public final class PusherClient: Service, Sendable {
     /// The options this client was made with.
     public let options: PusherClientOptions
     private let logger: Logger
-    private let state: Mutex<State>
+    private let state: Locked<State>
     private let work: AsyncStream<Work>
     private let workContinuation: AsyncStream<Work>.Continuation
     private let tlsConfiguration: TLSConfiguration?
@@ -98,7 +98,7 @@ public final class PusherClient: Service, Sendable {
             configuration: .init(options: options),
             jitterSeed: generator.next()
         )
-        self.state = Mutex(State(machine: machine))
+        self.state = Locked(State(machine: machine))
         (self.work, self.workContinuation) = AsyncStream.makeStream()
         if options.encrypted {
             var tls = TLSConfiguration.makeClientConfiguration()

@@ -1,7 +1,7 @@
+import Locking
 import Logging
 import NIOCore
 import PusherProtocol
-import Synchronization
 
 /// What the writer of one connection sends, in order.
 enum OutboundItem: Sendable {
@@ -58,13 +58,13 @@ final class LiveApp: Sendable {
     }
 
     let app: PusherLocalApp
-    let state: Mutex<State>
+    let state: Locked<State>
     let webhooks: WebhookSender?
     let logger: Logger
 
     init(app: PusherLocalApp, activityTimeoutSeconds: Int, webhooks: WebhookSender?, logger: Logger) {
         self.app = app
-        self.state = Mutex(State(hub: AppHub(app: app, activityTimeoutSeconds: activityTimeoutSeconds)))
+        self.state = Locked(State(hub: AppHub(app: app, activityTimeoutSeconds: activityTimeoutSeconds)))
         self.webhooks = webhooks
         var logger = logger
         logger[metadataKey: "pusher.app"] = .string(app.id)

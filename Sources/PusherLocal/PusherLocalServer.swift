@@ -1,5 +1,6 @@
 import Hummingbird
 import HummingbirdWebSocket
+import Locking
 import Logging
 import NIOCore
 import NIOWebSocket
@@ -429,8 +430,8 @@ struct ConnectionHandler: Sendable {
 
 /// The keep-alive state of one connection, shared by its reader (activity) and timer tasks.
 final class ActivityClock: Sendable {
-    let state: Mutex<ActivityMonitor>
-    init(_ monitor: ActivityMonitor) { state = Mutex(monitor) }
+    let state: Locked<ActivityMonitor>
+    init(_ monitor: ActivityMonitor) { state = Locked(monitor) }
 }
 
 /// `/path?query` split at the first `?`.

@@ -1,8 +1,8 @@
 import AsyncHTTPClient
 import BridgeDaemon
+import Locking
 import Logging
 import NIOCore
-import Synchronization
 import Testing
 
 @Suite struct OperationsEndpointTests {
@@ -19,7 +19,7 @@ import Testing
         metrics.messages(bridge: "factory", rule: "prices", direction: .pusherToMQTT, outcome: .delivered).increment(by: 3)
         metrics.connectionUp(bridge: "factory", side: .mqtt).record(1)
         metrics.recordDelivery(.milliseconds(3))
-        let ready = Mutex(Readiness(notReady: ["factory: pusher disconnected"]))
+        let ready = Locked(Readiness(notReady: ["factory: pusher disconnected"]))
         let port = AsyncStream.makeStream(of: Int.self)
         let endpoint = OperationsEndpoint(
             host: "127.0.0.1", port: 0, metrics: metrics, readiness: { ready.withLock { $0 } },

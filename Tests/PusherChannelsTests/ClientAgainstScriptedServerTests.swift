@@ -2,12 +2,12 @@ import AsyncHTTPClient
 import Backoff
 import Foundation
 import Hummingbird
+import Locking
 import Logging
 import NIOCore
 import NIOSSL
 import PusherProtocol
 import ServiceLifecycle
-import Synchronization
 import Testing
 
 @testable import PusherChannels
@@ -92,7 +92,7 @@ private func quietLogger() -> Logger {
             // Subscriptions asked for before the connection is up (libPusher allows this).
             let news = client.subscribe("news")
             client.subscribe("private-orders")
-            let received = Mutex<[String]>([])
+            let received = Locked<[String]>([])
             news.bind(eventName: "tick") { event in received.withLock { $0.append(event.data ?? "") } }
             try await withRunningClient(client) { client in
                 client.connect()
@@ -123,7 +123,7 @@ private func quietLogger() -> Logger {
 
     @Test func pingsAfterInactivityAndReconnectsWhenNoPongComes() async throws {
         let log = ScriptLog()
-        let pings = Mutex(0)
+        let pings = Locked(0)
         try await withScriptedPusherServer(log: log) { c in
             try await c.sendEstablished(socketID: "\(c.index + 1).1", activityTimeout: 1)
             if c.index == 0 {
@@ -320,7 +320,7 @@ private func quietLogger() -> Logger {
         let log = ScriptLog()
         let channel = "private-encrypted-orders"
         let channelKey = PusherAuth.sharedSecret(channel: channel, masterKey: [UInt8](repeating: 9, count: 32))
-        let formsSeen = Mutex<[String: String]>([:])
+        let formsSeen = Locked<[String: String]>([:])
         try await withScriptedPusherServer(log: log) { router in
             router.post("/pusher/auth") { request, _ -> Response in
                 let body = String(buffer: try await request.body.collect(upTo: 4096))
@@ -468,7 +468,7 @@ private func quietLogger() -> Logger {
     /// In a ServiceGroup, graceful shutdown disconnects with a close frame and run() returns.
     @Test func gracefulShutdownDisconnectsCleanly() async throws {
         let log = ScriptLog()
-        let sawClose = Mutex(false)
+        let sawClose = Locked(false)
         try await withScriptedPusherServer(log: log) { c in
             try await c.sendEstablished(socketID: "4.4")
             while try await c.receive() != nil {}
@@ -487,7 +487,7 @@ private func quietLogger() -> Logger {
                 let started = ContinuousClock.now
                 await group.triggerGracefulShutdown()
                 // A clean close takes well under 3 s; the group's run() must return.
-                let finished = Mutex(false)
+                let finished = Locked(false)
                 tasks.addTask {
                     try await Task.sleep(for: .seconds(5))
                     if !finished.withLock({ $0 }) { throw TestFailure("service group did not finish after graceful shutdown") }

@@ -2,10 +2,10 @@ import AsyncHTTPClient
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Locking
 import Logging
 import NIOCore
 import PusherProtocol
-import Synchronization
 import Testing
 
 @testable import PusherChannels
@@ -18,9 +18,9 @@ private final class APIRecorder: Sendable {
         var body: String
         var signatureProblem: String?
     }
-    private let requests = Mutex<[Seen]>([])
+    private let requests = Locked<[Seen]>([])
     /// The status the next requests get.
-    let status = Mutex<Int>(200)
+    let status = Locked<Int>(200)
     func append(_ seen: Seen) { requests.withLock { $0.append(seen) } }
     var seen: [Seen] { requests.withLock { $0 } }
 }
@@ -189,7 +189,7 @@ private func api(port: Int, http: HTTPClient = .shared) -> PusherHTTPClient {
 
     @Test func networkErrorsAreRetryable() async throws {
         // A port nothing listens on: bind a server, learn its port, stop it, then call it.
-        let freePort = Mutex(0)
+        let freePort = Locked(0)
         try await withFakeAPI { port, _, _ in freePort.withLock { $0 = port } }
         do {
             var client = api(port: freePort.withLock { $0 })

@@ -4,11 +4,11 @@ import Hummingbird
 import HummingbirdCore
 import HummingbirdTLS
 import HummingbirdWebSocket
+import Locking
 import Logging
 import NIOCore
 import NIOSSL
 import NIOWebSocket
-import Synchronization
 import Testing
 
 @testable import PusherChannels
@@ -60,8 +60,8 @@ struct ScriptedConnection {
 
 /// Problems the server script found; checked by the test after the client side ran.
 final class ScriptLog: Sendable {
-    private let problems = Mutex<[String]>([])
-    private let connections = Mutex(0)
+    private let problems = Locked<[String]>([])
+    private let connections = Locked(0)
 
     func record(_ problem: String) { problems.withLock { $0.append(problem) } }
     var recorded: [String] { problems.withLock { $0 } }
@@ -165,7 +165,7 @@ func withScriptedPusherServer(
     } else {
         server = webSocket
     }
-    let port = Mutex<Int?>(nil)
+    let port = Locked<Int?>(nil)
     let (running, runningContinuation) = AsyncStream.makeStream(of: Int.self)
     var logger = Logger(label: "scripted-pusher-server")
     logger.logLevel = .critical

@@ -1,11 +1,11 @@
 import AsyncHTTPClient
 import Foundation
+import Locking
 import Logging
 import NIOCore
 import NIOWebSocket
 import PusherLocal
 import PusherProtocol
-import Synchronization
 import Testing
 import WSClient
 
@@ -32,7 +32,7 @@ final class TestSocket: Sendable {
         var closeReason: String?
     }
 
-    let state = Mutex(State())
+    let state = Locked(State())
     let outgoing: AsyncStream<String>.Continuation
     let outgoingStream: AsyncStream<String>
 

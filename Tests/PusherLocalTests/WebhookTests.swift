@@ -1,11 +1,11 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Locking
 import Logging
 import PusherLocal
 import PusherProtocol
 import ServiceLifecycle
-import Synchronization
 import Testing
 
 /// Webhooks posted by pusher-local to a real HTTP receiver started by the test.
@@ -19,7 +19,7 @@ struct WebhookTests {
     }
 
     final class Inbox: Sendable {
-        let requests = Mutex<[Received]>([])
+        let requests = Locked<[Received]>([])
 
         /// Event names received so far, in order.
         var names: [String] {

@@ -1,6 +1,6 @@
 import CoreMetrics
+import Locking
 import Prometheus
-import Synchronization
 
 /// The daemon's metrics (DESIGN §5.7), created through swift-metrics on a Prometheus registry.
 ///
@@ -36,9 +36,9 @@ public final class BridgeMetrics: Sendable {
     /// The registry `/metrics` renders.
     public let registry: PrometheusCollectorRegistry
     private let factory: PrometheusMetricsFactory
-    private let counters = Mutex<[String: CoreMetrics.Counter]>([:])
+    private let counters = Locked<[String: CoreMetrics.Counter]>([:])
     /// `messages_total` is counted per message: its cache is keyed without building a string.
-    private let messageCounters = Mutex<[MessageKey: CoreMetrics.Counter]>([:])
+    private let messageCounters = Locked<[MessageKey: CoreMetrics.Counter]>([:])
 
     private struct MessageKey: Hashable {
         var bridge: String
@@ -46,7 +46,7 @@ public final class BridgeMetrics: Sendable {
         var direction: Direction
         var outcome: Outcome
     }
-    private let gauges = Mutex<[String: CoreMetrics.Gauge]>([:])
+    private let gauges = Locked<[String: CoreMetrics.Gauge]>([:])
     private let deliveryTimer: CoreMetrics.Timer
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {

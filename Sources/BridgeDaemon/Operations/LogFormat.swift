@@ -4,8 +4,8 @@ import Glibc
 import Darwin
 #endif
 import BridgeCore
+import Locking
 import Logging
-import Synchronization
 
 extension LogFormat {
     /// Bootstraps swift-log once per process with this format (`[daemon] log_format`) and level.
@@ -113,4 +113,4 @@ public struct LineLogHandler: LogHandler {
     }
 }
 
-private let stderrLock = Mutex<Void>(())
+private let stderrLock = Locked<Void>(())

@@ -1,10 +1,10 @@
 import Backoff
 import BridgeCore
+import Locking
 import Logging
 import MosquittoClient
 import PusherChannels
 import PusherProtocol
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -42,7 +42,7 @@ final class BridgeRuntime: Sendable {
     private let mqtt: MQTTClient
     private let toMQTT: Outbox<OutgoingMQTT>
     private let toPusher: Outbox<OutgoingPusher>
-    private let shared: Mutex<Shared>
+    private let shared: Locked<Shared>
     private let stopSignal = AsyncStream.makeStream(of: Void.self)
     private let finished = AsyncStream.makeStream(of: Void.self)
     /// Lanes for MQTT → Pusher delivery; a channel always maps to the same lane.
@@ -88,7 +88,7 @@ final class BridgeRuntime: Sendable {
         for rule in settings.presence {
             mirrors[rule.channel] = PresenceMirror(rule: rule, ownUserID: settings.ownPresenceUserID)
         }
-        shared = Mutex(Shared(settings: settings, rules: RuleTable(bridge: settings), mirrors: mirrors))
+        shared = Locked(Shared(settings: settings, rules: RuleTable(bridge: settings), mirrors: mirrors))
     }
 
     // MARK: Status

@@ -1,6 +1,6 @@
 import BridgeCore
 import DequeModule
-import Synchronization
+import Locking
 
 #if canImport(Glibc)
 import Glibc
@@ -24,7 +24,7 @@ final class LaneQueue<Element: Sendable>: Sendable {
     }
 
     private let capacity: Int
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     init(capacity: Int) { self.capacity = max(1, capacity) }
 

@@ -1,6 +1,6 @@
 import BridgeCore
+import Locking
 import Logging
-import Synchronization
 
 /// Something an ``Outbox`` can hold: it knows its bytes in the backlog (and on disk).
 protocol OutboxItem: Sendable {
@@ -42,7 +42,7 @@ final class Outbox<Item: OutboxItem>: Sendable {
     }
 
     let name: String
-    private let state: Mutex<State>
+    private let state: Locked<State>
     private let logger: Logger
 
     /// - Parameter spoolDirectory: where to keep the spool; `nil` keeps messages in memory only.
@@ -56,9 +56,9 @@ final class Outbox<Item: OutboxItem>: Sendable {
             if backlog.count > 0 {
                 logger.notice("spool recovered", metadata: ["outbox": "\(name)", "messages": "\(backlog.count)"])
             }
-            state = Mutex(State(backlog: backlog, spool: spool))
+            state = Locked(State(backlog: backlog, spool: spool))
         } else {
-            state = Mutex(State(backlog: DeliveryBacklog(limits: limits, overflow: overflow), spool: nil))
+            state = Locked(State(backlog: DeliveryBacklog(limits: limits, overflow: overflow), spool: nil))
         }
     }
 

@@ -1,5 +1,6 @@
 import Backoff
 import Foundation
+import Locking
 import Logging
 
 @testable import MosquittoClient
