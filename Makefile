@@ -11,7 +11,7 @@ BUILD_FLAGS ?=
 PREFIX      ?= /usr/local
 BIN_DIR      = $(shell $(SWIFT) build $(BUILD_FLAGS) --show-bin-path 2>/dev/null)
 
-.PHONY: all build setup test test-swift test-interop test-e2e check-unit run install format lint clean
+.PHONY: all build setup test test-swift test-interop test-e2e check-unit run install format lint clean bench
 
 all: build
 
@@ -46,6 +46,11 @@ test-interop:
 test-e2e:
 	PUSHER_LOCAL_BIN="$(BIN_DIR)/pusher-local" BRIDGE_BIN="$(BIN_DIR)/pusher-mqtt-bridge" \
 	  .venv/bin/python -m pytest Tests/e2e -q -p no:cacheprovider --durations=5
+
+# Benchmarks (not in `make test`): bridge vs broker ceiling vs Python baseline -> BENCHMARKS.md.
+# RUNS=3, QUICK=1 (smoke check), SCENARIOS=ceiling,sources,p2m,m2p,latency, IMPLS=bridge,python.
+bench:
+	scripts/bench.sh
 
 run: setup
 	$(SWIFT) build $(BUILD_FLAGS)
