@@ -48,7 +48,7 @@ test-e2e:
 	  .venv/bin/python -m pytest Tests/e2e -q -p no:cacheprovider --durations=5
 
 # Benchmarks (not in `make test`): bridge vs broker ceiling vs Python baseline -> BENCHMARKS.md.
-# RUNS=3, QUICK=1 (smoke check), SCENARIOS=ceiling,sources,p2m,m2p,latency, IMPLS=bridge,python.
+# RUNS=3, QUICK=1 (smoke check), SCENARIOS=ceiling,sources,p2m,m2p,latency, IMPLS=bridge,bridge-memory,python.
 bench:
 	scripts/bench.sh
 

@@ -6,7 +6,7 @@
 #   QUICK=1       a few seconds per scenario, 1 run: checks that the harness works (results go
 #                 to Benchmarks/results/quick/, BENCHMARKS.md is left alone)
 #   SCENARIOS=ceiling,sources,p2m,m2p,latency   a subset
-#   IMPLS=bridge,python                         a subset
+#   IMPLS=bridge,bridge-memory,python           a subset (bridge-memory: persist = false)
 #   LATENCY_QOS=1 LATENCY_SECONDS=3             the fixed-rate latency runs
 #
 # Builds release binaries (pusher-local, pusher-mqtt-bridge, pusher-bench-subscriber) and the C
@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 RUNS=${RUNS:-3}
 QUICK=${QUICK:-0}
 SCENARIOS=${SCENARIOS:-ceiling,sources,p2m,m2p,latency}
-IMPLS=${IMPLS:-bridge,python}
+IMPLS=${IMPLS:-bridge,bridge-memory,python}
 LATENCY_QOS=${LATENCY_QOS:-1}
 LATENCY_SECONDS=${LATENCY_SECONDS:-3}
 

@@ -50,7 +50,7 @@ SIZES = [100, 1024, 8192]
 QOS_LEVELS = [0, 1]
 RATES = [1000, 5000, 20000]
 ALL_SCENARIOS = ["ceiling", "sources", "p2m", "m2p", "latency"]
-ALL_IMPLS = ["bridge", "python"]
+ALL_IMPLS = ["bridge", "bridge-memory", "python"]  # bridge-memory: buffer persist = false
 P2M_CHANNEL, P2M_TOPIC = "bench-p2m", "bench/p2m/bench"
 M2P_CHANNEL, M2P_TOPIC = "bench-m2p", "bench/m2p/bench"
 CEILING_TOPIC = "bench/ceiling"
@@ -257,7 +257,7 @@ class Bench:
     def start_bridge(self, impl: str, direction: str, qos: int, run_dir: Path):
         """A fresh bridge with the one rule of `direction`; returns it once a probe went through."""
         run_dir.mkdir(parents=True, exist_ok=True)
-        if impl == "bridge":
+        if impl in ("bridge", "bridge-memory"):
             if direction == "p2m":
                 rule = f'[[bridge.rule]]\nname = "p2m"\nfrom = "pusher"\nchannel = "{P2M_CHANNEL}"\n' \
                        f'topic = "bench/p2m/{{event}}"\nqos = {qos}\npayload = "data"\n'
@@ -267,6 +267,8 @@ class Bench:
             config = bridge_config(self.pusher, self.broker, run_dir, rule, name=f"bench{self.counter}")
             # The operator's default level, not the tests' debug; no metrics endpoint needed.
             config = config.replace('log_level = "debug"', 'log_level = "info"')
+            if impl == "bridge-memory":  # the same daemon without the on-disk spool
+                config = config.replace("persist = true", "persist = false")
             bridge = Bridge(run_dir, config, name="bridge")
         else:
             argv = [sys.executable, str(REPO / "Benchmarks" / "bridge" / "python_bridge.py"),
@@ -332,7 +334,7 @@ class Bench:
                "offered_rate": rate, "count": count, "run": run}
         bridge = sampler = None
         try:
-            if impl in ("bridge", "python"):
+            if impl in ALL_IMPLS:
                 bridge = self.start_bridge(impl, direction, qos, run_dir)
                 sampler = ProcessSampler(bridge.pid).start()
                 cpu_before = sampler.cpu_seconds()
@@ -411,7 +413,7 @@ class Bench:
                 for run in runs:
                     self.measure("latency", "c", "ceiling", a.latency_qos, 100, rate, run)
                     self.measure("latency", "source", "pusher-source", None, 100, rate, run)
-                    for impl in impls:
+                    for impl in [i for i in impls if i != "bridge-memory"]:  # keeps the run short
                         for direction in ("p2m", "m2p"):
                             self.measure("latency", impl, direction, a.latency_qos, 100, rate, run)
 
@@ -485,23 +487,28 @@ def tables(summary: list[dict], meta: dict) -> tuple[str, list[dict]]:
     # throughput
     for direction, title in (("p2m", "Pusher → MQTT"), ("m2p", "MQTT → Pusher")):
         lines += [f"### {title} throughput (received msg/s)", "",
-                  "| QoS | size | bridge | Python | broker ceiling | bridge ÷ ceiling | bridge ÷ Python | "
-                  "bridge delivered | Python delivered | bridge CPU s/100k | Python CPU s/100k | bridge RSS peak MB | Python RSS peak MB |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "| QoS | size | bridge | bridge, no spool | Python | broker ceiling | bridge ÷ ceiling | bridge ÷ Python | "
+                  "delivered: bridge / no spool / Python | CPU s per 100k: bridge / no spool / Python | "
+                  "RSS peak MB: bridge / no spool / Python |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for qos in QOS_LEVELS:
             for size in SIZES:
-                b = find(summary, scenario="throughput", impl="bridge", direction=direction, qos=qos, size=size)
-                p = find(summary, scenario="throughput", impl="python", direction=direction, qos=qos, size=size)
+                cells = [find(summary, scenario="throughput", impl=i, direction=direction, qos=qos, size=size)
+                         for i in ("bridge", "bridge-memory", "python")]
+                b, _, p = cells
                 c = find(summary, scenario="throughput", direction="ceiling", qos=qos, size=size)
-                if not b and not p:
+                if not any(cells):
                     continue
                 br, pr, cr = b and b["rate"], p and p["rate"], c and c["rate"]
+
+                def each(field, pattern):
+                    return " / ".join(fmt(x and x[field], pattern) for x in cells)
+
                 lines.append(
-                    f"| {qos} | {size} B | {fmt(br)} | {fmt(pr)} | {fmt(cr)} | {fmt(ratio(br, cr), '{:.2f}')} | "
-                    f"{fmt(ratio(br, pr), '{:.1f}×')} | {fmt(b and b['delivered_fraction'], '{:.1%}')} | "
-                    f"{fmt(p and p['delivered_fraction'], '{:.1%}')} | {fmt(b and b['cpu_per_100k'], '{:.2f}')} | "
-                    f"{fmt(p and p['cpu_per_100k'], '{:.2f}')} | {fmt(b and b['rss_peak_mb'], '{:.1f}')} | "
-                    f"{fmt(p and p['rss_peak_mb'], '{:.1f}')} |")
+                    f"| {qos} | {size} B | {fmt(br)} | {fmt(cells[1] and cells[1]['rate'])} | {fmt(pr)} | {fmt(cr)} | "
+                    f"{fmt(ratio(br, cr), '{:.2f}')} | {fmt(ratio(br, pr), '{:.1f}×')} | "
+                    f"{each('delivered_fraction', '{:.0%}')} | {each('cpu_per_100k', '{:.2f}')} | "
+                    f"{each('rss_peak_mb', '{:.1f}')} |")
         lines.append("")
 
     # latency
@@ -552,7 +559,7 @@ def tables(summary: list[dict], meta: dict) -> tuple[str, list[dict]]:
             goal(f"{title} p99 added latency at 5k/s", f"{added:.2f} ms (end to end {s['p99_ms']:.2f} ms)",
                  f"≤ {GOAL_P99_MS_AT_5K} ms", added <= GOAL_P99_MS_AT_5K,
                  "added = bridge path p99 − " + ("pusher-local→subscriber" if d == "p2m" else "broker ceiling") + " p99")
-    rss = [s["rss_peak_max_mb"] for s in summary if s["impl"] == "bridge" and s["rss_peak_max_mb"]]
+    rss = [s["rss_peak_max_mb"] for s in summary if s["impl"].startswith("bridge") and s["rss_peak_max_mb"]]
     if rss:
         goal("bridge RSS peak under load", f"{max(rss):.1f} MB", f"≤ {GOAL_RSS_MB:.0f} MB", max(rss) <= GOAL_RSS_MB,
              "largest VmHWM of any bridge run")
@@ -588,7 +595,8 @@ def plots(summary: list[dict], samples: dict, out: Path) -> list[str]:
     written = []
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
     for ax, (direction, title) in zip(axes, (("p2m", "Pusher → MQTT"), ("m2p", "MQTT → Pusher"))):
-        for impl, label, style in (("bridge", "bridge", "-o"), ("python", "Python baseline", "--s"), ("c", "broker ceiling", ":^")):
+        for impl, label, style in (("bridge", "bridge", "-o"), ("bridge-memory", "bridge, no spool", "-.d"),
+                                   ("python", "Python baseline", "--s"), ("c", "broker ceiling", ":^")):
             for qos in QOS_LEVELS:
                 xs, ys = [], []
                 for size in SIZES:
@@ -606,7 +614,8 @@ def plots(summary: list[dict], samples: dict, out: Path) -> list[str]:
         ax.set_ylabel("messages/s received")
         ax.set_title(f"{title} throughput")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
     fig.tight_layout()
     path = out / "throughput.png"
     fig.savefig(path, dpi=110)
