@@ -494,8 +494,8 @@ def tables(summary: list[dict], meta: dict) -> tuple[str, list[dict]]:
         lines += [f"### {title} throughput (received msg/s)", "",
                   "| QoS | size | bridge | bridge, no spool | Python | broker ceiling | bridge ÷ ceiling | bridge ÷ Python | "
                   "delivered: bridge / no spool / Python | CPU s per 100k: bridge / no spool / Python | "
-                  "RSS peak MB: bridge / no spool / Python |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "RSS peak MB: bridge / no spool / Python | bridge msg per CPU-second |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for qos in QOS_LEVELS:
             for size in SIZES:
                 cells = [find(summary, scenario="throughput", impl=i, direction=direction, qos=qos, size=size)
@@ -513,7 +513,7 @@ def tables(summary: list[dict], meta: dict) -> tuple[str, list[dict]]:
                     f"| {qos} | {size} B | {fmt(br)} | {fmt(cells[1] and cells[1]['rate'])} | {fmt(pr)} | {fmt(cr)} | "
                     f"{fmt(ratio(br, cr), '{:.2f}')} | {fmt(ratio(br, pr), '{:.1f}×')} | "
                     f"{each('delivered_fraction', '{:.0%}')} | {each('cpu_per_100k', '{:.2f}')} | "
-                    f"{each('rss_peak_mb', '{:.1f}')} |")
+                    f"{each('rss_peak_mb', '{:.1f}')} | {fmt(b and b['cpu_per_100k'] and 1e5 / b['cpu_per_100k'])} |")
         lines.append("")
 
     # latency
@@ -677,7 +677,15 @@ def main() -> int:
     parser.add_argument("--latency-qos", type=int, default=1)
     parser.add_argument("--latency-seconds", type=float, default=3.0)
     parser.add_argument("--out", default=str(REPO / "Benchmarks" / "results"))
+    parser.add_argument("--render", metavar="JSON", help="only redo the tables of a latest.json (no measurement, no plots of latency)")
     args = parser.parse_args()
+    if args.render:
+        saved = json.loads(Path(args.render).read_text())
+        summary = summarize(saved["runs"])
+        table, _ = tables(summary, saved["meta"])
+        print(table)
+        plots(summary, {}, Path(args.render).parent)
+        return 0
     args.scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     args.impls = [s.strip() for s in args.impls.split(",") if s.strip()]
     unknown = [s for s in args.scenarios if s not in ALL_SCENARIOS] + [i for i in args.impls if i not in ALL_IMPLS]
