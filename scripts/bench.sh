@@ -8,6 +8,7 @@
 #   SCENARIOS=ceiling,sources,p2m,m2p,latency   a subset
 #   IMPLS=bridge,bridge-memory,python           a subset (bridge-memory: persist = false)
 #   LATENCY_QOS=1 LATENCY_SECONDS=3             the fixed-rate latency runs
+#   PUSHER_RECEIVER=swift|c                     Pusher-side receiver: pusher-bench-subscriber or ws_sub.c
 #
 # Builds release binaries (pusher-local, pusher-mqtt-bridge, pusher-bench-subscriber) and the C
 # tools (gcc -O2 -lmosquitto), then runs Benchmarks/bridge/bench.py, which starts and stops
@@ -21,6 +22,7 @@ SCENARIOS=${SCENARIOS:-ceiling,sources,p2m,m2p,latency}
 IMPLS=${IMPLS:-bridge,bridge-memory,python}
 LATENCY_QOS=${LATENCY_QOS:-1}
 LATENCY_SECONDS=${LATENCY_SECONDS:-3}
+PUSHER_RECEIVER=${PUSHER_RECEIVER:-swift}
 
 scripts/setup.sh
 command -v gcc >/dev/null || { echo "bench: gcc is needed for the C load tools (apt-get install gcc)" >&2; exit 1; }
@@ -31,12 +33,12 @@ BIN_DIR=$(swift build -c release --show-bin-path)
 
 TOOLS=.build/bench-tools
 mkdir -p "$TOOLS"
-for tool in c_pub c_sub; do
+for tool in c_pub c_sub ws_sub; do
     gcc -O2 -Wall -Wextra -Werror -o "$TOOLS/$tool" "Benchmarks/bridge/$tool.c" -lmosquitto -lpthread
 done
 
 args=(--bin-dir "$BIN_DIR" --tools-dir "$TOOLS" --runs "$RUNS" --scenarios "$SCENARIOS" --impls "$IMPLS"
-      --latency-qos "$LATENCY_QOS" --latency-seconds "$LATENCY_SECONDS")
+      --latency-qos "$LATENCY_QOS" --latency-seconds "$LATENCY_SECONDS" --pusher-receiver "$PUSHER_RECEIVER")
 [[ "$QUICK" == 1 ]] && args+=(--quick)
 # A whole run is bounded: QUICK ~3 min, full ~25 min; past 60 min something hangs.
 exec timeout --signal=TERM --kill-after=30 3600 .venv/bin/python Benchmarks/bridge/bench.py "${args[@]}"

@@ -227,13 +227,17 @@ class Bench:
             base //= 5  # the baseline is slow; fewer messages keep the run time bounded
         return max(base, 1000)
 
-    def receiver(self, side: str, topic_or_channel: str, qos: int, count: int, name: str) -> subprocess.Popen:
+    def receiver(self, side: str, topic_or_channel: str, qos: int, count: int, name: str,
+                 pusher_receiver: str | None = None) -> subprocess.Popen:
+        """c_sub on MQTT; on Pusher pusher-bench-subscriber (`swift`) or ws_sub (`c`), same contract."""
         latencies = self.work / f"{name}.lat"
         if side == "mqtt":
             argv = [str(self.tools / "c_sub"), str(self.broker.port), topic_or_channel, str(qos), str(count),
                     str(self.idle), str(self.total), str(latencies)]
         else:
-            argv = [str(self.bin_dir / "pusher-bench-subscriber"), str(self.pusher.port), self.pusher.key,
+            kind = pusher_receiver or self.args.pusher_receiver
+            program = self.bin_dir / "pusher-bench-subscriber" if kind == "swift" else self.tools / "ws_sub"
+            argv = [str(program), str(self.pusher.port), self.pusher.key,
                     topic_or_channel, "bench", str(count), str(self.idle), str(self.total), str(latencies)]
         return start_receiver(argv, name, self.work)
 
@@ -341,8 +345,9 @@ class Bench:
             if direction in ("p2m", "ceiling"):
                 topic = P2M_TOPIC if direction == "p2m" else CEILING_TOPIC
                 receiver = self.receiver("mqtt", topic, qos or 0, count, name)
-            else:  # m2p, and the Pusher load source alone
-                receiver = self.receiver("pusher", M2P_CHANNEL if direction == "m2p" else P2M_CHANNEL, 0, count, name)
+            else:  # m2p, and the Pusher load source alone (impl swift-receiver / c-receiver picks the receiver)
+                kind = {"swift-receiver": "swift", "c-receiver": "c"}.get(impl)
+                receiver = self.receiver("pusher", M2P_CHANNEL if direction == "m2p" else P2M_CHANNEL, 0, count, name, kind)
             if direction in ("p2m", "pusher-source"):
                 row["source"] = self.stream(count, size, rate)
             else:
@@ -399,10 +404,12 @@ class Bench:
                     for run in runs:
                         self.measure("throughput", "c", "ceiling", qos, size, 0, run)
         if "sources" in a.scenarios:
-            print("Pusher load source alone: pusher-local stream -> pusher-bench-subscriber", flush=True)
+            print("Pusher load source alone: pusher-local stream -> pusher-bench-subscriber (Swift) and ws_sub (C)",
+                  flush=True)
             for size in sizes:
                 for run in runs:
-                    self.measure("throughput", "source", "pusher-source", None, size, 0, run)
+                    for receiver in ("swift-receiver", "c-receiver"):
+                        self.measure("throughput", receiver, "pusher-source", None, size, 0, run)
         for direction in ("p2m", "m2p"):
             if direction not in a.scenarios:
                 continue
@@ -417,7 +424,7 @@ class Bench:
             for rate in rates:
                 for run in runs:
                     self.measure("latency", "c", "ceiling", a.latency_qos, 100, rate, run)
-                    self.measure("latency", "source", "pusher-source", None, 100, rate, run)
+                    self.measure("latency", f"{a.pusher_receiver}-receiver", "pusher-source", None, 100, rate, run)
                     for impl in [i for i in impls if i != "bridge-memory"]:  # keeps the run short
                         for direction in ("p2m", "m2p"):
                             self.measure("latency", impl, direction, a.latency_qos, 100, rate, run)
@@ -480,13 +487,16 @@ def tables(summary: list[dict], meta: dict) -> tuple[str, list[dict]]:
 
     # load sources alone
     lines += ["### Load sources alone (received msg/s)", "",
-              "| size | pusher-local stream → subscriber | c_pub → mosquitto → c_sub QoS 0 | … QoS 1 |",
-              "|---|---|---|---|"]
+              "| size | pusher-local stream → pusher-bench-subscriber (Swift) | … → ws_sub (C) | "
+              "c_pub → mosquitto → c_sub QoS 0 | … QoS 1 |",
+              "|---|---|---|---|---|"]
     for size in SIZES:
-        src = find(summary, scenario="throughput", direction="pusher-source", size=size)
+        src = find(summary, scenario="throughput", impl="swift-receiver", direction="pusher-source", size=size)
+        alt = find(summary, scenario="throughput", impl="c-receiver", direction="pusher-source", size=size)
         c0 = find(summary, scenario="throughput", direction="ceiling", qos=0, size=size)
         c1 = find(summary, scenario="throughput", direction="ceiling", qos=1, size=size)
-        lines.append(f"| {size} B | {fmt(src and src['rate'])} | {fmt(c0 and c0['rate'])} | {fmt(c1 and c1['rate'])} |")
+        lines.append(f"| {size} B | {fmt(src and src['rate'])} | {fmt(alt and alt['rate'])} | {fmt(c0 and c0['rate'])} | "
+                     f"{fmt(c1 and c1['rate'])} |")
     lines.append("")
 
     # throughput
@@ -629,7 +639,8 @@ def plots(summary: list[dict], samples: dict, out: Path) -> list[str]:
 
     if samples:
         fig, ax = plt.subplots(figsize=(8, 5))
-        names = {"latency/c/ceiling": "broker ceiling", "latency/source/pusher-source": "pusher-local → subscriber",
+        names = {"latency/c/ceiling": "broker ceiling", "latency/swift-receiver/pusher-source": "pusher-local → subscriber",
+                 "latency/c-receiver/pusher-source": "pusher-local → ws_sub",
                  "latency/bridge/p2m": "bridge P→M", "latency/python/p2m": "Python P→M",
                  "latency/bridge/m2p": "bridge M→P", "latency/python/m2p": "Python M→P"}
         for key, label in names.items():
@@ -675,6 +686,8 @@ def main() -> int:
     parser.add_argument("--scenarios", default=",".join(ALL_SCENARIOS))
     parser.add_argument("--impls", default=",".join(ALL_IMPLS))
     parser.add_argument("--latency-qos", type=int, default=1)
+    parser.add_argument("--pusher-receiver", choices=["swift", "c"], default="swift",
+                        help="Pusher-side receiver of the M->P and latency runs: pusher-bench-subscriber or ws_sub")
     parser.add_argument("--latency-seconds", type=float, default=3.0)
     parser.add_argument("--out", default=str(REPO / "Benchmarks" / "results"))
     parser.add_argument("--render", metavar="JSON", help="only redo the tables of a latest.json (no measurement, no plots of latency)")
@@ -694,7 +707,7 @@ def main() -> int:
     if args.quick:
         args.runs = 1
     for tool in (Path(args.bin_dir) / "pusher-local", Path(args.bin_dir) / "pusher-mqtt-bridge",
-                 Path(args.bin_dir) / "pusher-bench-subscriber", Path(args.tools_dir) / "c_pub", Path(args.tools_dir) / "c_sub"):
+                 Path(args.bin_dir) / "pusher-bench-subscriber", Path(args.tools_dir) / "c_pub", Path(args.tools_dir) / "c_sub", Path(args.tools_dir) / "ws_sub"):
         if not tool.exists():
             parser.error(f"{tool} is missing (scripts/bench.sh builds it)")
 
@@ -704,7 +717,8 @@ def main() -> int:
     meta = {"started": datetime.datetime.now().isoformat(timespec="seconds"), "runs": args.runs, "quick": args.quick,
             "machine": f"{os.cpu_count()} cores, {platform.platform()}",
             "load_before": " ".join(Path("/proc/loadavg").read_text().split()[:3]),
-            "scenarios": args.scenarios, "impls": args.impls, "latency_qos": args.latency_qos}
+            "scenarios": args.scenarios, "impls": args.impls, "latency_qos": args.latency_qos,
+            "pusher_receiver": args.pusher_receiver}
     started = time.monotonic()
     bench = Bench(args)
     try:

@@ -78,7 +78,7 @@ struct Tally: ~Copyable {
                     var j = i + keyBytes.count
                     var value: Int64 = 0
                     var digits = 0
-                    while j < bytes.count, bytes[j] >= UInt8(ascii: "0"), bytes[j] <= UInt8(ascii: "9"), digits < 18 {
+                    while j < bytes.count, bytes[j] >= UInt8(ascii: "0"), bytes[j] <= UInt8(ascii: "9"), digits < 19 {
                         value = value * 10 + Int64(bytes[j] - UInt8(ascii: "0"))
                         j += 1
                         digits += 1
