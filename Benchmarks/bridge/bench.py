@@ -606,6 +606,7 @@ def plots(summary: list[dict], samples: dict, out: Path) -> list[str]:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     written = []
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
@@ -625,6 +626,7 @@ def plots(summary: list[dict], samples: dict, out: Path) -> list[str]:
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xticks(SIZES, [f"{s} B" for s in SIZES])
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
         ax.set_xlabel("payload size")
         ax.set_ylabel("messages/s received")
         ax.set_title(f"{title} throughput")

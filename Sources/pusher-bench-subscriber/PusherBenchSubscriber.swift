@@ -92,6 +92,14 @@ struct Tally: ~Copyable {
     }
 }
 
+/// The tally shared by the client's callback and the main task (a class, because a `Mutex` cannot
+/// be captured by an escaping closure on its own).
+final class SharedTally: Sendable {
+    let state: Mutex<Tally>
+
+    init(expect: Int) { state = Mutex(Tally(expect: expect)) }
+}
+
 func realtimeNanos() -> Int64 {
     var ts = timespec()
     clock_gettime(CLOCK_REALTIME, &ts)
@@ -120,12 +128,12 @@ enum PusherBenchSubscriber {
         let client = PusherClient(
             options: PusherClientOptions(key: key, host: .host("127.0.0.1", port: port), encrypted: false, activityTimeout: .seconds(60)),
             logger: logger)
-        let tally = Mutex(Tally(expect: expect))
+        let tally = SharedTally(expect: expect)
         let clock = ContinuousClock()
         client.bind(eventName: eventName) { event in
             let now = clock.now
             let real = realtimeNanos()
-            tally.withLock { $0.record(event.data, now: now, realNanos: real) }
+            tally.state.withLock { $0.record(event.data, now: now, realNanos: real) }
         }
 
         let runner = Task { try await client.run() }
@@ -141,14 +149,14 @@ enum PusherBenchSubscriber {
 
         let start = clock.now
         while true {
-            let (done, last) = tally.withLock { ($0.unique >= $0.expect, $0.last) }
+            let (done, last) = tally.state.withLock { ($0.unique >= $0.expect, $0.last) }
             let now = clock.now
             if done || now - start > .seconds(total) { break }
             if let last, now - last > .seconds(idle) { break }
             try? await Task.sleep(for: .milliseconds(20))
         }
 
-        let summary = tally.withLock { tally -> String in
+        let summary = tally.state.withLock { tally -> String in
             var seconds = 0.0
             if let first = tally.first, let last = tally.last, tally.received > 1 {
                 let span = (last - first).components
