@@ -106,6 +106,11 @@ func realtimeNanos() -> Int64 {
     return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
 }
 
+/// One line on stdout, written at once (the driver waits for it; no buffering to flush).
+func say(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
 func fail(_ message: String, code: Int32 = 1) -> Never {
     FileHandle.standardError.write(Data("pusher-bench-subscriber: \(message)\n".utf8))
     exit(code)
@@ -144,8 +149,7 @@ enum PusherBenchSubscriber {
             if clock.now > subscribeDeadline { fail("not subscribed to \(channelName) after 10 s (state \(client.connectionState))") }
             try? await Task.sleep(for: .milliseconds(10))
         }
-        print("ready")
-        fflush(stdout)
+        say("ready")
 
         let start = clock.now
         while true {
@@ -171,8 +175,7 @@ enum PusherBenchSubscriber {
                 + "\"reordered\":\(tally.reordered),\"missing\":\(tally.expect - tally.unique),\"unparsed\":\(tally.unparsed),"
                 + "\"out_of_range\":\(tally.outOfRange),\"seconds\":\(seconds),\"rate\":\(rate)}"
         }
-        print(summary)
-        fflush(stdout)
+        say(summary)
         await client.disconnectAndWait(timeout: .seconds(1))
         runner.cancel()
         exit(0)
