@@ -211,7 +211,9 @@ class Bench:
     # timeouts: a receiver stops IDLE s after the last message, or after TOTAL s in all
     @property
     def idle(self) -> float:
-        return 2.0 if self.args.quick else 3.0
+        # Longer than the MQTT client's 5 s of backpressure (issue 4): a stalled bridge that then
+        # delivers is late, not lossy.
+        return 2.0 if self.args.quick else 8.0
 
     @property
     def total(self) -> float:
