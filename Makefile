@@ -12,7 +12,7 @@ FAULTS      ?=
 PREFIX      ?= /usr/local
 BIN_DIR      = $(shell $(SWIFT) build $(BUILD_FLAGS) --show-bin-path 2>/dev/null)
 
-.PHONY: all build setup test test-swift test-interop test-e2e test-faults-unit check-unit faults soak fuzz fuzz-smoke tsan run install format lint clean
+.PHONY: all build setup test test-swift test-interop test-e2e test-faults-unit check-unit bench faults soak fuzz fuzz-smoke tsan run install format lint clean
 
 all: build
 
@@ -82,6 +82,11 @@ fuzz-smoke:
 # Slow (a TSan build plus a slowed-down run): not part of `make test`/CI.
 tsan: setup
 	scripts/tsan.sh
+
+# Benchmarks (not in `make test`): bridge vs broker ceiling vs Python baseline -> BENCHMARKS.md.
+# RUNS=3, QUICK=1 (smoke check), SCENARIOS=ceiling,sources,p2m,m2p,latency, IMPLS=bridge,bridge-memory,python.
+bench:
+	scripts/bench.sh
 
 run: setup
 	$(SWIFT) build $(BUILD_FLAGS)

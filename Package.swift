@@ -214,6 +214,16 @@ let package = Package(
             dependencies: ["MosquittoClient"],
             swiftSettings: swiftSettings
         ),
+        /// `make bench`'s WebSocket subscriber (Benchmarks/bridge/bench.py): counts, checks order and
+        /// records latency of the events of one channel through our own PusherClient.
+        .executableTarget(
+            name: "pusher-bench-subscriber",
+            dependencies: [
+                "PusherChannels",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "MosquittoClientTests",
             dependencies: [

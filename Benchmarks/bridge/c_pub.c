@@ -1,0 +1,132 @@
+/*
+ * Load source for `make bench`: plain libmosquitto publishing sequence-numbered, timestamped
+ * payloads, either as fast as the in-flight window allows (throughput) or at a fixed rate
+ * (latency). Same library usage as Benchmarks/mqtt/c_publisher.c (loop_start + publish,
+ * bounded in-flight window counted with on_publish).
+ *
+ *     c_pub PORT TOPIC COUNT QOS SIZE RATE [IN_FLIGHT=1000]
+ *
+ * RATE 0 = as fast as possible; otherwise message i is due at start + i/RATE (absolute
+ * schedule on CLOCK_MONOTONIC, so a late message does not shift the rest).
+ * Each payload is {"seq":i,"sent_at_ns":T,"pad":"xxx…"} padded to SIZE bytes; T is
+ * CLOCK_REALTIME in ns taken just before mosquitto_publish, so a subscriber on the same machine
+ * (C or Swift, which both read the realtime clock) computes one-way latency.
+ * Prints one JSON line: {"sent":N,"seconds":S,"rate":R}.
+ */
+#include <mosquitto.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
+static long acked = 0;
+static int connected = 0;
+
+static void on_connect(struct mosquitto *mosq, void *obj, int rc)
+{
+	(void)mosq; (void)obj;
+	pthread_mutex_lock(&lock);
+	connected = rc == 0 ? 1 : -1;
+	pthread_cond_broadcast(&changed);
+	pthread_mutex_unlock(&lock);
+}
+
+static void on_publish(struct mosquitto *mosq, void *obj, int mid)
+{
+	(void)mosq; (void)obj; (void)mid;
+	pthread_mutex_lock(&lock);
+	acked++;
+	pthread_cond_broadcast(&changed);
+	pthread_mutex_unlock(&lock);
+}
+
+static long long clock_ns(clockid_t clock)
+{
+	struct timespec ts;
+	clock_gettime(clock, &ts);
+	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 7) {
+		fprintf(stderr, "usage: c_pub PORT TOPIC COUNT QOS SIZE RATE [IN_FLIGHT]\n");
+		return 64;
+	}
+	int port = atoi(argv[1]);
+	const char *topic = argv[2];
+	long count = atol(argv[3]);
+	int qos = atoi(argv[4]);
+	int size = atoi(argv[5]);
+	double rate = atof(argv[6]);
+	long window = argc > 7 ? atol(argv[7]) : 1000;
+	if (port <= 0 || count <= 0 || qos < 0 || qos > 2 || size < 0 || rate < 0 || window <= 0) {
+		fprintf(stderr, "c_pub: bad arguments\n");
+		return 64;
+	}
+
+	mosquitto_lib_init();
+	char id[64];
+	snprintf(id, sizeof id, "bench-pub-%d", (int)getpid());
+	struct mosquitto *mosq = mosquitto_new(id, true, NULL);
+	if (!mosq) { fprintf(stderr, "c_pub: mosquitto_new failed\n"); return 1; }
+	mosquitto_int_option(mosq, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V5);
+	mosquitto_int_option(mosq, MOSQ_OPT_TCP_NODELAY, 1);
+	mosquitto_int_option(mosq, MOSQ_OPT_SEND_MAXIMUM, (int)(window > 65535 ? 65535 : window));
+	mosquitto_connect_callback_set(mosq, on_connect);
+	mosquitto_publish_callback_set(mosq, on_publish);
+	mosquitto_loop_start(mosq);
+	if (mosquitto_connect_async(mosq, "127.0.0.1", port, 30) != MOSQ_ERR_SUCCESS) {
+		fprintf(stderr, "c_pub: connect failed\n");
+		return 1;
+	}
+	pthread_mutex_lock(&lock);
+	while (connected == 0) pthread_cond_wait(&changed, &lock);
+	pthread_mutex_unlock(&lock);
+	if (connected < 0) { fprintf(stderr, "c_pub: connection refused\n"); return 1; }
+
+	size_t capacity = (size_t)size + 96;
+	char *payload = malloc(capacity);
+	char *pad = malloc((size_t)size + 1);
+	if (!payload || !pad) { fprintf(stderr, "c_pub: out of memory\n"); return 1; }
+	memset(pad, 'x', (size_t)size);
+	pad[size] = 0;
+
+	long long start = clock_ns(CLOCK_MONOTONIC);
+	for (long seq = 0; seq < count; seq++) {
+		if (rate > 0) {
+			long long due = start + (long long)((double)seq / rate * 1e9);
+			struct timespec ts = { .tv_sec = due / 1000000000LL, .tv_nsec = due % 1000000000LL };
+			while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0) {}
+		}
+		pthread_mutex_lock(&lock);
+		while (seq - acked >= window) pthread_cond_wait(&changed, &lock);
+		pthread_mutex_unlock(&lock);
+		int head = snprintf(payload, capacity, "{\"seq\":%ld,\"sent_at_ns\":%lld,\"pad\":\"", seq, clock_ns(CLOCK_REALTIME));
+		int padding = size - head - 2;
+		if (padding < 0) padding = 0;
+		memcpy(payload + head, pad, (size_t)padding);
+		memcpy(payload + head + padding, "\"}", 2);
+		int length = head + padding + 2;
+		int rc = mosquitto_publish(mosq, NULL, topic, length, payload, qos, false);
+		if (rc != MOSQ_ERR_SUCCESS) { fprintf(stderr, "c_pub: publish failed: %s\n", mosquitto_strerror(rc)); return 1; }
+	}
+	pthread_mutex_lock(&lock);
+	while (acked < count) pthread_cond_wait(&changed, &lock);
+	pthread_mutex_unlock(&lock);
+	double elapsed = (double)(clock_ns(CLOCK_MONOTONIC) - start) / 1e9;
+	printf("{\"sent\":%ld,\"seconds\":%.6f,\"rate\":%.1f}\n", count, elapsed, elapsed > 0 ? (double)count / elapsed : 0.0);
+	fflush(stdout);
+
+	mosquitto_disconnect(mosq);
+	mosquitto_loop_stop(mosq, false);
+	mosquitto_destroy(mosq);
+	mosquitto_lib_cleanup();
+	free(payload);
+	free(pad);
+	return 0;
+}
