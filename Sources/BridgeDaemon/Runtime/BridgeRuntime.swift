@@ -68,6 +68,7 @@ final class BridgeRuntime: Sendable {
         var mqttConnectedOnce = false
         var stopping = false
         var deadLetterLog = RateLimitedLog(perMinute: 20)
+        var dropLog = RateLimitedLog(perMinute: 20)
     }
 
     init(settings: BridgeSettings, daemon: DaemonSettings, metrics: BridgeMetrics, logger: Logger) throws {
@@ -332,7 +333,13 @@ final class BridgeRuntime: Sendable {
     private func account(_ admission: OutboxAdmission, rule: String, direction: BridgeMetrics.Direction) {
         if admission.dropped > 0 {
             metrics.messages(bridge: name, rule: rule, direction: direction, outcome: .dropped).increment(by: admission.dropped)
-            logger.warning("buffer full: message dropped", metadata: ["bridge.rule": "\(rule)", "direction": "\(direction.rawValue)", "dropped": "\(admission.dropped)"])
+            // Rate-limited (DESIGN §5.2): an overloaded bridge drops thousands a second.
+            let (log, suppressed) = shared.withLock { $0.dropLog.allow(now: .now) }
+            if log {
+                logger.warning(
+                    "buffer full: message dropped",
+                    metadata: ["bridge.rule": "\(rule)", "direction": "\(direction.rawValue)", "dropped": "\(admission.dropped)", "suppressed_logs": "\(suppressed)"])
+            }
         }
         if admission.spoolFailed {
             metrics.errors(bridge: name, kind: "spool").increment()
@@ -684,7 +691,11 @@ final class BridgeRuntime: Sendable {
             cleanSession: m.cleanSession, sessionExpiry: m.sessionExpiry, keepAlive: m.keepalive,
             username: m.username, password: m.password?.value, tls: tls,
             will: MQTTWill(topic: m.statusTopic, payload: Array("offline".utf8), qos: .atLeastOnce, retain: true),
-            reconnect: settings.reconnect
+            reconnect: settings.reconnect,
+            // While the consumer is stuck, libmosquitto's thread blocks and sends no PINGREQ: stay
+            // well inside the keepalive, or the broker drops us (seen in the issue 7 benchmark
+            // with keepalive 5 s against the former fixed 5 s).
+            backpressureTimeout: min(.seconds(5), m.keepalive / 2)
         )
     }
 }
