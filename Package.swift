@@ -220,6 +220,7 @@ let package = Package(
             name: "pusher-bench-subscriber",
             dependencies: [
                 "PusherChannels",
+                "Locking",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings

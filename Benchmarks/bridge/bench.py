@@ -52,7 +52,11 @@ RATES = [1000, 5000, 20000]
 ALL_SCENARIOS = ["ceiling", "sources", "p2m", "m2p", "latency"]
 ALL_IMPLS = ["bridge", "bridge-memory", "python"]  # bridge-memory: buffer persist = false
 P2M_CHANNEL, P2M_TOPIC = "bench-p2m", "bench/p2m/bench"
-M2P_CHANNEL, M2P_TOPIC = "bench-m2p", "bench/m2p/bench"
+# MQTT -> Pusher runs over M2P_CHANNELS topics/channels (sensors/+/x -> sensor-{1}): the bridge keeps
+# order per channel with one batch_events in flight per channel, so one channel alone is capped at
+# 10 events per HTTP round trip (BENCHMARKS.md).
+M2P_CHANNELS = 8
+M2P_CHANNEL, M2P_TOPIC = "bench-m2p-%d", "bench/m2p/%d"
 CEILING_TOPIC = "bench/ceiling"
 
 # The goals of issue 7, checked at the end of every run.
@@ -230,7 +234,7 @@ class Bench:
         return max(base, 1000)
 
     def receiver(self, side: str, topic_or_channel: str, qos: int, count: int, name: str,
-                 pusher_receiver: str | None = None) -> subprocess.Popen:
+                 pusher_receiver: str | None = None, channels: int = 1) -> subprocess.Popen:
         """c_sub on MQTT; on Pusher pusher-bench-subscriber (`swift`) or ws_sub (`c`), same contract."""
         latencies = self.work / f"{name}.lat"
         if side == "mqtt":
@@ -241,6 +245,10 @@ class Bench:
             program = self.bin_dir / "pusher-bench-subscriber" if kind == "swift" else self.tools / "ws_sub"
             argv = [str(program), str(self.pusher.port), self.pusher.key,
                     topic_or_channel, "bench", str(count), str(self.idle), str(self.total), str(latencies)]
+            if channels > 1:
+                if kind != "swift":
+                    raise BenchError("ws_sub listens to one channel only")
+                argv.append(str(channels))
         return start_receiver(argv, name, self.work)
 
     def stream(self, count: int, size: int, rate: float) -> dict:
@@ -253,9 +261,9 @@ class Bench:
         except (OSError, ValueError) as error:
             raise BenchError(f"pusher-local stream request failed: {error}")
 
-    def c_pub(self, topic: str, count: int, qos: int, size: int, rate: float) -> dict:
+    def c_pub(self, topic: str, count: int, qos: int, size: int, rate: float, topics: int = 1) -> dict:
         out = subprocess.run([str(self.tools / "c_pub"), str(self.broker.port), topic, str(count), str(qos), str(size),
-                              str(rate)], capture_output=True, timeout=self.total + 30)
+                              str(rate), "1000", str(topics)], capture_output=True, timeout=self.total + 30)
         if out.returncode != 0:
             raise BenchError(f"c_pub exited {out.returncode}: {out.stderr.decode(errors='replace')[-500:]}")
         return json.loads(out.stdout.decode().strip().splitlines()[-1])
@@ -269,7 +277,7 @@ class Bench:
                        f'topic = "bench/p2m/{{event}}"\nqos = {qos}\npayload = "data"\n'
             else:
                 rule = f'[[bridge.rule]]\nname = "m2p"\nfrom = "mqtt"\ntopic = "bench/m2p/+"\n' \
-                       f'channel = "{M2P_CHANNEL}"\nevent = "{{1}}"\nqos = {qos}\npayload = "data"\n'
+                       f'channel = "bench-m2p-{{1}}"\nevent = "bench"\nqos = {qos}\npayload = "data"\n'
             config = bridge_config(self.pusher, self.broker, run_dir, rule, name=f"bench{self.counter}")
             # The operator's default level, not the tests' debug; no metrics endpoint needed.
             config = config.replace('log_level = "debug"', 'log_level = "info"')
@@ -283,7 +291,7 @@ class Bench:
             if direction == "p2m":
                 argv += ["--p2m-channel", P2M_CHANNEL, "--p2m-topic", "bench/p2m/{event}", "--p2m-qos", str(qos)]
             else:
-                argv += ["--m2p-filter", "bench/m2p/+", "--m2p-channel", M2P_CHANNEL, "--m2p-qos", str(qos)]
+                argv += ["--m2p-filter", "bench/m2p/+", "--m2p-channel", "bench-m2p-{1}", "--m2p-qos", str(qos)]
             bridge = Process("python-bridge", argv, run_dir)
         bridge.start()
         STARTED.append(bridge)
@@ -349,11 +357,13 @@ class Bench:
                 receiver = self.receiver("mqtt", topic, qos or 0, count, name)
             else:  # m2p, and the Pusher load source alone (impl swift-receiver / c-receiver picks the receiver)
                 kind = {"swift-receiver": "swift", "c-receiver": "c"}.get(impl)
-                receiver = self.receiver("pusher", M2P_CHANNEL if direction == "m2p" else P2M_CHANNEL, 0, count, name, kind)
+                receiver = self.receiver("pusher", M2P_CHANNEL if direction == "m2p" else P2M_CHANNEL, 0, count, name, kind,
+                                         channels=M2P_CHANNELS if direction == "m2p" else 1)
             if direction in ("p2m", "pusher-source"):
                 row["source"] = self.stream(count, size, rate)
             else:
-                row["source"] = self.c_pub(M2P_TOPIC if direction == "m2p" else CEILING_TOPIC, count, qos or 0, size, rate)
+                row["source"] = self.c_pub(M2P_TOPIC if direction == "m2p" else CEILING_TOPIC, count, qos or 0, size, rate,
+                                           topics=M2P_CHANNELS if direction == "m2p" else 1)
             row["receiver"] = finish_receiver(receiver, name, self.work, self.total + 30)
             stats, values = latency_stats(self.work / f"{name}.lat")
             row["latency"] = stats

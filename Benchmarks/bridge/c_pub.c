@@ -4,7 +4,10 @@
  * (latency). Same library usage as Benchmarks/mqtt/c_publisher.c (loop_start + publish,
  * bounded in-flight window counted with on_publish).
  *
- *     c_pub PORT TOPIC COUNT QOS SIZE RATE [IN_FLIGHT=1000]
+ *     c_pub PORT TOPIC COUNT QOS SIZE RATE [IN_FLIGHT=1000] [TOPICS=1]
+ *
+ * With TOPICS > 1, TOPIC holds one %d and message i goes to TOPIC with i % TOPICS (several
+ * sensors: the bridge maps each topic to its own channel).
  *
  * RATE 0 = as fast as possible; otherwise message i is due at start + i/RATE (absolute
  * schedule on CLOCK_MONOTONIC, so a late message does not shift the rest).
@@ -54,7 +57,7 @@ static long long clock_ns(clockid_t clock)
 int main(int argc, char **argv)
 {
 	if (argc < 7) {
-		fprintf(stderr, "usage: c_pub PORT TOPIC COUNT QOS SIZE RATE [IN_FLIGHT]\n");
+		fprintf(stderr, "usage: c_pub PORT TOPIC COUNT QOS SIZE RATE [IN_FLIGHT] [TOPICS]\n");
 		return 64;
 	}
 	int port = atoi(argv[1]);
@@ -64,7 +67,9 @@ int main(int argc, char **argv)
 	int size = atoi(argv[5]);
 	double rate = atof(argv[6]);
 	long window = argc > 7 ? atol(argv[7]) : 1000;
-	if (port <= 0 || count <= 0 || qos < 0 || qos > 2 || size < 0 || rate < 0 || window <= 0) {
+	long topics = argc > 8 ? atol(argv[8]) : 1;
+	if (port <= 0 || count <= 0 || qos < 0 || qos > 2 || size < 0 || rate < 0 || window <= 0 || topics <= 0
+	    || (topics > 1 && strstr(topic, "%d") == NULL)) {
 		fprintf(stderr, "c_pub: bad arguments\n");
 		return 64;
 	}
@@ -112,7 +117,13 @@ int main(int argc, char **argv)
 		memcpy(payload + head, pad, (size_t)padding);
 		memcpy(payload + head + padding, "\"}", 2);
 		int length = head + padding + 2;
-		int rc = mosquitto_publish(mosq, NULL, topic, length, payload, qos, false);
+		char topic_buffer[256];
+		const char *target = topic;
+		if (topics > 1) {
+			snprintf(topic_buffer, sizeof topic_buffer, topic, (int)(seq % topics));
+			target = topic_buffer;
+		}
+		int rc = mosquitto_publish(mosq, NULL, target, length, payload, qos, false);
 		if (rc != MOSQ_ERR_SUCCESS) { fprintf(stderr, "c_pub: publish failed: %s\n", mosquitto_strerror(rc)); return 1; }
 	}
 	pthread_mutex_lock(&lock);

@@ -92,6 +92,13 @@ def main() -> int:
     http = pusher.Pusher(app_id=args.app_id, key=args.key, secret=args.secret, host=args.pusher_host,
                          port=args.pusher_port, ssl=False)
 
+    def target(level: str, data: str) -> dict:
+        # Like the daemon's rules: `bench-m2p-{1}` puts the topic level in the channel (event
+        # "bench"); a fixed channel takes the level as the event name.
+        if "{1}" in args.m2p_channel:
+            return {"channel": args.m2p_channel.replace("{1}", level), "name": "bench", "data": data}
+        return {"channel": args.m2p_channel, "name": level, "data": data}
+
     def forward():
         while not stopping.is_set():
             try:
@@ -105,7 +112,7 @@ def main() -> int:
                 except queue.Empty:
                     break
             try:
-                http.trigger_batch([{"channel": args.m2p_channel, "name": event, "data": data} for event, data in batch])
+                http.trigger_batch([target(level, data) for level, data in batch])
             except Exception as error:  # the library raises several types; count and go on
                 dropped["http_errors"] += len(batch)
                 log.warning("trigger_batch failed: %s", error)

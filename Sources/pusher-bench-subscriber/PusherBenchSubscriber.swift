@@ -20,7 +20,7 @@
 import Foundation
 import Logging
 import PusherChannels
-import Synchronization
+import Locking
 
 /// What arrived so far: counts, the sequence numbers seen and one latency per event.
 struct Tally: ~Copyable {
@@ -32,13 +32,15 @@ struct Tally: ~Copyable {
     var reordered = 0
     var unparsed = 0
     var outOfRange = 0
-    var highest = -1
+    /// The highest sequence seen per channel (sequence i travels on channel i % channels).
+    var highest: [Int]
     var first: ContinuousClock.Instant?
     var last: ContinuousClock.Instant?
     var latencies: [Int64] = []
 
-    init(expect: Int) {
+    init(expect: Int, channels: Int) {
         self.expect = expect
+        self.highest = Array(repeating: -1, count: channels)
         self.seen = Array(repeating: false, count: expect)
         latencies.reserveCapacity(min(expect, 10_000_000))
     }
@@ -62,7 +64,9 @@ struct Tally: ~Copyable {
             seen[Int(seq)] = true
             unique += 1
         }
-        if seq < highest { reordered += 1 } else { highest = Int(seq) }
+        // Order is promised per channel only (DESIGN §5.6).
+        let lane = Int(seq < 0 ? 0 : seq) % highest.count
+        if seq < highest[lane] { reordered += 1 } else { highest[lane] = Int(seq) }
         latencies.append(realNanos - sent)
     }
 
@@ -92,12 +96,11 @@ struct Tally: ~Copyable {
     }
 }
 
-/// The tally shared by the client's callback and the main task (a class, because a `Mutex` cannot
-/// be captured by an escaping closure on its own).
+/// The tally shared by the client's callback and the main task.
 final class SharedTally: Sendable {
-    let state: Mutex<Tally>
+    let state: Locked<Tally>
 
-    init(expect: Int) { state = Mutex(Tally(expect: expect)) }
+    init(expect: Int, channels: Int) { state = Locked(Tally(expect: expect, channels: channels)) }
 }
 
 func realtimeNanos() -> Int64 {
@@ -121,10 +124,14 @@ func fail(_ message: String, code: Int32 = 1) -> Never {
 enum PusherBenchSubscriber {
     static func main() async {
         let arguments = Array(CommandLine.arguments.dropFirst())
-        guard arguments.count == 8, let port = Int(arguments[0]), let expect = Int(arguments[4]), expect > 0,
-            let idle = Double(arguments[5]), idle > 0, let total = Double(arguments[6]), total > 0
+        guard arguments.count == 8 || arguments.count == 9, let port = Int(arguments[0]), let expect = Int(arguments[4]), expect > 0,
+            let idle = Double(arguments[5]), idle > 0, let total = Double(arguments[6]), total > 0,
+            let channelCount = arguments.count == 9 ? Int(arguments[8]) : 1, channelCount >= 1,
+            channelCount == 1 || arguments[2].contains("%d")
         else {
-            fail("usage: pusher-bench-subscriber PORT KEY CHANNEL EVENT EXPECT IDLE_SECONDS TOTAL_SECONDS LATENCY_FILE", code: 64)
+            fail(
+                "usage: pusher-bench-subscriber PORT KEY CHANNEL EVENT EXPECT IDLE_SECONDS TOTAL_SECONDS LATENCY_FILE [CHANNELS]"
+                    + " (with CHANNELS > 1, CHANNEL holds one %d)", code: 64)
         }
         let (key, channelName, eventName, latencyPath) = (arguments[1], arguments[2], arguments[3], arguments[7])
 
@@ -133,7 +140,7 @@ enum PusherBenchSubscriber {
         let client = PusherClient(
             options: PusherClientOptions(key: key, host: .host("127.0.0.1", port: port), encrypted: false, activityTimeout: .seconds(60)),
             logger: logger)
-        let tally = SharedTally(expect: expect)
+        let tally = SharedTally(expect: expect, channels: channelCount)
         let clock = ContinuousClock()
         client.bind(eventName: eventName) { event in
             let now = clock.now
@@ -143,10 +150,11 @@ enum PusherBenchSubscriber {
 
         let runner = Task { try await client.run() }
         client.connect()
-        let channel = client.subscribe(channelName)
+        let names = channelCount == 1 ? [channelName] : (0..<channelCount).map { channelName.replacingOccurrences(of: "%d", with: "\($0)") }
+        let channels = names.map { client.subscribe($0) }
         let subscribeDeadline = clock.now + .seconds(10)
-        while !channel.isSubscribed {
-            if clock.now > subscribeDeadline { fail("not subscribed to \(channelName) after 10 s (state \(client.connectionState))") }
+        while !channels.allSatisfy(\.isSubscribed) {
+            if clock.now > subscribeDeadline { fail("not subscribed to \(names) after 10 s (state \(client.connectionState))") }
             try? await Task.sleep(for: .milliseconds(10))
         }
         say("ready")
