@@ -40,6 +40,8 @@ flags=(--sanitize=thread --scratch-path "$scratch")
 
 # halt_on_error: a report ends the process, so no later test passes on corrupted state.
 # second_deadlock_stack: both stacks for lock-order inversions.
+# Tests that bound wall-clock time allow for the sanitizer's slowdown (testTimeScale).
+export PUSHER_MQTT_BRIDGE_TEST_TIME_SCALE=${PUSHER_MQTT_BRIDGE_TEST_TIME_SCALE:-4}
 export TSAN_OPTIONS="halt_on_error=${TSAN_HALT:-1} second_deadlock_stack=1 log_path=$log_dir/tsan ${TSAN_OPTIONS:-}"
 
 echo "tsan: building (${flags[*]}) ..." >&2

@@ -152,22 +152,22 @@ private func quietLogger() -> Logger {
             }
         } test: { port in
             let client = PusherClient(
-                options: try options(port: port, activity: .seconds(5), pong: .seconds(2)),
+                options: try options(port: port, activity: .seconds(5), pong: .seconds(2 * testTimeScale)),
                 logger: quietLogger()
             )
             let updates = client.updates()
             try await withRunningClient(client) { client in
                 let started = ContinuousClock.now
                 client.connect()
-                let seen = try await collect(updates, "pong answered on the second connection") { seen in
+                let seen = try await collect(updates, seconds: 10 * testTimeScale, "pong answered on the second connection") { seen in
                     seen.contains(.event(PusherEvent(name: "done", channel: nil, data: "pong seen")))
                 }
                 let elapsed = ContinuousClock.now - started
                 // 1 s activity (server's value wins) + 1 s to the 2nd ping + 2 s pong wait.
                 // (The pong wait is 2 s, not 1, so parallel tests starving the reader on a
                 // 2-core machine cannot fake a timeout.)
-                #expect(elapsed >= .seconds(3.8))
-                #expect(elapsed < .seconds(8))
+                #expect(elapsed >= .seconds(1.8 + 2 * testTimeScale))
+                #expect(elapsed < .seconds(8 * testTimeScale))
                 let states = seen.compactMap { if case .connectionStateChanged(let s) = $0 { s.current } else { nil } }
                 #expect(states == [.connecting, .connected, .reconnecting, .connecting, .connected])
             }
@@ -532,7 +532,7 @@ private func quietLogger() -> Logger {
                 }
                 // Well below the 5 s handshake timeout that a stuck first read would hit; the
                 // margin is for parallel tests loading the 2 cores (seen: up to 1.8 s).
-                #expect(slowest < .seconds(3))
+                #expect(slowest < .seconds(3 * testTimeScale))
             }
         }
         #expect(log.connectionCount == 20)

@@ -231,3 +231,12 @@ func collect(
         throw TestFailure("update stream ended while waiting for \(what); saw \(seen)")
     }
 }
+
+/// How much slower than normal this test run is allowed to be: `scripts/tsan.sh` sets
+/// `PUSHER_MQTT_BRIDGE_TEST_TIME_SCALE=4` (ThreadSanitizer runs everything several times slower);
+/// 1 otherwise. Only tests that bound elapsed wall-clock time use it.
+let testTimeScale: Double = {
+    guard let text = ProcessInfo.processInfo.environment["PUSHER_MQTT_BRIDGE_TEST_TIME_SCALE"], let value = Double(text), value >= 1
+    else { return 1 }
+    return value
+}()
