@@ -5,6 +5,13 @@ import Testing
 
 @Suite("Config defaults and source lines")
 struct ConfigDefaultsTests {
+    @Test func aByteOrderMarkIsIgnored() throws {
+        let text = "[[bridge]]\nname = \"bom\"\n[bridge.pusher]\nkey = \"k\"\n"
+        let withMark = try Fixture.parse("\u{FEFF}" + text)
+        #expect(withMark.bridges.map(\.name) == ["bom"])
+        #expect(withMark.bridges == (try Fixture.parse(text)).bridges)
+    }
+
     @Test func minimalBridgeGetsTheDocumentedDefaults() throws {
         let configuration = try Fixture.parse("[[bridge]]\nname = \"min\"\n[bridge.pusher]\nkey = \"k\"\n")
         #expect(configuration.daemon == DaemonSettings())

@@ -54,6 +54,12 @@ private let badConfigs: [BadConfig] = [
         text: "[daemon]\nx = [ # values\n  }\n",
         expected: ["/etc/bridges.conf:3:3: error: Error while parsing array: expected value, saw '}'"]),
     BadConfig(
+        name: "a UTF-8 byte order mark before a bad header is skipped, not a way past the guard (found by make fuzz)",
+        text: "\u{FEFF}[?bridge]]\nx = 1\n",
+        expected: [
+            "/etc/bridges.conf:1:2: error: Error while parsing table header: expected bare key starting character or string delimiter, saw '?'"
+        ]),
+    BadConfig(
         name: "a lone [ is a syntax error",
         text: "[daemon]\n[\n",
         expected: ["/etc/bridges.conf:2:2: error: Error while parsing table header: expected bare key starting character or string delimiter, saw end of line"]),

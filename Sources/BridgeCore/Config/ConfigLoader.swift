@@ -86,6 +86,10 @@ public enum ConfigLoader {
     public static func parse(_ text: String, file: String, environment: ConfigEnvironment = .process) throws(ConfigError)
         -> BridgeConfiguration
     {
+        // A UTF-8 byte order mark (editors on Windows write one) is not part of the TOML text; left
+        // in, it hid a bad first header from the guards below and toml++ aborted (make fuzz).
+        let bom: [UInt8] = [0xEF, 0xBB, 0xBF]
+        let text = text.utf8.starts(with: bom) ? String(decoding: text.utf8.dropFirst(3), as: UTF8.self) : text
         let sourceMap = ConfigSourceMap(text: text)
         if let unsafe = sourceMap.unsafeHeader ?? ConfigSourceMap.unsafeArrayValue(in: text) {
             throw ConfigError(diagnostics: [ConfigDiagnostic(file: file, line: unsafe.line, column: unsafe.column, message: unsafe.message)])
