@@ -215,43 +215,7 @@ public final class Spool {
             try rotate()
         }
         guard let active = segments.last else { throw SpoolError.closed(path: directory) }
-        let sequence = lastSequence + 1
-        // A pending acknowledgement record travels in the same write as the data record.
-        var record = pendingAcknowledgementRecord()
-        let acknowledgementSize = record.count
-        record += SpoolRecordFormat.encode(kind: .data, sequence: sequence, payload: payload)
-        try write(record, to: active)
-        if acknowledgementSize > 0 {
-            unwrittenAcknowledgements = 0
-            active.size += acknowledgementSize
-            diskBytes += acknowledgementSize
-        }
-        let cache = cachedBytes + payload.count <= configuration.memoryCacheBytes
-        if cache { cachedBytes += payload.count }
-        index.append(
-            Location(
-                descriptor: active.descriptor,
-                offset: active.size + SpoolRecordFormat.headerSize,
-                length: payload.count,
-                cached: cache ? payload : nil
-            )
-        )
-        active.size += recordSize
-        active.lastDataSequence = sequence
-        lastSequence = sequence
-        pendingBytes += payload.count
-        diskBytes += recordSize
-
-        switch configuration.fsync {
-        case .always:
-            try flush(active)
-        case .batch(let records):
-            appendsSinceSync += 1
-            if appendsSinceSync >= records { try flush(active) }
-        case .onSync, .never:
-            break
-        }
-        return sequence
+        return try write(records: [payload], to: active)[0]
     }
 
     /// Appends several records with one `write` (the burst a consumer took at once) and returns
@@ -265,9 +229,15 @@ public final class Spool {
         guard payloads.allSatisfy({ $0.count <= configuration.maxPayloadBytes }), let active = segments.last,
             active.size + totalSize + SpoolRecordFormat.headerSize <= configuration.segmentBytes
         else { return try payloads.map { try append($0) } }
+        return try write(records: payloads, to: active)
+    }
+
+    /// Writes data records for `payloads` (after the pending acknowledgement record, if any) to
+    /// the active segment in one `write`, indexes them, and applies the fsync policy.
+    private func write(records payloads: [[UInt8]], to active: Segment) throws -> [UInt64] {
+        // A pending acknowledgement record travels in the same write as the data records.
         var bytes = pendingAcknowledgementRecord()
         let acknowledgementSize = bytes.count
-        bytes.reserveCapacity(acknowledgementSize + totalSize)
         var sequence = lastSequence
         for payload in payloads {
             sequence += 1
