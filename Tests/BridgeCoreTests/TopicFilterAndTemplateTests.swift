@@ -151,6 +151,10 @@ struct ConfigValueTests {
     @Test(arguments: [
         ("{\"a\":[1,2.5e3,true,null,\"x\\u00e9\"]}", true), ("42", true), (" \"s\" ", true), ("", false), ("{", false),
         ("{\"a\":}", false), ("01", false), ("[1,]", false), ("hello", false), ("\"\u{1}\"", false), ("21.5", true),
+        // Surrogate escapes: a pair is a character; a lone one is refused like pusher-local and the
+        // client refuse it (found by make fuzz, target json).
+        ("\"\\ud83d\\ude00\"", true), ("\"\\udc00\"", false), ("\"\\ud83d\"", false), ("\"\\ud83dx\"", false),
+        ("\"\\ud83d\\u0041\"", false), ("{\"a\":\"\\udc00\"}", false),
     ])
     func jsonValidation(_ text: String, _ valid: Bool) {
         #expect(JSONText.isValid(text) == valid)

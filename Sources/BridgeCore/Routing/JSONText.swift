@@ -144,9 +144,19 @@ public enum JSONText {
                         UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
                         index += 1
                     case UInt8(ascii: "u"):
-                        guard index + 4 < bytes.count else { return false }
-                        for offset in 1...4 where TopicLevelEscaping.hexValue(bytes[index + offset]) == nil { return false }
+                        guard let unit = JSONString.hex4(bytes, at: index + 1) else { return false }
                         index += 5
+                        // A lone UTF-16 surrogate escape is allowed by RFC 8259's grammar but no
+                        // text can hold it: pusher-local, the client and hosted Pusher's parsers
+                        // refuse it, so payloads with one are not JSON to the bridge either (they
+                        // travel as strings instead of being refused with a 400; found by make fuzz).
+                        if (0xDC00..<0xE000).contains(unit) { return false }
+                        if (0xD800..<0xDC00).contains(unit) {
+                            guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u"),
+                                let low = JSONString.hex4(bytes, at: index + 2), (0xDC00..<0xE000).contains(low)
+                            else { return false }
+                            index += 6
+                        }
                     default:
                         return false
                     }
