@@ -83,8 +83,11 @@ def test_tcp_pass_blackhole_reset(echo_port):
         assert roundtrip(proxy.port, b"again") == b"again"
 
         proxy.set_mode("reset")
-        with socket.create_connection(("127.0.0.1", proxy.port), timeout=1) as s:
-            assert closed_by_peer(s)
+        try:
+            with socket.create_connection(("127.0.0.1", proxy.port), timeout=1) as s:
+                assert closed_by_peer(s)
+        except ConnectionResetError:
+            pass  # the proxy's RST right after accept can beat connect()'s return on a busy machine (seen in CI)
     finally:
         proxy.close()
 
