@@ -22,6 +22,20 @@ struct OutboxAdmission: Sendable, Equatable {
     var dropped = 0
     /// The spool could not take the message (disk full, I/O error): it was not stored.
     var spoolFailed = false
+
+    init(dropped: Int = 0, spoolFailed: Bool = false) {
+        self.dropped = dropped
+        self.spoolFailed = spoolFailed
+    }
+
+    /// What the backlog's decision means for the counters.
+    init(_ admission: BacklogAdmission) {
+        switch admission {
+        case .stored: self.init()
+        case .storedDroppingOldest(_, let dropped): self.init(dropped: dropped.count)
+        case .droppedNewest, .droppedOversize: self.init(dropped: 1)
+        }
+    }
 }
 
 /// The queue of one bridge direction: BridgeCore's ``DeliveryBacklog`` (bounded by count and
@@ -71,14 +85,7 @@ final class Outbox<Item: OutboxItem>: Sendable {
         var admission = OutboxAdmission()
         let waiter: CheckedContinuation<Void, Never>? = state.withLock { state in
             do {
-                switch try state.backlog.enqueue(item.encoded()) {
-                case .stored:
-                    break
-                case .storedDroppingOldest(_, let dropped):
-                    admission.dropped = dropped.count
-                case .droppedNewest, .droppedOversize:
-                    admission.dropped = 1
-                }
+                admission = OutboxAdmission(try state.backlog.enqueue(item.encoded()))
                 state.appendsSinceSync += 1
             } catch {
                 admission.spoolFailed = true
@@ -98,15 +105,7 @@ final class Outbox<Item: OutboxItem>: Sendable {
         var admissions: [OutboxAdmission] = []
         let waiter: CheckedContinuation<Void, Never>? = state.withLock { state in
             do {
-                for result in try state.backlog.enqueue(contentsOf: items.map { $0.encoded() }) {
-                    var admission = OutboxAdmission()
-                    switch result {
-                    case .stored: break
-                    case .storedDroppingOldest(_, let dropped): admission.dropped = dropped.count
-                    case .droppedNewest, .droppedOversize: admission.dropped = 1
-                    }
-                    admissions.append(admission)
-                }
+                admissions = try state.backlog.enqueue(contentsOf: items.map { $0.encoded() }).map(OutboxAdmission.init)
                 state.appendsSinceSync += items.count
             } catch {
                 logger.error("spool write failed: messages not stored", metadata: ["outbox": "\(name)", "error": "\(error)", "messages": "\(items.count)"])
