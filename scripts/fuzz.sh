@@ -4,19 +4,22 @@
 # FUZZ_SECONDS each, and prints executions, exec/s, coverage, corpus size and crashes.
 #
 #   scripts/fuzz.sh                     every target, FUZZ_SECONDS (default 600) each  (make fuzz)
-#   FUZZ_SECONDS=30 scripts/fuzz.sh     the CI smoke run                              (make fuzz-smoke)
+#   FUZZ_SECONDS=30 FUZZ_SEED=1 scripts/fuzz.sh   the CI smoke run                    (make fuzz-smoke)
 #   scripts/fuzz.sh config topic        only these targets
 #   scripts/fuzz.sh --build-only
 #
 # Crash inputs land in Fuzz/crashes/TARGET-crash-… (git-ignored; turn each into a regression test
-# with the input inline). The growing corpus lives in .build-fuzz/corpus/TARGET; the small seed
-# corpus in Fuzz/corpus/TARGET is read, never written. Exit status: 0 when no target crashed.
+# with the input inline, and add it to the seed corpus as regression-…). FUZZ_SEED fixes libFuzzer's
+# random seed: the CI smoke run replays the same mutations every time (a gate, not an explorer),
+# while `make fuzz` draws a new seed per run and explores. The growing corpus lives in
+# .build-fuzz/corpus/TARGET; the small seed corpus in Fuzz/corpus/TARGET is read, never written. Exit status: 0 when no target crashed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SWIFT=${SWIFT:-swift}
 SECONDS_EACH=${FUZZ_SECONDS:-600}
 SCRATCH=${FUZZ_SCRATCH:-.build-fuzz}
+SEED=${FUZZ_SEED:-}
 BUILD_ONLY=0
 targets=()
 for arg in "$@"; do
@@ -60,6 +63,7 @@ for target in "${targets[@]}"; do
     mkdir -p "$corpus"
     dict_args=()
     [[ -f "Fuzz/dictionaries/$target.dict" ]] && dict_args=(-dict="Fuzz/dictionaries/$target.dict")
+    [[ -n "$SEED" ]] && dict_args+=(-seed="$SEED")
     log="$SCRATCH/logs/$target.log"
     start=$(date +%s)
     status=0

@@ -216,27 +216,9 @@ struct JSONParser {
     }
 
     mutating func parseNumber() throws(JSONParseError) -> JSONValue {
-        let start = index
-        func isDigit(_ b: UInt8) -> Bool { b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9") }
-        if bytes[index] == UInt8(ascii: "-") { index += 1 }
-        guard index < bytes.count, isDigit(bytes[index]) else { throw fail("invalid number") }
-        if bytes[index] == UInt8(ascii: "0") {
-            index += 1
-        } else {
-            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
-        }
-        if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
-            index += 1
-            guard index < bytes.count, isDigit(bytes[index]) else { throw fail("invalid number") }
-            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
-        }
-        if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
-            index += 1
-            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
-            guard index < bytes.count, isDigit(bytes[index]) else { throw fail("invalid number") }
-            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
-        }
-        return .number(String(decoding: bytes[start..<index], as: UTF8.self))
+        guard let end = JSONNumber.end(in: bytes, from: index) else { throw fail("invalid number") }
+        defer { index = end }
+        return .number(String(decoding: bytes[index..<end], as: UTF8.self))
     }
 
     mutating func parseHex4() throws(JSONParseError) -> UInt32 {

@@ -68,9 +68,23 @@ func bytes(hex: String) -> [UInt8] {
     @Test(arguments: [
         "", "[]", "{", #"{"event":1}"#, #"{"data":"x"}"#, #"{"event":"x",}"#, #"{"event":"x"} trailing"#,
         #"{"event":"\ud800"}"#, #"{"event":"x","channel":5}"#, #"{"event":"unterminated}"#,
+        #"{"event":"x","user_id":02}"#, #"{"event":"x","user_id":+2}"#, #"{"event":"x","user_id":1.}"#,
+        #"{"event":"x","user_id":NaN}"#, #"{"event":"x","extra":tru}"#, #"{"event":"x","extra":nullx}"#,
     ])
     func malformedFramesAreErrorsNotCrashes(text: String) {
         #expect(throws: PusherFrameError.self) { try PusherFrame.parse(text) }
+    }
+
+    /// The http-reply fuzz target's find (CI run of issue 7): `{"user_count":02}` was read as a
+    /// count of 2, a number no other JSON reader accepts. A count must be a valid JSON number.
+    @Test func countsThatAreNotJSONNumbersAreNotRead() {
+        #expect(PusherChannelInfo(json: #"{"user_count":02}"#).userCount == nil)
+        #expect(PusherChannelInfo(json: #"{"user_count":+2,"subscription_count":-0}"#).userCount == nil)
+        let valid = PusherChannelInfo(json: #"{"occupied":true,"user_count":0,"subscription_count":12}"#)
+        #expect(valid.userCount == 0)
+        #expect(valid.subscriptionCount == 12)
+        #expect(valid.occupied == true)
+        #expect(PusherChannelInfo(json: #"{"occupied":truex}"#).occupied == nil)
     }
 
     @Test func framesWeSendRoundTrip() throws {

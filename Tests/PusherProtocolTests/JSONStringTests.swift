@@ -28,3 +28,25 @@ import Testing
         #expect(JSONString.hex4(Array("0000".utf8), at: 1) == nil)
     }
 }
+
+@Suite struct JSONNumberTests {
+    @Test(arguments: ["0", "-0", "7", "-12", "10", "1.5", "0.25", "-0.0", "1e3", "1E+3", "2.5e-10", "123456789012345678901234"])
+    func validNumbersAreReadWhole(_ text: String) throws {
+        #expect(JSONNumber.isValid(text))
+        // Every number we accept is one Foundation's strict reader accepts too.
+        #expect((try? JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed])) is NSNumber)
+    }
+
+    @Test(arguments: ["", "-", "02", "-01", "+1", ".5", "1.", "1.e3", "1e", "1e+", "0x10", "NaN", "Infinity", "-Infinity", "--1", "1.2.3", " 1"])
+    func invalidNumbersAreRefused(_ text: String) {
+        #expect(!JSONNumber.isValid(text))
+    }
+
+    @Test func theEndIsJustPastTheNumber() {
+        let bytes = Array(#"[12,0.5e2}02"#.utf8)
+        #expect(JSONNumber.end(in: bytes, from: 1) == 3)
+        #expect(JSONNumber.end(in: bytes, from: 4) == 9)
+        #expect(JSONNumber.end(in: bytes, from: 10) == 11) // "0", then the caller sees "2"
+        #expect(JSONNumber.end(in: bytes, from: 0) == nil)
+    }
+}

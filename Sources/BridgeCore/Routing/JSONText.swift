@@ -191,30 +191,9 @@ public enum JSONText {
         }
 
         mutating func scanNumber() -> Bool {
-            let start = index
-            if index < bytes.count, bytes[index] == UInt8(ascii: "-") { index += 1 }
-            guard index < bytes.count else { return false }
-            if bytes[index] == UInt8(ascii: "0") {
-                index += 1
-            } else if isDigit(bytes[index]) {
-                while index < bytes.count, isDigit(bytes[index]) { index += 1 }
-            } else {
-                return false
-            }
-            if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
-                index += 1
-                guard index < bytes.count, isDigit(bytes[index]) else { return false }
-                while index < bytes.count, isDigit(bytes[index]) { index += 1 }
-            }
-            if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
-                index += 1
-                if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
-                guard index < bytes.count, isDigit(bytes[index]) else { return false }
-                while index < bytes.count, isDigit(bytes[index]) { index += 1 }
-            }
-            return index > start
+            guard let end = JSONNumber.end(in: bytes, from: index) else { return false }
+            index = end
+            return true
         }
-
-        func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
     }
 }
