@@ -13,8 +13,8 @@ import PusherProtocol
 /// - keep-alive: after `min(activityTimeout, server's activity_timeout)` of silence send
 ///   `pusher:ping`; no frame within `pongTimeout` → drop and reconnect; answer server pings;
 /// - reconnect by close code: 4000–4099 refused (error; retry only at the backoff cap, or stop),
-///   4100–4199 backoff (≥ 1 s), 4200–4299 at once (then backoff if it keeps failing), others
-///   backoff; exponential delays with jitter and a cap from ``ReconnectPolicy``; the attempt
+///   4100–4199 backoff (≥ 1 s), 4200–4299 at once within a random 0–500 ms (then backoff if it
+///   keeps failing), others backoff; exponential delays with jitter and a cap from ``ReconnectPolicy``; the attempt
 ///   counter starts over after a connection stayed up `stableAfter`;
 /// - subscriptions: may be requested at any time; (re)sent after every connect with fresh auth
 ///   for the new `socket_id`; presence member lists replaced (never appended) on every
@@ -735,6 +735,10 @@ public struct PusherConnectionStateMachine: Sendable {
     /// after earlier reconnects (at most one reconnect per this interval: never a hot loop).
     static let immediateReconnectAfterUptime: Duration = .seconds(2)
 
+    /// The longest wait of a reconnect "at once" (4200–4299, pong timeout): the delay is drawn
+    /// uniformly from zero to this.
+    static let immediateReconnectSpread: Duration = .milliseconds(500)
+
     private mutating func afterLoss(
         _ action: CloseCodeAction,
         closeCode: UInt16?,
@@ -769,9 +773,12 @@ public struct PusherConnectionStateMachine: Sendable {
         }
         let delay: Duration =
             switch action {
-            // 4200–4299: at once — unless the last attempt already failed, so a server that
-            // closes every new connection with 4200 cannot make us spin.
-            case .reconnectImmediately: attempt == 0 ? .zero : policy.delay(attempt: attempt, unitRandom: jitter.next())
+            // 4200–4299: at once, spread at random over at most 500 ms whatever the policy's
+            // initial delay (DESIGN §5.5), so a fleet the server closes together does not return
+            // together — unless the last attempt already failed, so a server that closes every
+            // new connection with 4200 cannot make us spin.
+            case .reconnectImmediately:
+                attempt == 0 ? Self.immediateReconnectSpread * jitter.next() : policy.delay(attempt: attempt, unitRandom: jitter.next())
             // 4100–4199: backoff, at least 1 s (PUSHER-PROTOCOL §1 "Close codes").
             case .backoff: max(.seconds(1), policy.delay(attempt: attempt, unitRandom: jitter.next()))
             case .backoffUnknown: policy.delay(attempt: attempt, unitRandom: jitter.next())

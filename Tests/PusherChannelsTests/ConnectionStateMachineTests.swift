@@ -51,6 +51,30 @@ func reconnectDelays(in actions: [Action]) -> [Duration] {
     actions.compactMap { if case .reconnectScheduled(let d, _) = $0 { d } else { nil } }
 }
 
+/// A reconnect "at once" (4200–4299, pong timeout): one delay drawn from 0...500 ms (DESIGN
+/// §5.5); once it has passed, the transport opens. Returns the delay.
+@discardableResult
+func reconnectsWithinSpread(
+    _ machine: inout Machine, _ clock: inout ManualClock, after actions: [Action],
+    sourceLocation: SourceLocation = #_sourceLocation
+) -> Duration? {
+    let delays = reconnectDelays(in: actions)
+    guard delays.count == 1, let delay = delays.first, delay <= .milliseconds(500) else {
+        Issue.record("expected one reconnect within 500 ms, got \(delays)", sourceLocation: sourceLocation)
+        return nil
+    }
+    if delay == .zero {
+        #expect(actions.contains(.openTransport), sourceLocation: sourceLocation)
+        return delay
+    }
+    #expect(!actions.contains(.openTransport), sourceLocation: sourceLocation)
+    clock.advance(delay - .nanoseconds(1))
+    #expect(machine.tick(now: clock.now) == [], sourceLocation: sourceLocation)
+    clock.advance(.nanoseconds(1))
+    #expect(machine.tick(now: clock.now).contains(.openTransport), sourceLocation: sourceLocation)
+    return delay
+}
+
 func sends(in actions: [Action]) -> [String] {
     actions.compactMap { if case .send(let s) = $0 { s } else { nil } }
 }
@@ -72,7 +96,7 @@ func sends(in actions: [Action]) -> [String] {
     /// Found by `make fuzz` (target pusher-frame): `Int64(seconds * 1000)` trapped on a huge
     /// `activity_timeout`, so one frame from a hostile or broken server crashed the process.
     /// A server's value can only lower ours (PUSHER-PROTOCOL §1 "Keep-alive").
-    @Test(arguments: ["1e300", "1e16", "9223372036854775807", "Infinity", "1e999", "NaN", "-5", "0"])
+    @Test(arguments: ["1e300", "1e16", "9223372036854775807", "1e999", "-5", "0"])
     func absurdServerActivityTimeoutKeepsOurs(_ value: String) {
         var machine = makeMachine(activity: .seconds(120))
         let clock = ManualClock()
@@ -83,6 +107,22 @@ func sends(in actions: [Action]) -> [String] {
             now: clock.now)
         #expect(actions == [.connectionStateChanged(.init(previous: .connecting, current: .connected, socketID: "1.2"))])
         #expect(machine.activityTimeout == .seconds(120))
+    }
+
+    /// `Infinity` and `NaN` are not JSON (RFC 8259 §6): the handshake is malformed, said so, and
+    /// dropped like any other malformed `connection_established`.
+    @Test(arguments: ["Infinity", "NaN", "02", "+5"])
+    func nonJSONServerActivityTimeoutIsAMalformedHandshake(_ value: String) {
+        var machine = makeMachine(activity: .seconds(120))
+        let clock = ManualClock()
+        _ = machine.connectRequested(now: clock.now)
+        let actions = machine.receivedFrame(
+            PusherFrame(
+                event: "pusher:connection_established", data: #"{"socket_id":"1.2","activity_timeout":"# + value + "}"),
+            now: clock.now)
+        #expect(actions.contains { if case .error = $0 { true } else { false } })
+        #expect(actions.contains(.closeTransport))
+        #expect(machine.socketID == nil)
     }
 
     @Test func fractionalServerActivityTimeoutIsUsedInMilliseconds() {
@@ -124,8 +164,7 @@ func sends(in actions: [Action]) -> [String] {
         #expect(drop == [.connectionStateChanged(.init(previous: .connected, current: .reconnecting)), .closeTransport])
         // The transport ends (whatever code it reports) → reconnect at once, like 4201.
         let after = machine.transportClosed(code: 1000, now: clock.now)
-        #expect(after.contains(.openTransport))
-        #expect(reconnectDelays(in: after) == [.zero])
+        reconnectsWithinSpread(&machine, &clock, after: after)
         #expect(machine.connectionState == .connecting)
     }
 
@@ -240,14 +279,31 @@ func sends(in actions: [Action]) -> [String] {
         var clock = ManualClock()
         connect(&machine, clock)
         let first = machine.transportClosed(code: 4200, now: clock.now)
-        #expect(first.contains(.openTransport))
-        #expect(reconnectDelays(in: first) == [.zero])
+        reconnectsWithinSpread(&machine, &clock, after: first)
         // The new connection is closed with 4201 before it became stable: now back off.
         _ = machine.receivedFrame(established("9.9"), now: clock.now)
         clock.advance(.seconds(1))
         let second = machine.transportClosed(code: 4201, now: clock.now)
         #expect(!second.contains(.openTransport))
         #expect(reconnectDelays(in: second) == [.seconds(2)])
+    }
+
+    /// DESIGN §5.5: "reconnect at once (a random spread of at most 500 ms, whatever
+    /// `initial_delay` is)". Machines with different seeds spread out; a long initial delay
+    /// does not stretch the spread.
+    @Test func closeCode4200SpreadsReconnectsOverAtMost500Milliseconds() {
+        var delays: Set<Duration> = []
+        for seed in UInt64(1)...50 {
+            var machine = makeMachine(policy: ReconnectPolicy(initialDelay: .seconds(10), jitter: 0), seed: seed)
+            var clock = ManualClock()
+            connect(&machine, clock)
+            clock.advance(.seconds(3))
+            if let delay = reconnectsWithinSpread(&machine, &clock, after: machine.transportClosed(code: 4200 + UInt16(seed), now: clock.now)) {
+                delays.insert(delay)
+            }
+        }
+        #expect(delays.count == 50)
+        #expect(delays.contains { $0 < .milliseconds(100) } && delays.contains { $0 > .milliseconds(400) })
     }
 
     /// Regression (fault matrix row close-4200): twenty 4200 closes, each after the connection
@@ -260,8 +316,7 @@ func sends(in actions: [Action]) -> [String] {
         for i in 0..<20 {
             clock.advance(.seconds(3))
             let actions = machine.transportClosed(code: 4200, now: clock.now)
-            #expect(reconnectDelays(in: actions) == [.zero], "close \(i)")
-            #expect(actions.contains(.openTransport))
+            reconnectsWithinSpread(&machine, &clock, after: actions)
             _ = machine.receivedFrame(established("9.\(i)"), now: clock.now)
         }
         clock.advance(.seconds(3))
@@ -434,7 +489,7 @@ func sends(in actions: [Action]) -> [String] {
         _ = machine.subscribeRequested("private-a", auth: PusherChannelAuth(auth: "k:abc"), now: clock.now)
         let first = connect(&machine, clock, socketID: "1.1")
         #expect(sends(in: first) == [#"{"event":"pusher:subscribe","data":{"channel":"private-a","auth":"k:abc"}}"#])
-        _ = machine.transportClosed(code: 4200, now: clock.now)
+        reconnectsWithinSpread(&machine, &clock, after: machine.transportClosed(code: 4200, now: clock.now))
         clock.advance(.milliseconds(1))
         #expect(machine.receivedFrame(established("2.2"), now: clock.now).contains(.authorize(channel: "private-a", socketID: "2.2")))
     }
