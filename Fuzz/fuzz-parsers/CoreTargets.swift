@@ -112,7 +112,7 @@ enum CoreTargets {
         for (index, filter) in filters.enumerated() { trie.insert(filter, rule: index) }
         for topic in topics {
             let escaped = TopicLevelEscaping.escape(topic)
-            if TopicLevelEscaping.unescape(escaped) != topic { violated("escaping \(topic.debugDescription) does not round-trip") }
+            if TopicLevelEscaping.unescape(escaped).map({ $0.utf8.elementsEqual(topic.utf8) }) != true { violated("escaping \(topic.debugDescription) does not round-trip") }
             if escaped.utf8.contains(where: { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "#") || $0 < 0x20 || $0 == 0x7F }) {
                 violated("escaped level \(escaped.debugDescription) still has a separator, wildcard or control byte")
             }
@@ -131,33 +131,46 @@ enum CoreTargets {
                     fromFilter.append("\(index)|\(match.captures.joined(separator: "\u{1}"))|\(match.multiLevel.map { "=" + $0 } ?? "nil")")
                 }
             }
-            if fromTrie.sorted() != fromReference.sorted() {
+            if !sameBytes(fromTrie, fromReference) {
                 violated("topic \(topic.debugDescription), filters \(filters.map(\.text)): trie \(fromTrie.sorted()) vs reference \(fromReference.sorted())")
             }
-            if fromFilter.sorted() != fromReference.sorted() {
+            if !sameBytes(fromFilter, fromReference) {
                 violated("topic \(topic.debugDescription), filters \(filters.map(\.text)): TopicFilter.match \(fromFilter.sorted()) vs reference \(fromReference.sorted())")
             }
         }
         return 0
     }
 
-    /// MQTT §4.7 written out plainly, level by level, independent of TopicFilter and the trie.
+    /// MQTT §4.7 written out plainly, level by level, on the UTF-8 bytes as a broker sees them
+    /// (split at every `/` byte, compared byte for byte), independent of TopicFilter and the trie.
     static func reference(filter: String, topic: String) -> (captures: [String], rest: String?)? {
-        let f = filter.split(separator: "/", omittingEmptySubsequences: false)
-        let t = topic.split(separator: "/", omittingEmptySubsequences: false)
+        let slash = UInt8(ascii: "/")
+        let f = Array(filter.utf8).split(separator: slash, omittingEmptySubsequences: false).map(Array.init)
+        let t = Array(topic.utf8).split(separator: slash, omittingEmptySubsequences: false).map(Array.init)
+        let plus = [UInt8(ascii: "+")], hash = [UInt8(ascii: "#")]
         // §4.7.2: a leading wildcard does not match a topic starting with '$'.
-        if topic.hasPrefix("$"), f[0] == "+" || f[0] == "#" { return nil }
+        if topic.utf8.first == UInt8(ascii: "$"), f[0] == plus || f[0] == hash { return nil }
+        func text(_ levels: ArraySlice<[UInt8]>) -> String {
+            String(decoding: Array(levels.joined(separator: [slash])), as: UTF8.self)
+        }
         var captures: [String] = []
         for i in 0..<f.count {
-            if f[i] == "#" { return (captures, t[min(i, t.count)...].joined(separator: "/")) }
+            if f[i] == hash { return (captures, text(t[min(i, t.count)...])) }
             if i >= t.count { return nil }
-            if f[i] == "+" {
-                captures.append(String(t[i]))
+            if f[i] == plus {
+                captures.append(text(t[i...i]))
             } else if f[i] != t[i] {
                 return nil
             }
         }
         return f.count == t.count ? (captures, nil) : nil
+    }
+
+    /// Match lists compared as bytes: `String`'s `==` would call canonically equivalent but
+    /// different bytes equal.
+    static func sameBytes(_ a: [String], _ b: [String]) -> Bool {
+        a.map { Array($0.utf8) }.sorted { $0.lexicographicallyPrecedes($1) }
+            == b.map { Array($0.utf8) }.sorted { $0.lexicographicallyPrecedes($1) }
     }
 
     // MARK: json

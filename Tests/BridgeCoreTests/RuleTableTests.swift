@@ -177,6 +177,34 @@ struct RuleTableTests {
     }
 }
 
+@Suite("Topics as bytes in the configuration")
+struct TopicBytesConfigTests {
+    static func rule(_ name: String, topic: String) -> String {
+        "[[bridge.rule]]\nname = \"\(name)\"\nfrom = \"mqtt\"\ntopic = \"\(topic)\"\nchannel = \"c-\(name)\"\nevent = \"e\"\n"
+    }
+
+    /// `é` and `e` + U+0301 are two filters to a broker, so two subscriptions, and a message on
+    /// one reaches only its own rule.
+    @Test func filtersThatDifferOnlyInNormalisationAreTwoSubscriptions() throws {
+        let configuration = try Fixture.parse(
+            Fixture.config(extra: Self.rule("composed", topic: "caf\u{E9}/+") + Self.rule("decomposed", topic: "cafe\u{301}/+")))
+        let bridge = try #require(configuration.bridges.first)
+        #expect(bridge.mqttSubscriptions.map { Array($0.filter.utf8) } == [Array("caf\u{E9}/+".utf8), Array("cafe\u{301}/+".utf8)])
+        let routing = RuleTable(bridge: bridge).route(
+            topic: "cafe\u{301}/x", payload: Array("1".utf8), qos: 1, retain: false, receivedAt: Fixture.time)
+        #expect(routing.events.map(\.rule) == ["decomposed"])
+    }
+
+    /// `$` followed by a combining mark still starts a broker-reserved topic; a `+` glued to a
+    /// combining mark is still a wildcard byte.
+    @Test(arguments: ["$\u{59C}/x", "a/+\u{301}"])
+    func topicTemplatesAreCheckedByTheirBytes(_ topic: String) throws {
+        let text = Fixture.config(
+            extra: "[[bridge.rule]]\nname = \"p\"\nfrom = \"pusher\"\nchannel = \"c\"\ntopic = \"\(topic)\"\n")
+        #expect(throws: (any Error).self) { try Fixture.parse(text) }
+    }
+}
+
 @Suite("Config diff for reload")
 struct ConfigDiffTests {
     @Test func classifiesBridges() throws {

@@ -39,6 +39,49 @@ struct TopicFilterTests {
         #expect(throws: ConfigValueProblem.self) { try TopicFilter.parse(filter).get() }
     }
 
+    /// The `topic` fuzz target's find (CI run of issue 7): Swift splits and compares `String`s
+    /// by grapheme cluster and canonical equivalence; MQTT splits at every `/` byte and compares
+    /// bytes (§4.7.3). A combining mark after `/` or `$` must not glue levels together, and `é`
+    /// (U+00E9) and `e` + U+0301 are different levels. Checked through the filter's matcher and
+    /// the rule table's trie alike.
+    @Test(arguments: [
+        ("+/+", "a/\u{301}b", true, ["a", "\u{301}b"]),
+        ("a/\u{301}b", "a/\u{301}b", true, []),
+        ("#", "$\u{59C}", false, []),
+        ("+", "$\u{59C}", false, []),
+        ("$\u{59C}", "$\u{59C}", true, []),
+        ("caf\u{E9}/+", "cafe\u{301}/x", false, []),
+        ("cafe\u{301}/+", "cafe\u{301}/x", true, ["x"]),
+        ("x/+/y", "x/\u{301}/y", true, ["\u{301}"]),
+    ] as [(String, String, Bool, [String])])
+    func levelsAreSplitAndComparedAsBytes(filter: String, topic: String, matches: Bool, captures: [String]) throws {
+        let parsed = try TopicFilter.parse(filter).get()
+        let match = parsed.match(topic)
+        #expect((match != nil) == matches)
+        #expect(match.map { $0.captures.map { Array($0.utf8) } } == (matches ? captures.map { Array($0.utf8) } : nil))
+        var trie = TopicTrie()
+        trie.insert(parsed, rule: 7)
+        var fromTrie: [[[UInt8]]] = []
+        trie.match(topic) { rule, captures, _ in
+            #expect(rule == 7)
+            fromTrie.append(captures.map { Array($0.utf8) })
+        }
+        #expect(fromTrie == (matches ? [captures.map { Array($0.utf8) }] : []))
+    }
+
+    @Test func filtersThatDifferOnlyInNormalisationAreDifferent() throws {
+        let composed = try TopicFilter.parse("caf\u{E9}/#").get()
+        let decomposed = try TopicFilter.parse("cafe\u{301}/#").get()
+        #expect(composed.levels != decomposed.levels)
+        #expect(Set([composed.levels[0], decomposed.levels[0]]).count == 2)
+    }
+
+    /// A `+` or `#` followed by a combining mark is still a wildcard byte inside a level.
+    @Test(arguments: ["a/+\u{301}", "#\u{301}", "a/\u{301}#/b"])
+    func wildcardsGluedToCombiningMarksAreRefused(_ filter: String) {
+        #expect(throws: ConfigValueProblem.self) { try TopicFilter.parse(filter).get() }
+    }
+
     @Test func mismatchIsExplained() throws {
         let filter = try TopicFilter.parse("sensors/+/temperature").get()
         #expect(filter.explain("sensors/kitchen/humidity") == .mismatch("level 3 is \"humidity\", the filter wants \"temperature\""))

@@ -91,11 +91,11 @@ extension LoadContext {
     /// wildcards or NUL, and it may not publish into `$`-topics (broker-reserved, MQTT §4.7.2).
     static func topicTemplateProblem(_ template: NameTemplate) -> String? {
         let literal = template.literalText
-        if literal.contains("+") || literal.contains("#") {
+        if MQTTTopicText.containsWildcard(literal) {
             return "a topic to publish to cannot contain '+' or '#' (placeholder values are escaped, literal text is not)"
         }
         if literal.utf8.contains(0) { return "topic contains a NUL character" }
-        if template.literalPrefix.hasPrefix("$") { return "topics starting with '$' are reserved for the broker" }
+        if MQTTTopicText.isReserved(template.literalPrefix) { return "topics starting with '$' are reserved for the broker" }
         if literal.utf8.count > TopicFilter.maximumLength { return "topic is longer than \(TopicFilter.maximumLength) bytes" }
         return nil
     }

@@ -147,18 +147,21 @@ public struct BridgeSettings: Sendable, Equatable {
     /// When two entries share a filter, the highest QoS wins, `no_local` only if both ask for it,
     /// and retained messages are sent if either wants them.
     public var mqttSubscriptions: [MQTTSubscription] {
-        var order: [String] = []
-        var byFilter: [String: MQTTSubscription] = [:]
+        // Keyed by the filter's bytes: filters that differ only in Unicode normalisation are
+        // different subscriptions to the broker (MQTTTopicText).
+        var order: [MQTTTopicText.Key] = []
+        var byFilter: [MQTTTopicText.Key: MQTTSubscription] = [:]
         func add(_ subscription: MQTTSubscription) {
-            if var existing = byFilter[subscription.filter] {
+            let key = MQTTTopicText.Key(Substring(subscription.filter))
+            if var existing = byFilter[key] {
                 existing.qos = max(existing.qos, subscription.qos)
                 existing.noLocal = existing.noLocal && subscription.noLocal
                 if subscription.retainHandling == .sendOnSubscribe { existing.retainHandling = .sendOnSubscribe }
                 existing.purposes += subscription.purposes
-                byFilter[subscription.filter] = existing
+                byFilter[key] = existing
             } else {
-                order.append(subscription.filter)
-                byFilter[subscription.filter] = subscription
+                order.append(key)
+                byFilter[key] = subscription
             }
         }
         for rule in mqttToPusherRules {

@@ -3,16 +3,33 @@
 /// MQTT 3.1.1 §4.7 / MQTT 5 §4.7: levels are separated by `/`; `+` matches exactly one level,
 /// `#` matches the parent level and any number of levels below it and must be the last level;
 /// both wildcards must occupy a whole level. Topics starting with `$` are not matched by a
-/// filter that starts with a wildcard (§4.7.2).
+/// filter that starts with a wildcard (§4.7.2). Levels are split and compared as bytes, as the
+/// broker does (``MQTTTopicText``).
 public struct TopicFilter: Sendable, Hashable, CustomStringConvertible {
     /// One level of a filter.
     public enum Level: Sendable, Hashable {
-        /// A level that must be equal.
+        /// A level that must be equal, byte for byte.
         case literal(String)
         /// `+`: any single level; its value becomes a capture `{1}…{n}`.
         case singleLevel
         /// `#`: this level and all below (also none); its value becomes `{#}`.
         case multiLevel
+
+        public static func == (lhs: Level, rhs: Level) -> Bool {
+            switch (lhs, rhs) {
+            case (.literal(let a), .literal(let b)): MQTTTopicText.same(a, b)
+            case (.singleLevel, .singleLevel), (.multiLevel, .multiLevel): true
+            default: false
+            }
+        }
+
+        public func hash(into hasher: inout Hasher) {
+            switch self {
+            case .literal(let text): hasher.combine(MQTTTopicText.Key(Substring(text)))
+            case .singleLevel: hasher.combine(1 as UInt8)
+            case .multiLevel: hasher.combine(2 as UInt8)
+            }
+        }
     }
 
     /// The filter as written.
@@ -37,18 +54,18 @@ public struct TopicFilter: Sendable, Hashable, CustomStringConvertible {
             return .failure(.init("a topic filter is at most \(maximumLength) bytes"))
         }
         if text.utf8.contains(0) { return .failure(.init("a topic filter cannot contain a NUL character")) }
-        let parts = text.split(separator: "/", omittingEmptySubsequences: false)
+        let parts = MQTTTopicText.levels(text)
         var levels: [Level] = []
         for (index, part) in parts.enumerated() {
-            switch part {
-            case "+": levels.append(.singleLevel)
-            case "#":
+            switch Array(part.utf8) {
+            case [UInt8(ascii: "+")]: levels.append(.singleLevel)
+            case [UInt8(ascii: "#")]:
                 guard index == parts.count - 1 else {
                     return .failure(.init("'#' must be the last level of a topic filter (\"\(text)\")"))
                 }
                 levels.append(.multiLevel)
             default:
-                if part.contains("#") || part.contains("+") {
+                if MQTTTopicText.containsWildcard(part) {
                     return .failure(
                         .init("a wildcard must fill a whole level: level \(index + 1) of \"\(text)\" is \"\(part)\""))
                 }
@@ -68,7 +85,7 @@ public struct TopicFilter: Sendable, Hashable, CustomStringConvertible {
     /// The rule table uses a trie instead; this one explains mismatches and checks the trie in tests.
     public func match(_ topic: String) -> (captures: [String], multiLevel: String?)? {
         if case .mismatch = explain(topic) { return nil }
-        let topicLevels = topic.split(separator: "/", omittingEmptySubsequences: false)
+        let topicLevels = MQTTTopicText.levels(topic)
         var captures: [String] = []
         for (index, level) in levels.enumerated() {
             switch level {
@@ -83,11 +100,9 @@ public struct TopicFilter: Sendable, Hashable, CustomStringConvertible {
 
     /// Whether `topic` matches, and if not, why — for `route` explanations.
     public func explain(_ topic: String) -> FilterMatch {
-        let topicLevels = topic.split(separator: "/", omittingEmptySubsequences: false)
-        if topic.hasPrefix("$"), let first = levels.first, first != .literal(String(topicLevels[0])) {
-            if first == .singleLevel || first == .multiLevel {
-                return .mismatch("topics starting with '$' are not matched by a filter starting with a wildcard (MQTT §4.7.2)")
-            }
+        let topicLevels = MQTTTopicText.levels(topic)
+        if MQTTTopicText.isReserved(topic), levels.first == .singleLevel || levels.first == .multiLevel {
+            return .mismatch("topics starting with '$' are not matched by a filter starting with a wildcard (MQTT §4.7.2)")
         }
         for (index, level) in levels.enumerated() {
             switch level {
@@ -101,7 +116,7 @@ public struct TopicFilter: Sendable, Hashable, CustomStringConvertible {
                 if index >= topicLevels.count {
                     return .mismatch("the topic has \(topicLevels.count) levels, the filter needs \(levels.count)")
                 }
-                if topicLevels[index] != expected {
+                if !MQTTTopicText.same(topicLevels[index], expected) {
                     return .mismatch("level \(index + 1) is \"\(topicLevels[index])\", the filter wants \"\(expected)\"")
                 }
             }

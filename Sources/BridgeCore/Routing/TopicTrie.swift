@@ -1,12 +1,12 @@
 /// MQTT filters indexed level by level, so matching a topic costs O(levels × branching of the
 /// filters that share its prefix) — independent of the number of rules (DESIGN §2 "fast").
 ///
-/// Each node has literal children (keyed by the level text), at most one `+` child, the rules
+/// Each node has literal children (keyed by the level's bytes), at most one `+` child, the rules
 /// whose filter ends here, and the rules whose filter has `#` here. Matching walks literal and
 /// `+` branches together, recording the `+` values as captures.
 struct TopicTrie: Sendable {
     private struct Node: Sendable {
-        var literal: [Substring: Int] = [:]
+        var literal: [MQTTTopicText.Key: Int] = [:]
         var singleLevel: Int?
         var endingHere: [Int] = []
         var multiLevelHere: [Int] = []
@@ -22,11 +22,12 @@ struct TopicTrie: Sendable {
         for level in filter.levels {
             switch level {
             case .literal(let text):
-                if let next = nodes[current].literal[Substring(text)] {
+                let key = MQTTTopicText.Key(Substring(text))
+                if let next = nodes[current].literal[key] {
                     current = next
                 } else {
                     nodes.append(Node())
-                    nodes[current].literal[Substring(text)] = nodes.count - 1
+                    nodes[current].literal[key] = nodes.count - 1
                     current = nodes.count - 1
                 }
             case .singleLevel:
@@ -49,9 +50,9 @@ struct TopicTrie: Sendable {
     /// `multiLevel` is what `#` matched (a slice of `topic`, empty when `#` matched only the
     /// parent level) or `nil` for filters without `#`. Rules are reported in no particular order.
     func match(_ topic: String, _ body: (Int, [Substring], Substring?) -> Void) {
-        let levels = topic.split(separator: "/", omittingEmptySubsequences: false)
+        let levels = MQTTTopicText.levels(topic)
         // MQTT §4.7.2: wildcards at the first level do not match topics starting with '$'.
-        let reserved = topic.utf8.first == UInt8(ascii: "$")
+        let reserved = MQTTTopicText.isReserved(topic)
         var captures: [Substring] = []
         visit(0, depth: 0, levels: levels, topic: topic, reserved: reserved, captures: &captures, body)
     }
@@ -70,7 +71,7 @@ struct TopicTrie: Sendable {
             return
         }
         let level = levels[depth]
-        if let next = node.literal[level] {
+        if let next = node.literal[MQTTTopicText.Key(level)] {
             visit(next, depth: depth + 1, levels: levels, topic: topic, reserved: reserved, captures: &captures, body)
         }
         if let next = node.singleLevel, !(reserved && depth == 0) {
