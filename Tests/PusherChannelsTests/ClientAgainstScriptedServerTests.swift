@@ -26,7 +26,9 @@ private func options(port: Int, tls: TestCertificates? = nil, activity: Duration
         tlsServerName: tls != nil ? "localhost" : nil,
         activityTimeout: activity,
         pongTimeout: pong,
-        handshakeTimeout: .seconds(5),
+        // Scaled under TSan (testTimeScale): a whole-process stall of 5 s was seen there once, and
+        // the handshake test below still catches a stuck first read (its bound is 3 s × scale).
+        handshakeTimeout: .seconds(5 * testTimeScale),
         reconnectPolicy: ReconnectPolicy(initialDelay: .milliseconds(100), maxDelay: .seconds(1), jitter: 0.1),
         authorization: .inline(try PusherInlineSigner(key: appKey, secret: appSecret, userID: "bridge"))
     )

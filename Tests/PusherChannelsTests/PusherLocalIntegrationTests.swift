@@ -74,7 +74,7 @@ import Testing
             secret: local.app.secret,
             host: .host(local.host, port: local.port),
             encrypted: false,
-            timeout: .seconds(5),
+            timeout: .seconds(5 * testTimeScale),
             encryptionMasterKey: masterKey,
             httpClient: local.http
         )
