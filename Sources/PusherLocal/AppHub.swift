@@ -557,7 +557,7 @@ public struct AppHub: Sendable {
 
     /// Occupied channels (at least one subscriber), sorted, optionally filtered by prefix.
     public func occupiedChannels(prefix: String?) -> [String] {
-        channels.keys.filter { name in prefix.map { name.hasPrefix($0) } ?? true }.sorted()
+        channels.keys.filter { name in prefix.map { name.hasUTF8Prefix($0) } ?? true }.sorted()
     }
 
     /// Subscriptions per channel, for the control endpoint's counters.

@@ -193,7 +193,7 @@ struct HTTPAPIResponder: HTTPResponder {
     func channels(_ live: LiveApp, query: [(String, String)]) throws(APIError) -> Response {
         let prefix = query.first { $0.0 == "filter_by_prefix" }?.1
         let info = (query.first { $0.0 == "info" }?.1).map { $0.split(separator: ",").map(String.init) } ?? []
-        if info.contains("user_count"), prefix?.hasPrefix("presence-") != true {
+        if info.contains("user_count"), prefix?.hasUTF8Prefix("presence-") != true {
             throw APIError.badRequest("info=user_count needs filter_by_prefix=presence-")
         }
         let body = live.state.withLock { state in

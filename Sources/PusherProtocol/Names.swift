@@ -46,9 +46,9 @@ public struct ChannelName: Sendable, Hashable, CustomStringConvertible {
 
     /// `private-encrypted-…` is checked before `private-…`.
     public var kind: ChannelKind {
-        if rawValue.hasPrefix("private-encrypted-") { return .privateEncrypted }
-        if rawValue.hasPrefix("private-") { return .private }
-        if rawValue.hasPrefix("presence-") { return .presence }
+        if rawValue.hasUTF8Prefix("private-encrypted-") { return .privateEncrypted }
+        if rawValue.hasUTF8Prefix("private-") { return .private }
+        if rawValue.hasUTF8Prefix("presence-") { return .presence }
         return .public
     }
 
@@ -56,7 +56,7 @@ public struct ChannelName: Sendable, Hashable, CustomStringConvertible {
     /// `private-encrypted-cache-`, `presence-cache-`.
     public var isCache: Bool {
         for prefix in ["cache-", "private-cache-", "private-encrypted-cache-", "presence-cache-"]
-        where rawValue.hasPrefix(prefix) { return true }
+        where rawValue.hasUTF8Prefix(prefix) { return true }
         return false
     }
 
@@ -110,12 +110,12 @@ public enum EventName {
 
     /// `pusher:` and `pusher_internal:` events belong to the protocol, not the application.
     public static func isProtocolEvent(_ name: String) -> Bool {
-        name.hasPrefix("pusher:") || name.hasPrefix("pusher_internal:")
+        name.hasUTF8Prefix("pusher:") || name.hasUTF8Prefix("pusher_internal:")
     }
 
     /// Client events are named `client-*`.
     public static func isClientEvent(_ name: String) -> Bool {
-        name.hasPrefix("client-")
+        name.hasUTF8Prefix("client-")
     }
 }
 
@@ -127,5 +127,16 @@ public enum SocketID {
         return parts.allSatisfy { part in
             !part.isEmpty && part.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
         }
+    }
+}
+
+extension StringProtocol {
+    /// Whether the UTF-8 bytes of `self` start with those of `prefix`: how Pusher (JavaScript
+    /// code units) and MQTT (bytes) compare names and topics. `hasPrefix` compares grapheme
+    /// clusters instead, so `"client-\u{301}x".hasPrefix("client-")` is false: the `-` and the
+    /// combining mark after it form one `Character`.
+    @inlinable
+    public func hasUTF8Prefix(_ prefix: some StringProtocol) -> Bool {
+        utf8.starts(with: prefix.utf8)
     }
 }

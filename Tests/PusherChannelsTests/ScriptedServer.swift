@@ -190,9 +190,11 @@ func withScriptedPusherServer(
     }
 }
 
-/// Runs `body` and fails if it takes longer than `seconds`.
+/// Runs `body` and fails if it takes longer than `seconds` (× `testTimeScale`: under TSan whole
+/// seconds of stall were seen while both cores ran other tests).
 func withTimeout<T: Sendable>(_ seconds: Double, _ what: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
-    try await withThrowingTaskGroup(of: T?.self) { group in
+    let seconds = seconds * testTimeScale
+    return try await withThrowingTaskGroup(of: T?.self) { group in
         group.addTask { try await body() }
         group.addTask {
             try await Task.sleep(for: .milliseconds(Int(seconds * 1000)))

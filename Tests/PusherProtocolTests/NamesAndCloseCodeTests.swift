@@ -38,6 +38,10 @@ import Testing
         #expect(EventName.problem(with: String(repeating: "e", count: 200)) == nil)
         #expect(EventName.problem(with: String(repeating: "e", count: 201)) != nil)
         #expect(EventName.isClientEvent("client-x") && !EventName.isClientEvent("x"))
+        // Code units decide, as in pusher-js: the `-` glued to a combining mark is still `client-`.
+        #expect(EventName.isClientEvent("client-\u{301}x"))
+        #expect(EventName.isProtocolEvent("pusher:\u{301}x"))
+        #expect("$\u{59C}".hasUTF8Prefix("$") && !"$\u{59C}".hasPrefix("$"))
     }
 
     @Test func socketIDs() {

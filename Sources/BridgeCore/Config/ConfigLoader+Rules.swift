@@ -175,7 +175,7 @@ extension LoadContext {
     /// Event-name rules that hold whatever the message.
     static func eventTemplateProblem(_ template: NameTemplate, via: PusherDelivery) -> String? {
         let prefix = template.literalPrefix
-        if prefix.hasPrefix("pusher:") || prefix.hasPrefix("pusher_internal:")
+        if prefix.hasUTF8Prefix("pusher:") || prefix.hasUTF8Prefix("pusher_internal:")
             || (template.isConstant && EventName.isProtocolEvent(prefix))
         {
             return "event names starting with 'pusher:' are reserved for the protocol"
@@ -183,7 +183,7 @@ extension LoadContext {
         if template.literalText.utf8.count > PusherLimits.eventNameLength {
             return "is longer than \(PusherLimits.eventNameLength) characters before any placeholder is filled"
         }
-        if via == .clientEvent, !prefix.hasPrefix("client-") {
+        if via == .clientEvent, !prefix.hasUTF8Prefix("client-") {
             return "via = \"client-event\" needs an event name starting with \"client-\""
         }
         return nil

@@ -176,7 +176,7 @@ extension LoadContext {
             case .mqttToPusher(let rule):
                 switch rule.via {
                 case .http:
-                    if rule.channel.literalPrefix.hasPrefix("private-encrypted-"), pusher.encryptionMasterKey == nil {
+                    if rule.channel.literalPrefix.hasUTF8Prefix("private-encrypted-"), pusher.encryptionMasterKey == nil {
                         report(
                             rulePath.key("channel"),
                             "publishing to encrypted channels needs pusher.encryption_master_key_base64 (or _file): the data must be encrypted before it is sent"

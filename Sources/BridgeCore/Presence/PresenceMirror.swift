@@ -1,3 +1,5 @@
+import PusherProtocol
+
 /// One member of a presence channel as the Pusher client core reports it.
 public struct PresenceMember: Sendable, Hashable {
     /// The member's id, normalised to a string (numeric ids arrive as numbers, PUSHER-PROTOCOL §1).
@@ -122,9 +124,12 @@ public struct PresenceMirror: Sendable {
     /// cleared at once; before the member list arrives it is remembered and judged then.
     /// Zero-length payloads are deletions and are ignored; topics outside `T/members/+` too.
     public mutating func retainedMessageFound(topic: String, payload: [UInt8]) -> [Action] {
-        guard topic.hasPrefix(membersPrefix) else { return [] }
-        let level = String(topic.dropFirst(membersPrefix.count))
-        guard !level.isEmpty, !level.contains("/") else { return [] }
+        // Bytes, as the broker sees the topic (MQTTTopicText): a combining mark after the last
+        // `/` must not hide the prefix.
+        guard topic.hasUTF8Prefix(membersPrefix) else { return [] }
+        let rest = topic.utf8.dropFirst(membersPrefix.utf8.count)
+        guard !rest.isEmpty, !rest.contains(UInt8(ascii: "/")) else { return [] }
+        let level = String(Substring(rest))
         guard !payload.isEmpty else {
             foundOnBroker.remove(level)
             return []

@@ -1,3 +1,5 @@
+import PusherProtocol
+
 /// Topic text the way an MQTT broker reads it: levels split at every `/` byte, compared byte for
 /// byte (MQTT §4.7.3: no normalisation).
 ///
@@ -26,7 +28,7 @@ enum MQTTTopicText {
 
     /// Whether `text` starts with the byte `$` (broker-reserved topics, MQTT §4.7.2).
     static func isReserved(_ text: some StringProtocol) -> Bool {
-        text.utf8.first == UInt8(ascii: "$")
+        text.hasUTF8Prefix("$")
     }
 
     /// Whether `text` holds a `+` or `#` byte anywhere.

@@ -431,7 +431,7 @@ final class BridgeRuntime: Sendable {
                 shared.duplicateCheckUntil = nil
             }
             shared.duplicates.record(digest, now: now)
-            for rule in shared.settings.presence where message.topic.hasPrefix(rule.topic + "/members/") {
+            for rule in shared.settings.presence where message.topic.hasUTF8Prefix(rule.topic + "/members/") {
                 return .presence(rule.channel)
             }
             return .route(shared.rules, shared.stopping)
