@@ -93,11 +93,9 @@ func sends(in actions: [Action]) -> [String] {
         #expect(machine.nextDeadline == clock.now + .seconds(30))
     }
 
-    /// Found by `make fuzz` (target pusher-frame): `Int64(seconds * 1000)` trapped on a huge
-    /// `activity_timeout`, so one frame from a hostile or broken server crashed the process.
-    /// A server's value can only lower ours (PUSHER-PROTOCOL §1 "Keep-alive").
-    @Test(arguments: ["1e300", "1e16", "9223372036854775807", "1e999", "-5", "0"])
-    func absurdServerActivityTimeoutKeepsOurs(_ value: String) {
+    /// A machine (ours: 120 s) after a `connection_established` whose `activity_timeout` is
+    /// the raw JSON text `value`.
+    static func handshake(activityTimeout value: String) -> (Machine, [Action]) {
         var machine = makeMachine(activity: .seconds(120))
         let clock = ManualClock()
         _ = machine.connectRequested(now: clock.now)
@@ -105,6 +103,15 @@ func sends(in actions: [Action]) -> [String] {
             PusherFrame(
                 event: "pusher:connection_established", data: #"{"socket_id":"1.2","activity_timeout":"# + value + "}"),
             now: clock.now)
+        return (machine, actions)
+    }
+
+    /// Found by `make fuzz` (target pusher-frame): `Int64(seconds * 1000)` trapped on a huge
+    /// `activity_timeout`, so one frame from a hostile or broken server crashed the process.
+    /// A server's value can only lower ours (PUSHER-PROTOCOL §1 "Keep-alive").
+    @Test(arguments: ["1e300", "1e16", "9223372036854775807", "1e999", "-5", "0"])
+    func absurdServerActivityTimeoutKeepsOurs(_ value: String) {
+        let (machine, actions) = Self.handshake(activityTimeout: value)
         #expect(actions == [.connectionStateChanged(.init(previous: .connecting, current: .connected, socketID: "1.2"))])
         #expect(machine.activityTimeout == .seconds(120))
     }
@@ -113,13 +120,7 @@ func sends(in actions: [Action]) -> [String] {
     /// dropped like any other malformed `connection_established`.
     @Test(arguments: ["Infinity", "NaN", "02", "+5"])
     func nonJSONServerActivityTimeoutIsAMalformedHandshake(_ value: String) {
-        var machine = makeMachine(activity: .seconds(120))
-        let clock = ManualClock()
-        _ = machine.connectRequested(now: clock.now)
-        let actions = machine.receivedFrame(
-            PusherFrame(
-                event: "pusher:connection_established", data: #"{"socket_id":"1.2","activity_timeout":"# + value + "}"),
-            now: clock.now)
+        let (machine, actions) = Self.handshake(activityTimeout: value)
         #expect(actions.contains { if case .error = $0 { true } else { false } })
         #expect(actions.contains(.closeTransport))
         #expect(machine.socketID == nil)
