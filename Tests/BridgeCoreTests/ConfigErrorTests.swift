@@ -60,6 +60,14 @@ private let badConfigs: [BadConfig] = [
             "/etc/bridges.conf:1:2: error: Error while parsing table header: expected bare key starting character or string delimiter, saw '?'"
         ]),
     BadConfig(
+        name: "a date-time without a digit after 'T' would crash toml++ (found by make fuzz)",
+        text: "[[bridge]]\nname =1979-05-27T\u{10}7:32:00Z\nkey = \"${PUSHE8R_KE6Y}\"\nsnt = \"{#}\"\n",
+        expected: ["/etc/bridges.conf:2:18: error: Error while parsing date-time: expected 2-digit hour, saw a control or non-ASCII character"]),
+    BadConfig(
+        name: "a date-time with a letter after 't' would crash toml++",
+        text: "[daemon]\nx = [1979-05-27tx7:32:00Z]\n",
+        expected: ["/etc/bridges.conf:2:17: error: Error while parsing date-time: expected 2-digit hour, saw 'x'"]),
+    BadConfig(
         name: "a lone [ is a syntax error",
         text: "[daemon]\n[\n",
         expected: ["/etc/bridges.conf:2:2: error: Error while parsing table header: expected bare key starting character or string delimiter, saw end of line"]),
@@ -324,5 +332,17 @@ struct ConfigErrorTests {
         let errors = Fixture.errors(text)
         #expect(errors.count == 4)
         #expect(errors.allSatisfy { $0.hasPrefix("/etc/bridges.conf:") })
+    }
+}
+
+@Suite struct UnsafeTOMLValueTests {
+    /// The guard only catches what toml++ would assert on: valid dates and date-times, and dates
+    /// inside strings, comments or longer bare words, pass through to toml++.
+    @Test(arguments: [
+        "x = 1979-05-27T07:32:00Z", "x = 1979-05-27t07:32:00", "x = 1979-05-27 07:32:00", "x = 1979-05-27",
+        "x = \"1979-05-27Tx\"", "x = 1 # 1979-05-27Tx", "a1979-05-27Tx = 1", "x = [1979-05-27T00:00:00Z, 1]",
+    ])
+    func validOrHarmlessTextIsNotFlagged(_ text: String) {
+        #expect(ConfigSourceMap.unsafeValue(in: text) == nil)
     }
 }

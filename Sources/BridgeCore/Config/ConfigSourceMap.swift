@@ -74,12 +74,16 @@ struct ConfigSourceMap: Sendable {
         }
     }
 
-    /// Where an array expects a value but `}` follows (`a = [}`, `a = [0,}`, also across lines and
-    /// comments): toml++ in TOMLKit 0.6.0 asserts `!is_value_terminator(*cp)` there and aborts
-    /// the process (found by `make fuzz`, target config). Returns 1-based line and column.
-    /// A small scan of the whole text: strings (basic, literal, multi-line) and comments are
-    /// skipped; table header lines are skipped; brackets opened in values are tracked.
-    static func unsafeArrayValue(in text: String) -> (line: Int, column: Int, message: String)? {
+    /// Values toml++ in TOMLKit 0.6.0 *assumes* cannot occur (debug: asserts and aborts the
+    /// process; release: undefined behaviour), both found by `make fuzz` (target config):
+    /// - where an array expects a value but `}` follows (`a = [}`, `a = [0,}`, also across lines
+    ///   and comments): `!is_value_terminator(*cp)` in `parse_value`;
+    /// - a date followed by `T`/`t` and then not a digit (`1979-05-27T_7:32:00Z`, or a control
+    ///   character there): `is_decimal_digit(*cp)` in `parse_time`.
+    /// Returns 1-based line and column. A small scan of the whole text: strings (basic, literal,
+    /// multi-line) and comments are skipped; table header lines are skipped; brackets opened in
+    /// values are tracked.
+    static func unsafeValue(in text: String) -> (line: Int, column: Int, message: String)? {
         let bytes = Array(text.utf8)
         var stack: [UInt8] = []
         var expectValue = false
@@ -145,6 +149,11 @@ struct ConfigSourceMap: Sendable {
                 continue
             }
             atLineStart = false
+            if let bad = Self.dateWithoutTime(bytes, at: i) {
+                let column = String(decoding: bytes[lineStart..<bad], as: UTF8.self).unicodeScalars.count + 1
+                let shown = bytes[bad] >= 0x21 && bytes[bad] < 0x7F ? "'\(String(UnicodeScalar(bytes[bad])))'" : "a control or non-ASCII character"
+                return (line, column, "Error while parsing date-time: expected 2-digit hour, saw \(shown)")
+            }
             switch b {
             case UInt8(ascii: "["):
                 stack.append(b)
@@ -170,6 +179,23 @@ struct ConfigSourceMap: Sendable {
             i += 1
         }
         return nil
+    }
+
+    /// The index of the byte after `YYYY-MM-DDT` when `bytes` hold such a date at `start` (not
+    /// inside a longer bare token) and that byte is not a digit; else `nil`.
+    private static func dateWithoutTime(_ bytes: [UInt8], at start: Int) -> Int? {
+        func digit(_ i: Int) -> Bool { i < bytes.count && bytes[i] >= UInt8(ascii: "0") && bytes[i] <= UInt8(ascii: "9") }
+        guard digit(start), start == 0 || !isBareKeyByte(bytes[start - 1]) else { return nil }
+        let shape: [Bool] = [true, true, true, true, false, true, true, false, true, true]  // true: digit, false: '-'
+        for (offset, wantsDigit) in shape.enumerated() {
+            let i = start + offset
+            guard i < bytes.count else { return nil }
+            if wantsDigit ? !digit(i) : bytes[i] != UInt8(ascii: "-") { return nil }
+        }
+        let separator = start + 10
+        guard separator < bytes.count, bytes[separator] == UInt8(ascii: "T") || bytes[separator] == UInt8(ascii: "t") else { return nil }
+        let hour = separator + 1
+        return hour < bytes.count && !digit(hour) ? hour : nil
     }
 
     /// The line of `path`, or of its nearest recorded ancestor (`a.b[2].c` → `a.b[2]` → `a`).
