@@ -257,7 +257,7 @@ private func quietLogger() -> Logger {
             let events = presence.events()
             try await withRunningClient(client) { client in
                 client.connect()
-                let seenChanges = try await withTimeout(5, "presence changes") {
+                let seenChanges = try await withTimeout(15, "presence changes") {
                     var seen: [PusherPresenceChange] = []
                     for await change in changes {
                         seen.append(change)
@@ -279,7 +279,7 @@ private func quietLogger() -> Logger {
                 #expect(presence.me?.userID == "bridge")
                 #expect(presence.findMember(userID: "43") != nil)
                 try presence.channel.trigger(event: "client-hello", data: #"{"x":1}"#)
-                let reply = try await withTimeout(5, "client event reply") {
+                let reply = try await withTimeout(15, "client event reply") {
                     for await event in events { return event }
                     throw TestFailure("stream ended")
                 }
@@ -305,7 +305,7 @@ private func quietLogger() -> Logger {
             client.subscribe("private-denied")
             try await withRunningClient(client) { client in
                 client.connect()
-                let error = try await withTimeout(5, "auth failure") {
+                let error = try await withTimeout(15, "auth failure") {
                     for await error in errors { return error }
                     throw TestFailure("stream ended")
                 }

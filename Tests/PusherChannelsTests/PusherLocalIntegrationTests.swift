@@ -243,7 +243,7 @@ import Testing
             let errors = client.errors()
             try await withRunningClient(client) { client in
                 client.connect()
-                let error = try await withTimeout(5, "refusal") {
+                let error = try await withTimeout(15, "refusal") {
                     for await error in errors where error.isConnectionRefused { return error }
                     throw TestFailure("stream ended")
                 }

@@ -217,10 +217,12 @@ func withRunningClient(_ client: PusherClient, _ body: @Sendable (PusherClient) 
     }
 }
 
-/// Collects updates until `predicate` says stop; returns all collected.
+/// Collects updates until `predicate` says stop; returns all collected. The default wait is
+/// generous on purpose: when `make test` starts, all 373 tests share 2 cores and every test
+/// waited ~4 s in one CI rehearsal (a 5 s wait failed there). A passing test never waits it out.
 func collect(
     _ updates: AsyncStream<PusherUpdate>,
-    seconds: Double = 10,
+    seconds: Double = 15,
     _ what: String,
     until predicate: @escaping @Sendable ([PusherUpdate]) -> Bool
 ) async throws -> [PusherUpdate] {
