@@ -647,11 +647,14 @@ def plots(summary: list[dict], samples: dict, out: Path) -> list[str]:
         ax.grid(True, which="both", alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = out / "throughput.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    written.append(path.name)
+
+    def save(fig, name: str) -> None:
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=110)
+        plt.close(fig)
+        written.append(name)
+
+    save(fig, "throughput.png")
 
     if samples:
         fig, ax = plt.subplots(figsize=(8, 5))
@@ -672,11 +675,7 @@ def plots(summary: list[dict], samples: dict, out: Path) -> list[str]:
         ax.set_title("Latency CDF at 5,000 msg/s, 100 B (last run of each)")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
-        fig.tight_layout()
-        path = out / "latency-cdf.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path.name)
+        save(fig, "latency-cdf.png")
     return written
 
 

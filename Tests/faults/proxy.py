@@ -136,13 +136,19 @@ class TCPFaultProxy:
                     c.reset()
                     self.conns.discard(c)
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+    def _accept(self, writer: asyncio.StreamWriter) -> "_Conn | None":
+        """Counts a new connection; resets it (None) in reset mode, else tracks and returns it."""
         self.accepted += 1
-        conn = _Conn(writer)
         if self.mode == "reset":
             _rst(writer)
-            return
+            return None
+        conn = _Conn(writer)
         self.conns.add(conn)
+        return conn
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        if (conn := self._accept(writer)) is None:
+            return
         try:
             if self.mode == "blackhole":
                 conn.blackholed = True
@@ -255,12 +261,8 @@ class HTTPFaultProxy(TCPFaultProxy):
         return head, body
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
-        self.accepted += 1
-        conn = _Conn(writer)
-        if self.mode == "reset":
-            _rst(writer)
+        if (conn := self._accept(writer)) is None:
             return
-        self.conns.add(conn)
         up_r = up_w = None
         try:
             while True:
