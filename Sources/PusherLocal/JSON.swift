@@ -142,10 +142,7 @@ struct JSONParser {
     mutating func expectLiteral(_ literal: StaticString) throws(JSONParseError) {
         let count = literal.utf8CodeUnitCount
         guard index + count <= bytes.count else { throw fail("unexpected end of input") }
-        let expected = UnsafeBufferPointer(start: literal.utf8Start, count: count)
-        for i in 0..<count where bytes[index + i] != expected[i] {
-            throw fail("invalid literal")
-        }
+        guard JSONLiteral.matches(literal, in: bytes, at: index) else { throw fail("invalid literal") }
         index += count
     }
 

@@ -44,3 +44,17 @@ public enum JSONNumber {
         return end(in: utf8, from: 0) == utf8.count
     }
 }
+
+/// The JSON literals `true`, `false` and `null`, matched exactly, for the same three parsers.
+public enum JSONLiteral {
+    /// Whether `bytes` hold `literal` starting at `index` (`false` when they end before it does).
+    @inlinable
+    public static func matches<Bytes: RandomAccessCollection<UInt8>>(
+        _ literal: StaticString, in bytes: Bytes, at index: Bytes.Index
+    ) -> Bool where Bytes.Index == Int {
+        let count = literal.utf8CodeUnitCount
+        guard index + count <= bytes.endIndex else { return false }
+        for offset in 0..<count where bytes[index + offset] != literal.utf8Start[offset] { return false }
+        return true
+    }
+}

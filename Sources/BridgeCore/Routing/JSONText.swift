@@ -74,10 +74,8 @@ public enum JSONText {
         }
 
         mutating func scanLiteral(_ literal: StaticString) -> Bool {
-            let count = literal.utf8CodeUnitCount
-            guard index + count <= bytes.count else { return false }
-            for offset in 0..<count where bytes[index + offset] != literal.utf8Start[offset] { return false }
-            index += count
+            guard JSONLiteral.matches(literal, in: bytes, at: index) else { return false }
+            index += literal.utf8CodeUnitCount
             return true
         }
 

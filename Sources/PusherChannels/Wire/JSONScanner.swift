@@ -193,10 +193,8 @@ struct JSONScanner {
     }
 
     private mutating func expectLiteral(_ literal: StaticString) throws(Failure) {
-        let count = literal.utf8CodeUnitCount
-        guard index + count <= bytes.count else { throw fail("invalid literal") }
-        for offset in 0..<count where bytes[index + offset] != literal.utf8Start[offset] { throw fail("invalid literal") }
-        index += count
+        guard JSONLiteral.matches(literal, in: bytes, at: index) else { throw fail("invalid literal") }
+        index += literal.utf8CodeUnitCount
     }
 
     private mutating func skipString() throws(Failure) {
