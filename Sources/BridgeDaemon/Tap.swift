@@ -38,7 +38,7 @@ public enum Tap {
     /// Subscribes `channels` with `settings`' Pusher options and calls `emit` with every line until
     /// the task is cancelled. Connection changes and errors are logged (stderr).
     public static func run(settings: BridgeSettings, channels: [String], logger: Logger, emit: @escaping @Sendable (String) -> Void) async throws {
-        let client = PusherClient(options: try BridgeRuntime.pusherOptions(settings), logger: logger)
+        let client = PusherClient(options: try ClientSettings.pusherOptions(settings), logger: logger)
         for channel in channels { _ = client.subscribe(channel) }
         client.connect()
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -71,6 +71,6 @@ public enum Tap {
 public enum BridgeClients {
     /// The signed HTTP API client, or `nil` when the bridge has no `app_id` or secret.
     public static func httpClient(for settings: BridgeSettings, logger: Logger) throws -> PusherHTTPClient? {
-        try BridgeRuntime.restClient(settings, logger: logger)
+        try ClientSettings.restClient(settings, logger: logger)
     }
 }

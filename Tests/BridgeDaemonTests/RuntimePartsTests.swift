@@ -102,7 +102,7 @@ import Testing
 
 @Suite struct RateLimitedLogTests {
     @Test func limitsPerMinuteAndCountsTheRest() {
-        var log = RateLimitedLog(perMinute: 2)
+        var log = RateLimitedLog<ContinuousClock.Instant>(perMinute: 2)
         let start = ContinuousClock.now
         #expect(log.allow(now: start) == (true, 0))
         #expect(log.allow(now: start) == (true, 0))

@@ -31,7 +31,7 @@ import DequeModule
 /// are never compared — so a sensor repeating a value is not mistaken for a redelivery.
 ///
 /// Pure value type; time is passed in, never read.
-public struct DuplicateFilter<Instant: InstantProtocol> where Instant.Duration == Swift.Duration {
+public struct DuplicateFilter<Instant: InstantProtocol>: Sendable where Instant.Duration == Swift.Duration {
     /// How long an identity is remembered after its first sighting.
     public let window: Duration
     /// Most identities remembered.

@@ -23,7 +23,7 @@ import DequeModule
 ///   when full, the oldest record is evicted early and counted in ``evictedBeforeExpiry``.
 ///
 /// Pure value type; time is passed in, never read.
-public struct LoopGuard<Instant: InstantProtocol> where Instant.Duration == Swift.Duration {
+public struct LoopGuard<Instant: InstantProtocol>: Sendable where Instant.Duration == Swift.Duration {
     /// How long a recorded publish can suppress its echo.
     public let window: Duration
     /// Most records held.

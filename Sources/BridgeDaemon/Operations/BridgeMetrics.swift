@@ -1,3 +1,4 @@
+import BridgeCore
 import CoreMetrics
 import Locking
 import Prometheus
@@ -7,31 +8,12 @@ import Prometheus
 /// Metric objects are created once per label set and cached here; hot paths keep the object
 /// they got (``messages(bridge:rule:direction:outcome:)``) instead of looking it up per message.
 public final class BridgeMetrics: Sendable {
-    /// Which way a message travels.
-    public enum Direction: String, Sendable {
-        case pusherToMQTT = "pusher_to_mqtt"
-        case mqttToPusher = "mqtt_to_pusher"
-    }
-
+    /// Which way a message travels (the bridge core's vocabulary).
+    public typealias Direction = MessageDirection
     /// Which connection of a bridge.
-    public enum Side: String, Sendable {
-        case pusher
-        case mqtt
-    }
-
+    public typealias Side = BridgeSide
     /// What happened to a message.
-    public enum Outcome: String, Sendable {
-        /// Accepted by the far side (MQTT broker ack or Pusher HTTP 200).
-        case delivered
-        /// Published to the dead-letter topic or logged as undeliverable (bad name, size, UTF-8, 4xx).
-        case deadLettered = "dead_lettered"
-        /// Dropped by the buffer's overflow policy.
-        case dropped
-        /// Suppressed as our own echo (loop prevention) or as a duplicate.
-        case suppressed
-        /// Matched no rule's event filter (counted per bridge with `rule=""`).
-        case unmatched
-    }
+    public typealias Outcome = MessageOutcome
 
     /// The registry `/metrics` renders.
     public let registry: PrometheusCollectorRegistry

@@ -1,0 +1,35 @@
+/// What a reload changes, bridge by bridge (docs/contract.md §3: apply only the difference): the
+/// ``ConfigDiff``, with changed bridges split by whether their connections can stay.
+public struct ReloadPlan: Sendable {
+    /// Same settings: untouched, connections kept.
+    public var unchanged: [String]
+    /// Only rules or presence mirrors changed: swapped in place, connections kept.
+    public var rulesChanged: [BridgeSettings] = []
+    /// Connection, reconnect or buffer settings changed: the bridge restarts.
+    public var restarted: [BridgeSettings] = []
+    /// New bridges, started.
+    public var added: [BridgeSettings]
+    /// Bridges no longer in the file, stopped.
+    public var removed: [String]
+    /// `[daemon]` changed: it takes effect at the next restart only.
+    public var daemonChanged: Bool
+
+    /// The plan to go from `old` to `new`.
+    public init(old: BridgeConfiguration, new: BridgeConfiguration) {
+        let diff = ConfigDiff(from: old, to: new)
+        unchanged = diff.unchanged
+        removed = diff.removed
+        daemonChanged = diff.daemonChanged
+        added = diff.added.compactMap { new.bridge(named: $0) }
+        for name in diff.changed {
+            guard let previous = old.bridge(named: name), let settings = new.bridge(named: name) else { continue }
+            if previous.pusher == settings.pusher, previous.mqtt == settings.mqtt,
+                previous.reconnect == settings.reconnect, previous.buffer == settings.buffer
+            {
+                rulesChanged.append(settings)
+            } else {
+                restarted.append(settings)
+            }
+        }
+    }
+}

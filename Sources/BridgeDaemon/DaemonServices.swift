@@ -1,0 +1,101 @@
+import Logging
+import ServiceLifecycle
+import UnixSignals
+
+/// Handles SIGHUP (reload) and SIGTERM/SIGINT (drain every bridge at once, then return, which
+/// shuts the daemon's service group down gracefully).
+struct SignalHandler: Service {
+    let daemon: Daemon
+
+    func run() async throws {
+        let signals = await UnixSignalsSequence(trapping: .sighup, .sigterm, .sigint)
+        for await signal in signals.cancelOnGracefulShutdown() {
+            if signal == .sighup {
+                await daemon.reload()
+            } else {
+                daemon.logger.info("stopping", metadata: ["signal": "\(signal)"])
+                await daemon.shutdown()
+                return
+            }
+        }
+    }
+}
+
+/// Sends systemd's STATUS= whenever it changes (checked every second).
+struct StatusReporter: Service {
+    let daemon: Daemon
+
+    func run() async throws {
+        var last = ""
+        for await _ in Ticks(every: .seconds(1)).cancelOnGracefulShutdown() {
+            let line = daemon.statusLine()
+            if line != last { daemon.notifier.status(line) }
+            last = line
+        }
+    }
+}
+
+/// WATCHDOG=1 while every bridge's event loop is alive (its heartbeat is recent).
+struct WatchdogFeeder: Service {
+    let daemon: Daemon
+    let interval: Duration
+
+    func run() async throws {
+        for await _ in Ticks(every: interval).cancelOnGracefulShutdown() {
+            let stuck = daemon.unresponsiveBridges(within: interval * 2)
+            if stuck.isEmpty {
+                daemon.notifier.watchdog()
+            } else {
+                daemon.logger.critical("bridge unresponsive; withholding WATCHDOG=1", metadata: ["bridges": "\(stuck)"])
+            }
+        }
+    }
+}
+
+/// A service whose failure is logged, not fatal: the daemon goes on bridging without it (a
+/// metrics port in use must not stop the bridges). It then waits for the group's shutdown.
+struct ToleratedService<Wrapped: Service>: Service {
+    let wrapped: Wrapped
+    let what: String
+    let logger: Logger
+
+    init(_ wrapped: Wrapped, what: String, logger: Logger) {
+        self.wrapped = wrapped
+        self.what = what
+        self.logger = logger
+    }
+
+    func run() async throws {
+        do {
+            try await wrapped.run()
+        } catch is CancellationError {
+            return
+        } catch {
+            logger.error("\(what) failed", metadata: ["error": "\(error)"])
+            try? await gracefulShutdown()
+        }
+    }
+}
+
+/// A tick now and then every `interval`, until the task is cancelled.
+struct Ticks: AsyncSequence, Sendable {
+    let interval: Duration
+
+    init(every interval: Duration) { self.interval = interval }
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        let interval: Duration
+        var first = true
+
+        mutating func next() async -> Void? {
+            if first {
+                first = false
+                return ()
+            }
+            do { try await Task.sleep(for: interval) } catch { return nil }
+            return ()
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(interval: interval) }
+}

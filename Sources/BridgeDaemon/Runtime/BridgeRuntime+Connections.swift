@@ -1,0 +1,86 @@
+import BridgeCore
+import Logging
+import MosquittoClient
+
+/// The connections' side of a bridge: MQTT states into the machine, the commands that await a
+/// client, and the housekeeping loop.
+extension BridgeRuntime {
+    func watchMQTTStates() async {
+        for await state in mqtt.states {
+            let connected: Bool
+            let description: String
+            var sessionPresent = false
+            switch state {
+            case .idle: (connected, description) = (false, "idle")
+            case .connecting: (connected, description) = (false, "connecting")
+            case .connected(let present): (connected, description, sessionPresent) = (true, "connected", present)
+            case .disconnected(let error, let retryIn):
+                (connected, description) = (false, "disconnected")
+                logger.warning("MQTT disconnected", metadata: ["error": "\(error)", "retry_in": "\(retryIn)"])
+            case .stopped(let error):
+                (connected, description) = (false, "stopped")
+                if let error { logger.error("MQTT gave up", metadata: ["error": "\(error)"]) }
+            }
+            let now = ContinuousClock.now
+            let receivedAt = UTCTimestamp.now().millisecondsSince1970
+            let actions = machine.withLock { $0.mqttConnectionChanged(to: description, connected: connected, now: now, receivedAtMillis: receivedAt) }
+            if connected { logger.info("mqtt connected", metadata: ["mqtt.session_present": "\(sessionPresent)"]) }
+            execute(actions)
+        }
+    }
+
+    /// Carries out the commands that await a client, each in a child task of its own so that a
+    /// subscription waiting for the broker holds up nothing else. Ends when the bridge stops.
+    func runCommands() async {
+        await withDiscardingTaskGroup { group in
+            for await command in commands.stream {
+                group.addTask { await self.carryOut(command) }
+            }
+        }
+    }
+
+    private func carryOut(_ command: Action) async {
+        switch command {
+        case .subscribeTopicFilter(let subscription):
+            let wire = MosquittoClient.MQTTSubscription(
+                subscription.filter, qos: MQTTQoS(rawValue: subscription.qos) ?? .atLeastOnce, noLocal: subscription.noLocal,
+                retainAsPublished: false, retainHandling: subscription.retainHandling == .doNotSend ? .never : .sendAlways)
+            do { _ = try await mqtt.subscribe(wire) } catch {
+                metrics.errors(bridge: name, kind: "subscribe").increment()
+                logger.error("MQTT subscribe failed", metadata: ["mqtt.topic": "\(wire.filter)", "error": "\(error)"])
+            }
+        case .unsubscribeTopicFilter(let filter):
+            do { try await mqtt.unsubscribe(filter) } catch {
+                logger.warning("unsubscribe failed", metadata: ["mqtt.topic": "\(filter)", "error": "\(error)"])
+            }
+        case .publishStatus(let topic, let payload):
+            let message = MQTTMessage(topic: topic, payload: Array(payload.utf8), qos: .atLeastOnce, retain: true)
+            do { try await mqtt.publish(message) } catch {
+                logger.debug("status not published", metadata: ["error": "\(error)", "status": "\(payload)"])
+            }
+        case .enqueueToMQTT, .enqueueToPusher, .count, .logDeadLetter, .logDropped, .connectionChanged, .subscribeChannel,
+            .unsubscribeChannel:
+            execute(command)
+        }
+    }
+
+    /// Spool syncs (about once a second), gauges, and the heartbeat the watchdog checks.
+    func housekeeping() async {
+        while !Task.isCancelled {
+            let now = ContinuousClock.now
+            machine.withLock { $0.heartbeat(now: now) }
+            toMQTT.sync()
+            toPusher.sync()
+            metrics.buffered(bridge: name, direction: .pusherToMQTT).record(toMQTT.pending)
+            metrics.buffered(bridge: name, direction: .mqttToPusher).record(toPusher.pending)
+            try? await Task.sleep(for: .seconds(1))
+        }
+    }
+
+    /// Waits until `done()` holds or `deadline` passes.
+    func waitUntil(_ deadline: ContinuousClock.Instant, _ done: () -> Bool) async {
+        while ContinuousClock.now < deadline, !done() {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+    }
+}

@@ -1,0 +1,151 @@
+import BridgeCore
+import MosquittoClient
+import PusherChannels
+import PusherProtocol
+
+/// MQTT → Pusher: messages in bursts through the machine into the outbox, the outbox to lanes by
+/// channel, each lane sending `batch_events` of up to 10 with ``PusherBatchDelivery``'s decisions.
+extension BridgeRuntime {
+    /// Takes messages in bursts (up to 64 already received): one lock for the machine, and the
+    /// burst's events reach the outbox, and its spool, with one lock and one write.
+    func consumeMQTT() async {
+        var actions: [Action] = []
+        var events: [OutgoingPusher] = []
+        while true {
+            let burst = await mqtt.messages.next(max: 64)
+            if burst.isEmpty { return }
+            let receivedAt = UTCTimestamp.now()
+            let now = ContinuousClock.now
+            machine.withLock { machine in
+                for message in burst {
+                    machine.mqttMessageReceived(
+                        topic: message.topic, payload: message.payload, qos: Int(message.qos.rawValue), retain: message.retain,
+                        receivedAt: receivedAt, now: now, into: &actions)
+                }
+            }
+            for action in actions {
+                if case .enqueueToPusher(let event, let receivedAtMillis) = action {
+                    events.append(OutgoingPusher(event: event, receivedAtMillis: receivedAtMillis))
+                } else {
+                    execute(action)
+                }
+            }
+            actions.removeAll(keepingCapacity: true)
+            guard !events.isEmpty else { continue }
+            for (admission, event) in zip(toPusher.append(contentsOf: events), events) {
+                account(admission, rule: event.event.rule, direction: .mqttToPusher)
+            }
+            events.removeAll(keepingCapacity: true)
+        }
+    }
+
+    /// Hands the outbox to per-channel lanes, each sending batches of up to 10 in order.
+    func sendToPusher() async {
+        let lanes = (0..<Self.laneCount).map { _ in LaneQueue<OutboxEntry<OutgoingPusher>>(capacity: 200) }
+        await withTaskGroup(of: Void.self) { group in
+            for lane in lanes {
+                group.addTask { await self.deliver(lane) }
+            }
+            while !Task.isCancelled {
+                let batch = await toPusher.next(max: 100)
+                if batch.isEmpty { break }
+                for entry in batch {
+                    let lane = lanes[Self.lane(for: entry.item.event.channel)]
+                    _ = await lane.push(entry)  // false only when stopping: it stays in the backlog
+                }
+            }
+            for lane in lanes { lane.finish() }
+        }
+    }
+
+    static func lane(for channel: String) -> Int {
+        var hash: UInt32 = 2_166_136_261
+        for byte in channel.utf8 { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
+        return Int(hash % UInt32(laneCount))
+    }
+
+    private func deliver(_ lane: LaneQueue<OutboxEntry<OutgoingPusher>>) async {
+        var delivery = PusherBatchDelivery(policy: connection.reconnect)
+        while true {
+            let batch = await lane.pop(max: PusherLimits.batchSize)
+            if batch.isEmpty { return }
+            delivery.startBatch()
+            retrying: while true {
+                let result = await send(batch)
+                let stopping = machine.withLock { $0.isStopping } && lane.isFinished
+                switch delivery.attemptFinished(result, stopping: stopping, unitRandom: Double.random(in: 0...1)) {
+                case .delivered:
+                    let now = UTCTimestamp.now().millisecondsSince1970
+                    for entry in batch {
+                        toPusher.acknowledge(entry)
+                        metrics.messages(bridge: name, rule: entry.item.event.rule, direction: .mqttToPusher, outcome: .delivered).increment()
+                        metrics.recordDelivery(.milliseconds(max(0, now - entry.item.receivedAtMillis)))
+                    }
+                case .deadLetter(let reason):
+                    let now = ContinuousClock.now
+                    var actions: [Action] = []
+                    machine.withLock { machine in
+                        for entry in batch {
+                            let event = entry.item.event
+                            let letter = DeadLetter(
+                                rule: event.rule, reason: reason, source: .pusher(channel: event.channel, event: event.event),
+                                payload: Array(event.data.utf8))
+                            machine.deadLettered(letter, direction: .mqttToPusher, receivedAtMillis: entry.item.receivedAtMillis, now: now, into: &actions)
+                        }
+                    }
+                    for entry in batch { toPusher.acknowledge(entry) }
+                    execute(actions)
+                case .keepForNextStart:
+                    metrics.errors(bridge: name, kind: "pusher_http").increment()
+                case .retry(let delay, _, let reason):
+                    metrics.errors(bridge: name, kind: "pusher_http").increment()
+                    logger.warning("Pusher HTTP API failed; retrying", metadata: ["error": "\(reason)", "retry_in": "\(delay)", "events": "\(batch.count)"])
+                    try? await Task.sleep(for: delay)
+                    if Task.isCancelled { return }
+                    continue retrying
+                }
+                break
+            }
+        }
+    }
+
+    /// One attempt at a batch: client events on our WebSocket, the rest in one `batch_events` request.
+    private func send(_ batch: [OutboxEntry<OutgoingPusher>]) async -> PusherBatchAttempt {
+        let socketID = pusher.socketID
+        var httpEvents: [PusherBatchEvent] = []
+        for entry in batch {
+            let event = entry.item.event
+            switch event.via {
+            case .clientEvent:
+                // Client events need our own subscribed connection (docs/pusher-protocol.md §1, "Client events").
+                do {
+                    try pusher.trigger(channel: event.channel, event: event.event, data: event.data)
+                } catch {
+                    return .clientEventFailed("client event on \(event.channel): \(error)")
+                }
+            case .http:
+                httpEvents.append(PusherBatchEvent(channel: event.channel, name: event.event, data: event.data, socketID: socketID))
+            }
+        }
+        guard !httpEvents.isEmpty else { return .accepted }
+        guard let rest else { return .unsendable(status: 0, body: "no app_id/secret for the HTTP API") }
+        do {
+            _ = try await rest.triggerBatch(httpEvents)
+            return .accepted
+        } catch {
+            return PusherBatchAttempt(error)
+        }
+    }
+}
+
+extension PusherBatchAttempt {
+    /// How the HTTP client's error reads for ``PusherBatchDelivery``: a retryable answer keeps its
+    /// status (the core decides again from it), anything else cannot be sent as it is.
+    init(_ error: PusherHTTPError) {
+        if error.isRetryable {
+            self = error.status.map { .status($0, body: error.body ?? error.message) } ?? .networkError(error.description)
+        } else {
+            self = .unsendable(status: error.status ?? 0, body: error.body ?? error.message)
+        }
+    }
+}

@@ -1,0 +1,110 @@
+import BridgeCore
+import MosquittoClient
+import PusherChannels
+
+/// Pusher → MQTT: the Pusher client's updates through the machine into the outbox, the outbox to
+/// the broker, and the broker's acknowledgements back to the outbox.
+extension BridgeRuntime {
+    func consumePusher() async {
+        var actions: [Action] = []
+        for await update in pusher.updates() {
+            if Task.isCancelled { break }
+            switch update {
+            case .event(let event):
+                guard let channel = event.channel else { continue }
+                let receivedAt = UTCTimestamp.now()
+                let now = ContinuousClock.now
+                machine.withLock {
+                    $0.pusherEventReceived(
+                        channel: channel, event: event.name, data: event.data ?? "", userID: event.userID,
+                        receivedAt: receivedAt, now: now, into: &actions)
+                }
+            case .presence(let change):
+                let receivedAt = UTCTimestamp.now().millisecondsSince1970
+                machine.withLock { machine in
+                    switch change {
+                    case .subscriptionSucceeded(let channel, let members, _):
+                        let list = members.map { PresenceMember(userID: $0.userID, infoJSON: $0.userInfo) }
+                        machine.presenceSubscribed(channel: channel, members: list, receivedAtMillis: receivedAt, into: &actions)
+                    case .memberAdded(let channel, let member):
+                        let added = PresenceMember(userID: member.userID, infoJSON: member.userInfo)
+                        machine.presenceMemberAdded(channel: channel, member: added, receivedAtMillis: receivedAt, into: &actions)
+                    case .memberRemoved(let channel, let member):
+                        machine.presenceMemberRemoved(channel: channel, userID: member.userID, receivedAtMillis: receivedAt, into: &actions)
+                    }
+                }
+            case .subscriptionSucceeded(let channel):
+                logger.debug("subscribed", metadata: ["pusher.channel": "\(channel)"])
+            case .subscriptionFailed(let channel, let error):
+                metrics.errors(bridge: name, kind: "subscription").increment()
+                logger.error("subscription failed", metadata: ["pusher.channel": "\(channel)", "error": "\(error)"])
+            case .connectionStateChanged(let change):
+                let connected = change.current == .connected
+                let receivedAt = UTCTimestamp.now().millisecondsSince1970
+                actions = machine.withLock {
+                    $0.pusherConnectionChanged(
+                        to: change.current.rawValue, connected: connected, wasConnected: change.previous == .connected,
+                        receivedAtMillis: receivedAt)
+                }
+                if connected {
+                    logger.info("pusher connected", metadata: ["pusher.socket_id": "\(change.socketID ?? "")"])
+                } else {
+                    logger.info("pusher \(change.current.rawValue)")
+                }
+            case .error(let error):
+                metrics.errors(bridge: name, kind: "pusher").increment()
+                logger.warning("pusher error", metadata: ["error": "\(error)"])
+            }
+            execute(actions)
+            actions.removeAll(keepingCapacity: true)
+        }
+    }
+
+    /// Publishes the outbox to MQTT while connected; acknowledgements arrive on `completions`.
+    func sendToMQTT() async {
+        let v5 = connection.mqtt.protocolVersion == .v5
+        while !Task.isCancelled {
+            let batch = await toMQTT.next(max: 256)
+            if batch.isEmpty { return }
+            for entry in batch {
+                let publish = entry.item.publish
+                let properties = MQTTPublishProperties(userProperties: v5 ? publish.userProperties.map { .init($0.name, $0.value) } : [])
+                let message = MQTTMessage(
+                    topic: publish.topic, payload: publish.payload, qos: MQTTQoS(rawValue: publish.qos) ?? .atLeastOnce,
+                    retain: publish.retain, properties: properties)
+                if !v5 {
+                    let now = ContinuousClock.now
+                    machine.withLock { $0.publishing(topic: publish.topic, payload: publish.payload, now: now) }
+                }
+                do {
+                    let id = try await mqtt.send(message)
+                    if let early = correlation.withLock({ $0.sent(entry, id: id) }) { complete(entry, with: early) }
+                } catch {
+                    // The client is shutting down: the rest stays in the backlog for the next start.
+                    return
+                }
+            }
+        }
+    }
+
+    func collectMQTTCompletions() async {
+        for await completion in mqtt.completions {
+            if let entry = correlation.withLock({ $0.completed(completion.id, with: completion) }) {
+                complete(entry, with: completion)
+            }
+        }
+    }
+
+    /// The broker acknowledged (or the client gave up on) one publish from the outbox.
+    func complete(_ entry: OutboxEntry<OutgoingMQTT>, with completion: MQTTPublishCompletion) {
+        if let error = completion.error {
+            metrics.errors(bridge: name, kind: "mqtt_publish").increment()
+            logger.warning("MQTT publish failed; kept for the next start", metadata: ["mqtt.topic": "\(entry.item.publish.topic)", "error": "\(error)"])
+            return
+        }
+        toMQTT.acknowledge(entry)
+        metrics.messages(bridge: name, rule: entry.item.publish.rule, direction: .pusherToMQTT, outcome: .delivered).increment()
+        let now = UTCTimestamp.now().millisecondsSince1970
+        metrics.recordDelivery(.milliseconds(max(0, now - entry.item.receivedAtMillis)))
+    }
+}

@@ -1,0 +1,69 @@
+import Backoff
+import BridgeCore
+import Logging
+import MosquittoClient
+import PusherChannels
+
+/// A bridge's settings as the two clients' configurations.
+enum ClientSettings {
+    static func pusherOptions(_ settings: BridgeSettings) throws -> PusherClientOptions {
+        let p = settings.pusher
+        let authorization: PusherAuthorization
+        if let endpoint = p.authEndpoint {
+            authorization = .endpoint(url: endpoint, headers: p.authHeaders)
+        } else if let secret = p.secret {
+            authorization = .inline(
+                try PusherInlineSigner(
+                    key: p.key, secret: secret.value, userID: p.userID, userInfoJSON: p.userInfoJSON,
+                    encryptionMasterKeyBase64: p.encryptionMasterKey?.value))
+        } else {
+            authorization = .none
+        }
+        return PusherClientOptions(
+            key: p.key,
+            host: p.cluster.map { .cluster($0) } ?? .host(p.host, port: p.port),
+            encrypted: p.useTLS,
+            caFile: p.caFile,
+            activityTimeout: p.activityTimeout,
+            pongTimeout: p.pongTimeout,
+            reconnectPolicy: settings.reconnect,
+            authorization: authorization
+        )
+    }
+
+    static func restClient(_ settings: BridgeSettings, logger: Logger) throws -> PusherHTTPClient? {
+        let p = settings.pusher
+        guard let appID = p.appID, let secret = p.secret else { return nil }
+        // Events for private-encrypted- channels are encrypted with the channel's key, derived
+        // from the master key (PUSHER-PROTOCOL §1, "Encrypted channels").
+        var masterKey: [UInt8]?
+        if let base64 = p.encryptionMasterKey?.value {
+            masterKey = try PusherInlineSigner(key: p.key, secret: secret.value, encryptionMasterKeyBase64: base64).encryptionMasterKey
+        }
+        return PusherHTTPClient(
+            appID: appID, key: p.key, secret: secret.value,
+            host: p.cluster.map { .cluster($0) } ?? .host(p.restHost, port: p.restPort),
+            encrypted: p.useTLS, maxEventBytes: p.maxEventBytes, encryptionMasterKey: masterKey, logger: logger
+        )
+    }
+
+    static func mqttConfiguration(_ settings: BridgeSettings) -> MQTTConfiguration {
+        let m = settings.mqtt
+        var tls: MQTTTLSConfiguration?
+        if m.useTLS {
+            tls = MQTTTLSConfiguration(caFile: m.caFile, certificateFile: m.certFile, keyFile: m.keyFile, insecure: m.tlsInsecure)
+        }
+        return MQTTConfiguration(
+            host: m.host, port: m.port, clientID: m.clientID,
+            protocolVersion: m.protocolVersion == .v5 ? .v5 : .v311,
+            cleanSession: m.cleanSession, sessionExpiry: m.sessionExpiry, keepAlive: m.keepalive,
+            username: m.username, password: m.password?.value, tls: tls,
+            will: MQTTWill(topic: m.statusTopic, payload: Array("offline".utf8), qos: .atLeastOnce, retain: true),
+            reconnect: settings.reconnect,
+            // While the consumer is stuck, libmosquitto's thread blocks and sends no PINGREQ: stay
+            // well inside the keepalive, or the broker drops us (seen in the issue 7 benchmark
+            // with keepalive 5 s against the former fixed 5 s).
+            backpressureTimeout: min(.seconds(5), m.keepalive / 2)
+        )
+    }
+}
