@@ -64,18 +64,6 @@ public struct DuplicateFilter<Instant: InstantProtocol>: Sendable where Instant.
     /// Identities remembered.
     public var count: Int { entries.count }
 
-    /// True if `identity` was first seen less than `window` before `now` (and is still
-    /// remembered); otherwise remembers it from `now` and returns false.
-    public mutating func isDuplicate(_ identity: MessageDigest, now: Instant) -> Bool {
-        forgetExpired(now: now)
-        if deadlines[identity] != nil {
-            duplicatesFound += 1
-            return true
-        }
-        remember(identity, now: now)
-        return false
-    }
-
     /// A new connection begins: what is remembered from now on belongs to it, and only
     /// identities from earlier connections count for ``isRedelivery(_:now:)``.
     public mutating func startConnection() {

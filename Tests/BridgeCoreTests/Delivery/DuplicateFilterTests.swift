@@ -8,19 +8,19 @@ struct DuplicateFilterTests {
         MessageDigest(parts: [Array("mqtt".utf8), Array(topic.utf8), Array(payload.utf8)])
     }
 
-    @Test("a repeat within the window is a duplicate; different messages are not")
+    @Test("a copy seen on an earlier connection within the window is a redelivery; other messages are not")
     func withinWindow() {
         var filter = DuplicateFilter<TestInstant>(window: .seconds(5))
-        let answer1 = filter.isDuplicate(identity("a", "1"), now: .at(milliseconds: 0))
-        #expect(!answer1)
-        let answer2 = filter.isDuplicate(identity("a", "2"), now: .at(milliseconds: 1))
-        #expect(!answer2)
-        let answer3 = filter.isDuplicate(identity("b", "1"), now: .at(milliseconds: 2))
+        filter.record(identity("a", "1"), now: .at(milliseconds: 0))
+        filter.record(identity("a", "2"), now: .at(milliseconds: 1))
+        filter.record(identity("b", "1"), now: .at(milliseconds: 2))
+        filter.startConnection()
+        let answer1 = filter.isRedelivery(identity("a", "1"), now: .at(milliseconds: 100))
+        #expect(answer1)
+        let answer2 = filter.isRedelivery(identity("a", "2"), now: .at(milliseconds: 200))
+        #expect(answer2)
+        let answer3 = filter.isRedelivery(identity("b", "2"), now: .at(milliseconds: 300))
         #expect(!answer3)
-        let answer4 = filter.isDuplicate(identity("a", "1"), now: .at(milliseconds: 100))
-        #expect(answer4)
-        let answer5 = filter.isDuplicate(identity("a", "1"), now: .at(milliseconds: 200))
-        #expect(answer5)
         #expect(filter.duplicatesFound == 2)
     }
 
@@ -28,29 +28,30 @@ struct DuplicateFilterTests {
     func windowNotExtended() {
         var filter = DuplicateFilter<TestInstant>(window: .seconds(5))
         let id = identity("a", "1")
-        let answer6 = filter.isDuplicate(id, now: .at(milliseconds: 0))
-        #expect(!answer6)
-        let answer7 = filter.isDuplicate(id, now: .at(milliseconds: 4_999))
-        #expect(answer7)
-        let answer8 = filter.isDuplicate(id, now: .at(milliseconds: 5_000))
-        #expect(!answer8, "a steadily repeating value passes once per window")
-        let answer9 = filter.isDuplicate(id, now: .at(milliseconds: 9_999))
-        #expect(answer9)
+        filter.record(id, now: .at(milliseconds: 0))
+        filter.startConnection()
+        filter.record(id, now: .at(milliseconds: 4_000))
+        filter.startConnection()
+        let answer1 = filter.isRedelivery(id, now: .at(milliseconds: 4_999))
+        #expect(answer1)
+        filter.startConnection()
+        let answer2 = filter.isRedelivery(id, now: .at(milliseconds: 5_000))
+        #expect(!answer2, "a steadily repeating value is remembered once per window, never forever")
     }
 
     @Test("bounded by count: the oldest identities are forgotten first, and counted")
     func capacity() {
         var filter = DuplicateFilter<TestInstant>(window: .seconds(60), capacity: 3)
         for payload in ["1", "2", "3", "4"] {
-            let answer10 = filter.isDuplicate(identity("t", payload), now: .at(milliseconds: 0))
-            #expect(!answer10)
+            filter.record(identity("t", payload), now: .at(milliseconds: 0))
         }
         #expect(filter.count == 3)
         #expect(filter.evictedBeforeExpiry == 1)
-        let answer11 = filter.isDuplicate(identity("t", "4"), now: .at(milliseconds: 1))
-        #expect(answer11)
-        let answer12 = filter.isDuplicate(identity("t", "1"), now: .at(milliseconds: 1))
-        #expect(!answer12, "forgotten: the documented blind spot")
+        filter.startConnection()
+        let answer1 = filter.isRedelivery(identity("t", "4"), now: .at(milliseconds: 1))
+        #expect(answer1)
+        let answer2 = filter.isRedelivery(identity("t", "1"), now: .at(milliseconds: 1))
+        #expect(!answer2, "forgotten: the documented blind spot")
     }
 
     @Test("redelivery: only copies from an earlier connection count, each excuses one repeat")

@@ -1,0 +1,31 @@
+/// The bounds of one direction's buffer (DESIGN §4 `[bridge.buffer] max_messages`, `max_bytes`).
+public struct BufferLimits: Sendable, Equatable {
+    /// Most messages held at once; at least 1.
+    public var maxMessages: Int
+    /// Most bytes held at once (sum of the messages' byte counts).
+    public var maxBytes: Int
+
+    /// Bounds with these values; values below 1 (messages) or 0 (bytes) are raised to them.
+    public init(maxMessages: Int, maxBytes: Int) {
+        self.maxMessages = max(1, maxMessages)
+        self.maxBytes = max(0, maxBytes)
+    }
+}
+
+/// Running totals of a buffer since it was created, for metrics and logs (DESIGN §4: "every
+/// drop is counted and logged").
+public struct BufferCounters: Sendable, Equatable {
+    /// Messages accepted.
+    public var stored = 0
+    /// Messages removed after delivery.
+    public var removed = 0
+    /// Buffered messages dropped to make room (drop-oldest).
+    public var droppedOldest = 0
+    /// Incoming messages dropped because the buffer was full (drop-newest).
+    public var droppedNewest = 0
+    /// Incoming messages dropped because they alone exceed `maxBytes` (either policy).
+    public var droppedOversize = 0
+
+    /// Every drop, whatever the reason.
+    public var dropped: Int { droppedOldest + droppedNewest + droppedOversize }
+}
