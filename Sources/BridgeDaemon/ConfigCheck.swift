@@ -36,9 +36,12 @@ public struct ConfigCheck: Sendable {
         case timedOut
     }
 
-    /// Runs the check on `file` with exactly these environment variables (the ones the daemon
-    /// expands `${VAR}` with), off the cooperative pool.
+    /// Runs the check on `file` with the environment variables the daemon expands `${VAR}` with,
+    /// off the cooperative pool. One is added unless set: `SWIFT_BACKTRACE=enable=no`, so that a
+    /// crashing check prints toml++'s one assertion line, not the Swift runtime's 60-line backtrace.
     public func verdict(on file: String, environment: [String: String]) async -> Verdict {
+        var environment = environment
+        if environment["SWIFT_BACKTRACE"] == nil { environment["SWIFT_BACKTRACE"] = "enable=no" }
         let child = ChildProcess(arguments: command + ["--config", file], environment: environment, timeout: timeout)
         let result = await child.run()
         switch result.termination {

@@ -114,10 +114,13 @@ import Testing
         try Self.abortingConfig.write(toFile: file, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(atPath: file) }
         let verdict = await ConfigCheck(command: [daemon, "check"]).verdict(on: file, environment: [:])
-        guard case .crashed(let signal, _) = verdict else {
+        guard case .crashed(let signal, let output) = verdict else {
             Issue.record("expected a crash, got \(verdict)")
             return
         }
         #expect(signal == SIGABRT)
+        // toml++'s assertion, without the Swift runtime's backtrace (SWIFT_BACKTRACE=enable=no).
+        #expect(output.count == 1)
+        #expect(output.first?.contains("Assertion") == true)
     }
 }
