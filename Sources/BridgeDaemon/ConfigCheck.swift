@@ -48,7 +48,8 @@ public struct ConfigCheck: Sendable {
         case .exited(0): return .valid
         case .exited(78): return .invalid(diagnostics: result.output)
         case .exited(let status): return .failed(status: status, output: result.output)
-        case .notStarted(let error): return .failed(status: error, output: ["cannot start \(command.joined(separator: " ")): errno \(error)"])
+        case .notStarted(let error):
+            return .failed(status: error, output: ["cannot start \(command.joined(separator: " ")): errno \(error)"])
         case .signalled(let signal): return .crashed(signal: signal, output: result.output)
         case .timedOut: return .timedOut
         }

@@ -42,7 +42,8 @@ import Testing
     }
 
     @Test func moreOutputThanAPipeHoldsDoesNotDeadlock() async throws {
-        let result = await shell("i=0; while [ $i -lt 4000 ]; do echo 'line of forty bytes, printed many times.'; i=$((i+1)); done; exit 78")
+        let result = await shell(
+            "i=0; while [ $i -lt 4000 ]; do echo 'line of forty bytes, printed many times.'; i=$((i+1)); done; exit 78")
         #expect(result.termination == .exited(78))
         let kept = result.output.reduce(0) { $0 + $1.utf8.count + 1 }
         #expect(kept <= ChildProcess.maxOutputBytes + 1)
@@ -98,7 +99,8 @@ import Testing
 
     /// The built daemon next to the test bundle (`swift build --build-tests` builds both).
     static let builtDaemon: String? = {
-        let path = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("pusher-mqtt-bridge").path
+        let bin = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        let path = bin.appendingPathComponent("pusher-mqtt-bridge").path
         return FileManager.default.isExecutableFile(atPath: path) ? path : nil
     }()
 
