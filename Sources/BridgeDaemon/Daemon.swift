@@ -28,6 +28,8 @@ public final class Daemon: Sendable {
     let logger: Logger
     /// Called with the operations endpoint's port once it listens (tests use port 0).
     let onMetricsListening: @Sendable (Int) async -> Void
+    /// Validates a reloaded file in a child process first, so a parser crash cannot take the daemon down.
+    let configCheck: ConfigCheck
 
     private let state = Locked(State())
 
@@ -43,7 +45,8 @@ public final class Daemon: Sendable {
         notifier: SystemdNotifier,
         metrics: BridgeMetrics = BridgeMetrics(),
         logger: Logger,
-        onMetricsListening: @escaping @Sendable (Int) async -> Void = { _ in }
+        onMetricsListening: @escaping @Sendable (Int) async -> Void = { _ in },
+        configCheck: ConfigCheck = ConfigCheck()
     ) {
         self.configPath = configPath
         self.environment = environment
@@ -51,6 +54,7 @@ public final class Daemon: Sendable {
         self.metrics = metrics
         self.logger = logger
         self.onMetricsListening = onMetricsListening
+        self.configCheck = configCheck
     }
 
     /// Loads and validates the config; the error carries every diagnostic.
@@ -119,6 +123,7 @@ public final class Daemon: Sendable {
     func reload() async {
         notifier.reloading()
         defer { notifier.ready(status: statusLine()) }
+        guard await configCheckPasses() else { return }
         let new: BridgeConfiguration
         switch Self.loadConfiguration(path: configPath, environment: environment) {
         case .success(let loaded):

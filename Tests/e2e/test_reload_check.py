@@ -1,0 +1,93 @@
+"""SIGHUP checks the new file in a child process (`pusher-mqtt-bridge check`) before parsing it in
+the daemon: a file that makes the TOML parser (toml++) abort costs the reload, not the daemon."""
+
+from __future__ import annotations
+
+import re
+import signal
+import urllib.request
+
+from conftest import bridge_config
+from harness import MQTTCollector, free_port, wait_until
+from test_flow import PUSHER_TO_MQTT, wait_bridge_subscribed
+
+# toml++ asserts `!is_value_terminator(*cp)` in parse_value on `[}`, and aborts. The loader guards
+# `[}` before toml++ sees the text, but a multi-line string ending in four quotes (TOML allows up to
+# two quotes before the closing three) hides the rest of its line from that guard.
+ABORTING = '\ncrash = { s = """x"""", b = [}] }\n'
+
+EXTRA_RULE = """
+[[bridge.rule]]
+name = "alerts"
+from = "pusher"
+channel = "alerts"
+topic = "dash/alerts/{event}"
+qos = 1
+"""
+
+
+def reload_errors(port: int) -> float:
+    """`pusher_mqtt_bridge_errors_total` with `kind="reload"`, 0 before the first."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("pusher_mqtt_bridge_errors_total{") and 'kind="reload"' in line:
+                return float(line.split()[-1])
+    return 0.0
+
+
+def test_a_reload_that_crashes_the_parser_is_refused_and_the_daemon_keeps_bridging(pusher, broker, workdir, bridges):
+    metrics_port = free_port()
+    # `${E2E_PUSHER_KEY}`: the child check must see the daemon's environment, or the good reload
+    # at the end would be refused.
+    config = (bridge_config(pusher, broker, workdir, PUSHER_TO_MQTT)
+              .replace('metrics = ""', f'metrics = "127.0.0.1:{metrics_port}"')
+              .replace(f'key = "{pusher.key}"', 'key = "${E2E_PUSHER_KEY}"'))
+    bridge = bridges(config, env={"E2E_PUSHER_KEY": pusher.key})
+    collector = MQTTCollector(broker.port, ["dash/#"])
+    wait_bridge_subscribed(pusher, "market-data")
+    http = pusher.http_client()
+    http.trigger("market-data", "new-price", "before")
+    wait_until(lambda: collector.payloads("dash/prices/new-price") == [b"before"], 10, 0.1, "the first message")
+    wait_until(lambda: port_listening(metrics_port), 10, 0.1, "/metrics")
+    assert reload_errors(metrics_port) == 0
+
+    # The file really kills a parser: `check` on its own dies of SIGABRT.
+    bridge.write_config(config + ABORTING)
+    direct = bridge.cli("check", "--config", str(bridge.config_path))
+    assert direct.returncode == -signal.SIGABRT, (
+        f"the test input no longer aborts toml++ (exit {direct.returncode}): pick another one\n{direct.stderr[-2000:]}")
+
+    bridge.send_signal(signal.SIGHUP)
+    crashed = wait_until(lambda: re.search(r".*config check crashed.*", bridge.log()), 10, 0.1, "the reload to be refused")
+    assert "SIGABRT" in crashed.group(0)
+    assert "the old config keeps running" in crashed.group(0)
+    assert "Assertion" in bridge.log()  # the child's own last words, logged
+    assert bridge.running()
+    wait_until(lambda: reload_errors(metrics_port) == 1, 5, 0.1, 'errors_total{kind="reload"} to count the refusal')
+
+    # Still bridging, on the same connection.
+    http.trigger("market-data", "new-price", "after")
+    wait_until(lambda: collector.payloads("dash/prices/new-price") == [b"before", b"after"], 10, 0.1,
+               "messages to flow after the refused reload")
+    assert bridge.log().count("pusher connected") == 1
+
+    # A good file afterwards is checked (with the same `${VAR}`s), then applied as usual.
+    bridge.write_config(config + EXTRA_RULE)
+    bridge.send_signal(signal.SIGHUP)
+    wait_until(lambda: "reloaded" in bridge.log(), 10, 0.1, "the good reload")
+    wait_bridge_subscribed(pusher, "alerts")
+    http.trigger("alerts", "fire", "hot")
+    wait_until(lambda: collector.payloads("dash/alerts/fire") == [b"hot"], 10, 0.1, "the new rule to work")
+    assert reload_errors(metrics_port) == 1
+    assert bridge.log().count("reload refused") == 1
+
+    assert bridge.stop(signal.SIGTERM) == 0
+    collector.close()
+
+
+def port_listening(port: int) -> bool:
+    try:
+        reload_errors(port)
+        return True
+    except OSError:
+        return False
