@@ -164,27 +164,55 @@ struct ContainerStack {
     private var words: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
     /// How many containers are open.
     private(set) var count = 0
+    /// Whether the innermost container is an object (`false` when none is open); kept apart from
+    /// `words` because every `,` and closing bracket asks.
+    private(set) var topIsObject = false
 
     /// Opens a container; the caller keeps `count` below ``JSONTokenizer/maximumDepth``.
     mutating func push(isObject: Bool) {
-        let (word, bit) = count.quotientAndRemainder(dividingBy: 64)
-        withUnsafeMutableBytes(of: &words) { raw in
-            var value = raw.load(fromByteOffset: word * 8, as: UInt64.self)
-            if isObject { value |= 1 << UInt64(bit) } else { value &= ~(1 << UInt64(bit)) }
-            raw.storeBytes(of: value, toByteOffset: word * 8, as: UInt64.self)
-        }
+        let (index, bit) = count.quotientAndRemainder(dividingBy: 64)
+        let mask: UInt64 = 1 << UInt64(bit)
+        let word = self.word(index)
+        setWord(index, isObject ? word | mask : word & ~mask)
         count += 1
+        topIsObject = isObject
     }
 
     /// Closes the innermost container.
-    mutating func pop() { count -= 1 }
+    mutating func pop() {
+        count -= 1
+        guard count > 0 else {
+            topIsObject = false
+            return
+        }
+        let (index, bit) = (count - 1).quotientAndRemainder(dividingBy: 64)
+        topIsObject = word(index) >> UInt64(bit) & 1 == 1
+    }
 
-    /// Whether the innermost container is an object (`false` when none is open).
-    var topIsObject: Bool {
-        guard count > 0 else { return false }
-        let (word, bit) = (count - 1).quotientAndRemainder(dividingBy: 64)
-        let value = withUnsafeBytes(of: words) { $0.load(fromByteOffset: word * 8, as: UInt64.self) }
-        return value >> UInt64(bit) & 1 == 1
+    private func word(_ index: Int) -> UInt64 {
+        switch index {
+        case 0: words.0
+        case 1: words.1
+        case 2: words.2
+        case 3: words.3
+        case 4: words.4
+        case 5: words.5
+        case 6: words.6
+        default: words.7
+        }
+    }
+
+    private mutating func setWord(_ index: Int, _ value: UInt64) {
+        switch index {
+        case 0: words.0 = value
+        case 1: words.1 = value
+        case 2: words.2 = value
+        case 3: words.3 = value
+        case 4: words.4 = value
+        case 5: words.5 = value
+        case 6: words.6 = value
+        default: words.7 = value
+        }
     }
 }
 
