@@ -1,3 +1,5 @@
+import PusherProtocol
+
 @testable import BridgeCore
 @testable import PusherChannels
 @testable import PusherLocal
@@ -175,20 +177,32 @@ enum CoreTargets {
 
     // MARK: json
 
-    /// The input as a JSON document. Checks: BridgeCore's validator and pusher-local's parser agree
-    /// (below pusher-local's depth limit); a parsed value re-encodes to text that parses to the
-    /// same value and is valid; the client's scanner reads every valid object and array with the
-    /// same keys and string values.
+    /// The input as a JSON document. Checks: the shared tokenizer (`PusherProtocol.JSONTokenizer`)
+    /// and its three views — BridgeCore's validator, pusher-local's parser, the client's scanner —
+    /// give the same verdict on every input, nesting limit included; the tokenizer's tokens lie
+    /// inside the input, in order, never deeper than the limit; a parsed value re-encodes to text
+    /// that parses to the same value and is valid; the client's scanner reads every valid object
+    /// and array with the same keys and string values as pusher-local's parser.
     static func json(_ input: Input) -> Int32 {
-        let valid = BridgeCore.JSONText.isValid(input.bytes)
+        let tokenizerError = tokenizerCheck(input.bytes)
+        let valid = tokenizerError == nil
+        let bridge = BridgeCore.JSONText.isValid(input.bytes)
         var parsed: JSONValue?
+        var parseError: JSONParseError?
         do {
             parsed = try JSONValue.parse(input.bytes)
         } catch {
-            if error.message.contains("nested deeper") { return 0 }
+            parseError = error
         }
-        if valid != (parsed != nil) {
-            violated("BridgeCore's validator says \(valid), pusher-local's parser \(parsed.map { "\($0)" } ?? "fails") for \(input.text.debugDescription)")
+        let scanned = (try? JSONScanner.document(input.bytes)) != nil
+        if bridge != valid || (parsed != nil) != valid || scanned != valid {
+            violated(
+                "the tokenizer says \(tokenizerError.map { "\($0)" } ?? "valid"), BridgeCore's validator \(bridge), "
+                    + "pusher-local's parser \(parsed.map { "\($0)" } ?? "fails"), the client's scanner \(scanned) "
+                    + "for \(input.text.debugDescription)")
+        }
+        if let tokenizerError, let parseError, tokenizerError.offset != parseError.offset || tokenizerError.message != parseError.message {
+            violated("pusher-local's parser reports \(parseError), the tokenizer \(tokenizerError)")
         }
         guard let parsed else { return 0 }
         let encoded = parsed.encoded
@@ -209,5 +223,33 @@ enum CoreTargets {
             break
         }
         return 0
+    }
+
+    /// Walks `bytes` with the tokenizer, checking every token's range and the depth; the error, if
+    /// the bytes are not one JSON document.
+    static func tokenizerCheck(_ bytes: [UInt8]) -> JSONSyntaxError? {
+        do {
+            try JSONTokenizer.withTokenizer(over: bytes) { (tokenizer: inout JSONTokenizer) throws(JSONSyntaxError) in
+                var end = 0
+                while let token = try tokenizer.next() {
+                    if token.range.lowerBound < end || token.range.upperBound > bytes.count || token.range.isEmpty {
+                        violated("token \(token) out of order or outside the \(bytes.count) bytes")
+                    }
+                    if tokenizer.depth > JSONTokenizer.maximumDepth { violated("depth \(tokenizer.depth) past the limit") }
+                    if token.kind == .string || token.kind == .memberName {
+                        // A decoded string written back out reads as the same string.
+                        let value = tokenizer.string(of: token)
+                        guard case .string(let again)? = try? JSONValue.parse(JSONString.quoted(value)), again == value else {
+                            violated("the string \(tokenizer.text(of: token.range).debugDescription) does not round-trip")
+                        }
+                    }
+                    end = token.range.upperBound
+                }
+            }
+            return nil
+        } catch {
+            if error.offset < 0 || error.offset > bytes.count { violated("error \(error) outside the \(bytes.count) bytes") }
+            return error
+        }
     }
 }

@@ -47,7 +47,7 @@ struct FuzzTarget {
                 callback: { data, size in CoreTargets.topics(Input(data, size)) }),
             FuzzTarget(
                 name: "json",
-                summary: "BridgeCore's JSON validator vs. pusher-local's parser vs. the client's scanner; re-encoding",
+                summary: "the shared JSON tokenizer vs. its views (bridge validator, pusher-local parser, client scanner); re-encoding",
                 callback: { data, size in CoreTargets.json(Input(data, size)) }),
         ]
     }

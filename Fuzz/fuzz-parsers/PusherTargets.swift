@@ -74,7 +74,7 @@ enum PusherTargets {
             sharedSecret: channel.hasPrefix("private-encrypted-") ? PusherAuth.sharedSecret(channel: channel, masterKey: masterKey) : nil)
     }
 
-    /// The client's scanner is lenient, never stricter than JSON: a valid JSON object must scan.
+    /// The client's scanner is a view of the shared tokenizer: a valid JSON object must scan.
     static func checkScannerAcceptsValidObjects(_ text: String) {
         guard text.utf8.first(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D }) == UInt8(ascii: "{"),
             BridgeCore.JSONText.isValid(text)

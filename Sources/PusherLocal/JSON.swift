@@ -65,13 +65,25 @@ public enum JSONValue: Sendable, Equatable {
 
     /// Parses one JSON document; throws ``JSONParseError`` with the byte offset of the problem.
     public static func parse(_ text: String) throws(JSONParseError) -> JSONValue {
-        try parse(Array(text.utf8))
+        do {
+            return try JSONTokenizer.withTokenizer(over: text) { (tokenizer: inout JSONTokenizer) throws(JSONSyntaxError) in
+                try JSONTreeBuilder.document(&tokenizer)
+            }
+        } catch {
+            throw JSONParseError(message: error.message, offset: error.offset)
+        }
     }
 
-    /// Parses one JSON document from UTF-8 bytes.
+    /// Parses one JSON document from UTF-8 bytes (`PusherProtocol.JSONTokenizer`'s grammar,
+    /// UTF-8 policy and nesting limit).
     public static func parse(_ bytes: [UInt8]) throws(JSONParseError) -> JSONValue {
-        var parser = JSONParser(bytes: bytes)
-        return try parser.parseDocument()
+        do {
+            return try JSONTokenizer.withTokenizer(over: bytes) { (tokenizer: inout JSONTokenizer) throws(JSONSyntaxError) in
+                try JSONTreeBuilder.document(&tokenizer)
+            }
+        } catch {
+            throw JSONParseError(message: error.message, offset: error.offset)
+        }
     }
 }
 
@@ -96,189 +108,51 @@ public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertibl
     public var description: String { "invalid JSON at byte \(offset): \(message)" }
 }
 
-/// A small recursive-descent JSON parser (RFC 8259) with a nesting limit, so a hostile frame
-/// cannot exhaust the stack.
-struct JSONParser {
-    let bytes: [UInt8]
-    var index = 0
-    var depth = 0
-    static let maxDepth = 64
-
-    init(bytes: [UInt8]) { self.bytes = bytes }
-
-    mutating func parseDocument() throws(JSONParseError) -> JSONValue {
-        skipWhitespace()
-        let value = try parseValue()
-        skipWhitespace()
-        guard index == bytes.count else { throw fail("unexpected data after the value") }
-        return value
+/// Builds a ``JSONValue`` from the tokenizer's tokens with its own stack of open containers, so
+/// a deeply nested document costs no recursion while it is read.
+enum JSONTreeBuilder {
+    /// An object or array being read.
+    struct OpenContainer {
+        /// Whether it is an object (else an array).
+        var isObject: Bool
+        /// Its values so far.
+        var values: [JSONValue] = []
+        /// An object's member names so far (the last may still wait for its value).
+        var names: [String] = []
     }
 
-    func fail(_ message: String) -> JSONParseError { JSONParseError(message: message, offset: index) }
-
-    mutating func skipWhitespace() {
-        while index < bytes.count {
-            switch bytes[index] {
-            case 0x20, 0x09, 0x0A, 0x0D: index += 1
-            default: return
+    /// The document the tokenizer is at the start of.
+    static func document(_ tokenizer: inout JSONTokenizer) throws(JSONSyntaxError) -> JSONValue {
+        var open: [OpenContainer] = []
+        var root: JSONValue?
+        func add(_ value: JSONValue) {
+            if open.isEmpty {
+                root = value
+            } else {
+                open[open.count - 1].values.append(value)
             }
         }
-    }
-
-    mutating func parseValue() throws(JSONParseError) -> JSONValue {
-        guard index < bytes.count else { throw fail("unexpected end of input") }
-        switch bytes[index] {
-        case UInt8(ascii: "{"): return try parseObject()
-        case UInt8(ascii: "["): return try parseArray()
-        case UInt8(ascii: "\""): return .string(try parseString())
-        case UInt8(ascii: "t"): try expectLiteral("true"); return .bool(true)
-        case UInt8(ascii: "f"): try expectLiteral("false"); return .bool(false)
-        case UInt8(ascii: "n"): try expectLiteral("null"); return .null
-        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber()
-        default: throw fail("unexpected character")
-        }
-    }
-
-    mutating func expectLiteral(_ literal: StaticString) throws(JSONParseError) {
-        let count = literal.utf8CodeUnitCount
-        guard index + count <= bytes.count else { throw fail("unexpected end of input") }
-        guard JSONLiteral.matches(literal, in: bytes, at: index) else { throw fail("invalid literal") }
-        index += count
-    }
-
-    mutating func enter() throws(JSONParseError) {
-        depth += 1
-        if depth > Self.maxDepth { throw fail("nested deeper than \(Self.maxDepth) levels") }
-    }
-
-    mutating func parseObject() throws(JSONParseError) -> JSONValue {
-        try enter()
-        defer { depth -= 1 }
-        index += 1
-        var members: [JSONMember] = []
-        skipWhitespace()
-        if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
-            index += 1
-            return .object(members)
-        }
-        while true {
-            skipWhitespace()
-            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw fail("expected a string key") }
-            let key = try parseString()
-            skipWhitespace()
-            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw fail("expected ':'") }
-            index += 1
-            skipWhitespace()
-            let value = try parseValue()
-            members.append(JSONMember(key, value))
-            skipWhitespace()
-            guard index < bytes.count else { throw fail("unexpected end of input in object") }
-            if bytes[index] == UInt8(ascii: ",") {
-                index += 1
-                continue
-            }
-            if bytes[index] == UInt8(ascii: "}") {
-                index += 1
-                return .object(members)
-            }
-            throw fail("expected ',' or '}'")
-        }
-    }
-
-    mutating func parseArray() throws(JSONParseError) -> JSONValue {
-        try enter()
-        defer { depth -= 1 }
-        index += 1
-        var items: [JSONValue] = []
-        skipWhitespace()
-        if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
-            index += 1
-            return .array(items)
-        }
-        while true {
-            skipWhitespace()
-            items.append(try parseValue())
-            skipWhitespace()
-            guard index < bytes.count else { throw fail("unexpected end of input in array") }
-            if bytes[index] == UInt8(ascii: ",") {
-                index += 1
-                continue
-            }
-            if bytes[index] == UInt8(ascii: "]") {
-                index += 1
-                return .array(items)
-            }
-            throw fail("expected ',' or ']'")
-        }
-    }
-
-    mutating func parseNumber() throws(JSONParseError) -> JSONValue {
-        guard let end = JSONNumber.end(in: bytes, from: index) else { throw fail("invalid number") }
-        defer { index = end }
-        return .number(String(decoding: bytes[index..<end], as: UTF8.self))
-    }
-
-    mutating func parseHex4() throws(JSONParseError) -> UInt32 {
-        guard let value = JSONString.hex4(bytes, at: index) else { throw fail("invalid \\u escape") }
-        index += 4
-        return value
-    }
-
-    mutating func parseString() throws(JSONParseError) -> String {
-        index += 1  // opening quote
-        var out: [UInt8] = []
-        var runStart = index
-        while index < bytes.count {
-            let b = bytes[index]
-            if b == UInt8(ascii: "\"") {
-                out.append(contentsOf: bytes[runStart..<index])
-                index += 1
-                guard let string = String(validating: out, as: UTF8.self) else {
-                    throw fail("string is not valid UTF-8")
+        while let token = try tokenizer.next() {
+            switch token.kind {
+            case .beginObject: open.append(OpenContainer(isObject: true))
+            case .beginArray: open.append(OpenContainer(isObject: false))
+            case .memberName: open[open.count - 1].names.append(tokenizer.string(of: token))
+            case .endObject, .endArray:
+                let container = open.removeLast()
+                if container.isObject {
+                    add(.object(zip(container.names, container.values).map { JSONMember($0, $1) }))
+                } else {
+                    add(.array(container.values))
                 }
-                return string
+            case .string: add(.string(tokenizer.string(of: token)))
+            case .number: add(.number(tokenizer.text(of: token.range)))
+            case .true: add(.bool(true))
+            case .false: add(.bool(false))
+            case .null: add(.null)
             }
-            if b < 0x20 { throw fail("control character in string") }
-            if b == UInt8(ascii: "\\") {
-                out.append(contentsOf: bytes[runStart..<index])
-                index += 1
-                guard index < bytes.count else { throw fail("unexpected end of input in escape") }
-                let e = bytes[index]
-                index += 1
-                switch e {
-                case UInt8(ascii: "\""): out.append(0x22)
-                case UInt8(ascii: "\\"): out.append(0x5C)
-                case UInt8(ascii: "/"): out.append(0x2F)
-                case UInt8(ascii: "b"): out.append(0x08)
-                case UInt8(ascii: "f"): out.append(0x0C)
-                case UInt8(ascii: "n"): out.append(0x0A)
-                case UInt8(ascii: "r"): out.append(0x0D)
-                case UInt8(ascii: "t"): out.append(0x09)
-                case UInt8(ascii: "u"):
-                    var scalar = try parseHex4()
-                    if scalar >= 0xD800, scalar < 0xDC00 {
-                        // A high surrogate must be followed by \u + low surrogate (RFC 8259 §7).
-                        guard index + 2 <= bytes.count, bytes[index] == UInt8(ascii: "\\"),
-                            bytes[index + 1] == UInt8(ascii: "u")
-                        else { throw fail("unpaired surrogate") }
-                        index += 2
-                        let low = try parseHex4()
-                        guard low >= 0xDC00, low < 0xE000 else { throw fail("unpaired surrogate") }
-                        scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
-                    } else if scalar >= 0xDC00, scalar < 0xE000 {
-                        throw fail("unpaired surrogate")
-                    }
-                    guard let unicode = Unicode.Scalar(scalar) else { throw fail("invalid \\u escape") }
-                    out.append(contentsOf: Array(String(Character(unicode)).utf8))
-                default:
-                    throw fail("invalid escape")
-                }
-                runStart = index
-                continue
-            }
-            index += 1
         }
-        throw fail("unterminated string")
+        guard let root else { throw tokenizer.failure("unexpected end of input") }
+        return root
     }
 }
 

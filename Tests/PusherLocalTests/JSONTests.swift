@@ -30,10 +30,12 @@ struct JSONTests {
         #expect(throws: JSONParseError(message: "expected ':'", offset: 5)) { try JSONValue.parse("{\"a\" 1}") }
     }
 
+    /// The limit is the project's one (`JSONTokenizer.maximumDepth`, 512; it was 64 before the
+    /// three JSON readers shared one tokenizer).
     @Test func limitsNesting() throws {
-        let deep = String(repeating: "[", count: 65) + String(repeating: "]", count: 65)
+        let deep = String(repeating: "[", count: 513) + String(repeating: "]", count: 513)
         #expect(throws: JSONParseError.self) { try JSONValue.parse(deep) }
-        let ok = String(repeating: "[", count: 64) + String(repeating: "]", count: 64)
+        let ok = String(repeating: "[", count: 512) + String(repeating: "]", count: 512)
         _ = try JSONValue.parse(ok)
     }
 
