@@ -2,7 +2,8 @@
 // pusher-mqtt-bridge: Pusher Channels <-> MQTT, for Linux servers.
 //
 // Folder = part (see README "Layout"). Dependencies point one way, toward the pure core:
-//   pusher-mqtt-bridge (exe) -> BridgeDaemon -> BridgeCore, PusherChannels, MosquittoClient
+//   pusher-mqtt-bridge (exe) -> BridgeDaemon -> Durability, BridgeCore, PusherChannels, MosquittoClient
+//   Durability      -> BridgeCore (the buffer's limits and overflow policy; BridgeCore does no I/O)
 //   PusherChannels -> PusherProtocol, Backoff, CSodium
 //   PusherLocal    -> PusherProtocol
 //   MosquittoClient -> CMosquitto, Backoff
@@ -123,7 +124,7 @@ let package = Package(
             exclude: ["README.md"],
             swiftSettings: swiftSettings
         ),
-        /// The bridge's brain: config, rule table, templates, presence mirror, buffer, spool. Pure logic.
+        /// The bridge's brain: config, rule table, templates, presence mirror, buffer. Pure logic.
         .target(
             name: "BridgeCore",
             dependencies: [
@@ -136,12 +137,25 @@ let package = Package(
             exclude: ["README.md"],
             swiftSettings: swiftSettings
         ),
+        /// What survives a restart: the on-disk spool (segment files, record format, CRC-32C,
+        /// recovery, compaction) and the bounded delivery backlog that writes through to it.
+        /// The one part that owns files; BridgeCore's config types give it its limits.
+        .target(
+            name: "Durability",
+            dependencies: [
+                "BridgeCore",
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            exclude: ["README.md"],
+            swiftSettings: swiftSettings
+        ),
         /// The daemon's runtime: bridges wired to both clients, lifecycle, reload, systemd notify,
         /// metrics and health endpoint, log formats. A library so tests can run it in-process.
         .target(
             name: "BridgeDaemon",
             dependencies: [
-                "BridgeCore", "PusherChannels", "PusherProtocol", "MosquittoClient", "Backoff", "Locking",
+                "BridgeCore", "Durability", "PusherChannels", "PusherProtocol", "MosquittoClient", "Backoff", "Locking",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "DequeModule", package: "swift-collections"),
@@ -152,8 +166,8 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        /// Release-mode throughput measurement of the BridgeCore spool: `swift run -c release spool-bench`.
-        .executableTarget(name: "spool-bench", dependencies: ["BridgeCore"], swiftSettings: swiftSettings),
+        /// Release-mode throughput measurement of the spool: `swift run -c release spool-bench`.
+        .executableTarget(name: "spool-bench", dependencies: ["Durability"], swiftSettings: swiftSettings),
         /// The daemon and its command line.
         .executableTarget(
             name: "pusher-mqtt-bridge",
@@ -236,7 +250,7 @@ let package = Package(
         .testTarget(
             name: "BridgeDaemonTests",
             dependencies: [
-                "BridgeDaemon", "BridgeCore", "PusherChannels", "Locking",
+                "BridgeDaemon", "BridgeCore", "Durability", "PusherChannels", "Locking",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
@@ -246,6 +260,15 @@ let package = Package(
             name: "BridgeCoreTests",
             dependencies: [
                 "BridgeCore",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "DurabilityTests",
+            dependencies: [
+                "Durability", "BridgeCore",
                 .product(name: "PropertyBased", package: "swift-property-based"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -263,7 +286,7 @@ if Context.environment["BENCHMARKS"] == "1" {
         .executableTarget(
             name: "BridgeCoreBenchmarks",
             dependencies: [
-                "BridgeCore",
+                "BridgeCore", "Durability",
                 .product(name: "Benchmark", package: "benchmark"),
             ],
             path: "Benchmarks/BridgeCoreBenchmarks",

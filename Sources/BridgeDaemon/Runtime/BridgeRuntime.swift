@@ -1,5 +1,6 @@
 import Backoff
 import BridgeCore
+import Durability
 import Locking
 import Logging
 import MosquittoClient

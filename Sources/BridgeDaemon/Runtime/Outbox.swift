@@ -1,4 +1,5 @@
 import BridgeCore
+import Durability
 import Locking
 import Logging
 
