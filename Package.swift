@@ -146,6 +146,7 @@ let package = Package(
                 "BridgeCore",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             exclude: ["README.md"],
             swiftSettings: swiftSettings

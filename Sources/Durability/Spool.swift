@@ -2,14 +2,6 @@ import DequeModule
 import Foundation
 import Logging
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// An append-only, crash-safe, order-preserving on-disk log of opaque records: the durable
 /// half of a bridge direction's buffer (DESIGN §4 `[bridge.buffer] persist`, §5.6).
 ///
@@ -53,8 +45,11 @@ import Darwin
 /// recovered records, payloads stay on disk until read.
 ///
 /// ## Threads
-/// Not `Sendable`: one task owns a spool (the daemon's delivery task for that direction) and
-/// calls it synchronously; the calls block on file I/O. A directory lock (`flock` on
+/// Not `Sendable`: one owner calls it synchronously (the daemon's outbox of that direction, under
+/// its lock); appends and reads hand bytes to and from the kernel's page cache. The call that
+/// waits for the disk — `fdatasync` — need not block the owner: ``prepareSync()`` under the
+/// owner's lock, ``SpoolSyncPoint/flushOnSyncThread()`` without it, ``finishSync(_:flushed:)``
+/// under it again (``sync()`` does all three on the calling thread). A directory lock (`flock` on
 /// `lock`) stops a second spool — in this process or another — from opening the same directory.
 public final class Spool {
     /// The directory holding the segment files.
@@ -65,58 +60,52 @@ public final class Spool {
     public let recovery: SpoolRecoveryReport
 
     /// Every record up to this sequence is delivered (0: none yet).
-    public private(set) var deliveredWatermark: UInt64
+    public internal(set) var deliveredWatermark: UInt64
     /// The sequence of the last appended record (0: none yet).
-    public private(set) var lastSequence: UInt64
+    public internal(set) var lastSequence: UInt64
     /// Payload bytes of the pending (unacknowledged) records.
-    public private(set) var pendingBytes: Int = 0
+    public internal(set) var pendingBytes: Int = 0
     /// Bytes of all segment files together.
-    public private(set) var diskBytes: Int = 0
+    public internal(set) var diskBytes: Int = 0
+    /// Every record up to this sequence was on disk when the last finished sync or flush of this
+    /// process returned (0: none yet; recovered records count once a sync covered them).
+    public internal(set) var syncedSequence: UInt64 = 0
+    /// The delivered watermark the log on disk carried at that sync: a restart after a power loss
+    /// redelivers at most what was acknowledged after it.
+    public internal(set) var syncedWatermark: UInt64 = 0
 
     /// Records not yet acknowledged.
     public var pendingCount: Int { index.count - acknowledgedAboveWatermark.count }
 
-    /// One segment file, open for reading (and, for the last one, appending).
-    private final class Segment {
-        let firstSequence: UInt64
-        let path: String
-        let descriptor: Int32
-        var size: Int
-        var lastDataSequence: UInt64
-
-        init(firstSequence: UInt64, path: String, descriptor: Int32, size: Int, lastDataSequence: UInt64) {
-            self.firstSequence = firstSequence
-            self.path = path
-            self.descriptor = descriptor
-            self.size = size
-            self.lastDataSequence = lastDataSequence
-        }
-
-        var hasData: Bool { lastDataSequence >= firstSequence }
-    }
-
     /// Where a record's payload lives (and, while the memory cache has room, the payload itself).
-    private struct Location {
-        var descriptor: Int32
+    struct Location {
+        var segment: SpoolSegment
         var offset: Int
         var length: Int
         var cached: [UInt8]? = nil
     }
 
-    private var segments: Deque<Segment> = []
+    var segments: Deque<SpoolSegment> = []
     /// Locations of the records above the watermark, by consecutive sequence starting at
     /// `deliveredWatermark + 1`.
-    private var index: Deque<Location> = []
-    private var acknowledgedAboveWatermark: Set<UInt64> = []
-    private var appendsSinceSync = 0
+    var index: Deque<Location> = []
+    var acknowledgedAboveWatermark: Set<UInt64> = []
+    var appendsSinceSync = 0
     /// Payload bytes held in `index` entries' `cached`.
-    private var cachedBytes = 0
+    var cachedBytes = 0
     /// Acknowledgements since the last acknowledgement record was written (0: the file's
     /// watermark is current).
-    private var unwrittenAcknowledgements = 0
-    private var lockDescriptor: Int32
-    private var isClosed = false
-    private let logger: Logger
+    var unwrittenAcknowledgements = 0
+    /// The watermark of the newest acknowledgement record in the log (written, maybe not flushed).
+    var writtenWatermark: UInt64 = 0
+    /// Files written (or recovered) since they were last flushed, oldest first.
+    var unflushedFiles: [SpoolFile] = []
+    /// A segment file was created since the directory was last flushed.
+    var directoryUnflushed = false
+    /// Held while open; dropping it lets another spool open the directory.
+    private var lock: SpoolDirectoryLock?
+    private(set) var isClosed = false
+    let logger: Logger
 
     /// Opens (creating if needed) the spool in `directory` and recovers its records.
     ///
@@ -138,32 +127,30 @@ public final class Spool {
         } catch {
             throw SpoolError.fileSystem("create directory", path: directory, message: "\(error)")
         }
-        let lock = try Spool.lockDirectory(directory)
-        lockDescriptor = lock
+        // Released again (by its deinit) if recovery throws.
+        let lock = try SpoolDirectoryLock(directory: directory)
 
         var report = SpoolRecoveryReport()
-        let recovered: Recovered
-        do {
-            recovered = try Spool.recover(directory: directory, configuration: configuration, report: &report)
-        } catch {
-            Spool.unlockAndClose(lock)
-            throw error
-        }
+        let recovered = try Spool.recover(directory: directory, configuration: configuration, report: &report)
         var pendingIndex: Deque<Location> = []
         var pendingBytes = 0
         for entry in recovered.records where entry.sequence > recovered.watermark {
-            pendingIndex.append(Location(descriptor: entry.descriptor, offset: entry.offset, length: entry.length))
+            pendingIndex.append(Location(segment: entry.segment, offset: entry.offset, length: entry.length))
             pendingBytes += entry.length
         }
         report.pendingRecords = pendingIndex.count
         report.deliveredWatermark = recovered.watermark
         report.nextSequence = recovered.lastSequence + 1
-        self.segments = recovered.segments
+        self.lock = consume lock
+        self.segments = Deque(recovered.segments)
         self.lastSequence = recovered.lastSequence
         self.deliveredWatermark = recovered.watermark
+        self.writtenWatermark = recovered.watermark
         self.index = pendingIndex
         self.pendingBytes = pendingBytes
         self.diskBytes = recovered.segments.reduce(0) { $0 + $1.size }
+        // What a crashed process left may still be in the page cache only: the first sync flushes it.
+        self.unflushedFiles = recovered.segments.compactMap { $0.size > 0 ? $0.file : nil }
         self.recovery = report
 
         for damage in report.damage {
@@ -185,13 +172,6 @@ public final class Spool {
                 "spool.watermark": "\(report.deliveredWatermark)",
             ]
         )
-    }
-
-    deinit {
-        if !isClosed {
-            for segment in segments { _ = systemClose(segment.descriptor) }
-            Spool.unlockAndClose(lockDescriptor)
-        }
     }
 
     // MARK: appending
@@ -234,7 +214,7 @@ public final class Spool {
 
     /// Writes data records for `payloads` (after the pending acknowledgement record, if any) to
     /// the active segment in one `write`, indexes them, and applies the fsync policy.
-    private func write(records payloads: [[UInt8]], to active: Segment) throws -> [UInt64] {
+    private func write(records payloads: [[UInt8]], to active: SpoolSegment) throws -> [UInt64] {
         // A pending acknowledgement record travels in the same write as the data records.
         var bytes = pendingAcknowledgementRecord()
         let acknowledgementSize = bytes.count
@@ -245,7 +225,7 @@ public final class Spool {
         }
         try write(bytes, to: active)
         if acknowledgementSize > 0 {
-            unwrittenAcknowledgements = 0
+            acknowledgementWritten()
             active.size += acknowledgementSize
             diskBytes += acknowledgementSize
         }
@@ -256,7 +236,7 @@ public final class Spool {
             if cache { cachedBytes += payload.count }
             index.append(
                 Location(
-                    descriptor: active.descriptor, offset: active.size + SpoolRecordFormat.headerSize, length: payload.count,
+                    segment: active, offset: active.size + SpoolRecordFormat.headerSize, length: payload.count,
                     cached: cache ? payload : nil))
             active.size += SpoolRecordFormat.headerSize + payload.count
             lastSequence += 1
@@ -267,22 +247,14 @@ public final class Spool {
         }
         switch configuration.fsync {
         case .always:
-            try flush(active)
+            try flushNow()
         case .batch(let records):
             appendsSinceSync += payloads.count
-            if appendsSinceSync >= records { try flush(active) }
+            if appendsSinceSync >= records { try flushNow() }
         case .onSync, .never:
             break
         }
         return sequences
-    }
-
-    /// Forces everything appended so far to disk (`fdatasync`). Call it on a timer (e.g. every
-    /// second) with the `batch` policy to bound what a power loss can take.
-    public func sync() throws {
-        try ensureOpen()
-        try writeAcknowledgement()
-        if let active = segments.last { try flush(active) }
     }
 
     // MARK: reading
@@ -317,466 +289,71 @@ public final class Spool {
         return (deliveredWatermark + 1, location.length)
     }
 
-    // MARK: acknowledging
-
-    /// Marks one record delivered. Acknowledgements may arrive in any order; the durable
-    /// watermark only moves over a gap-free prefix.
-    ///
-    /// - Returns: false when `sequence` is not pending (already acknowledged, or never appended).
-    @discardableResult
-    public func acknowledge(_ sequence: UInt64) throws -> Bool {
-        try ensureOpen()
-        guard sequence > deliveredWatermark, sequence <= lastSequence,
-            !acknowledgedAboveWatermark.contains(sequence)
-        else { return false }
-        pendingBytes -= index[Int(sequence - deliveredWatermark - 1)].length
-        if sequence == deliveredWatermark + 1 {
-            try advanceWatermark(to: sequence)
-        } else {
-            acknowledgedAboveWatermark.insert(sequence)
-        }
-        return true
-    }
-
-    /// Marks every record up to `sequence` (clamped to ``lastSequence``) delivered.
-    ///
-    /// - Returns: how many records became delivered by this call.
-    @discardableResult
-    public func acknowledge(upTo sequence: UInt64) throws -> Int {
-        try ensureOpen()
-        let target = min(sequence, lastSequence)
-        guard target > deliveredWatermark else { return 0 }
-        var newlyDelivered = 0
-        var current = deliveredWatermark + 1
-        while current <= target {
-            if acknowledgedAboveWatermark.remove(current) == nil {
-                pendingBytes -= index[Int(current - deliveredWatermark - 1)].length
-                newlyDelivered += 1
-            }
-            current += 1
-        }
-        try advanceWatermark(to: target)
-        return newlyDelivered
-    }
+    // MARK: closing
 
     /// Flushes (unless the policy is `never`) and closes every file. Further calls throw.
+    /// After a ``sync()`` (or a finished ``SpoolSyncPoint``) with nothing written since, there
+    /// is nothing to flush and closing does not wait for the disk.
     public func close() throws {
         guard !isClosed else { return }
         defer {
-            for segment in segments { _ = systemClose(segment.descriptor) }
-            Spool.unlockAndClose(lockDescriptor)
+            for segment in segments { segment.release() }
             segments.removeAll()
+            unflushedFiles.removeAll()
+            lock = nil
             isClosed = true
         }
         try writeAcknowledgement()
-        if configuration.fsync != .never, let active = segments.last {
-            try flush(active)
-        }
+        if configuration.fsync != .never { try flushNow() }
     }
 
     // MARK: internals
 
-    private func ensureOpen() throws {
+    func ensureOpen() throws {
         if isClosed { throw SpoolError.closed(path: directory) }
     }
 
-    /// Moves the watermark to `sequence` (all records up to it are acknowledged), then past
-    /// any records acknowledged out of order right after it, writes the acknowledgement record
-    /// and deletes segments that hold nothing pending.
-    private func advanceWatermark(to sequence: UInt64) throws {
-        var watermark = sequence
-        while acknowledgedAboveWatermark.remove(watermark + 1) != nil {
-            watermark += 1
-        }
-        for _ in 0..<Int(watermark - deliveredWatermark) {
-            cachedBytes -= index.removeFirst().cached?.count ?? 0
-        }
-        deliveredWatermark = watermark
-        unwrittenAcknowledgements += 1
-        if unwrittenAcknowledgements >= configuration.acknowledgementBatch { try writeAcknowledgement() }
-
-        // Compaction: a segment whose every data record is delivered is no longer needed.
-        // Never the active one (it carries the newest acknowledgement record); the oldest
-        // surviving segment's name keeps the watermark recoverable (name − 1 ≤ watermark).
-        // The deletion is not made durable with a directory fsync: a segment that reappears
-        // after a power loss holds only records at or below the watermark, or — if the
-        // acknowledgement record was lost too — records that are then delivered again.
-        while segments.count > 1, let oldest = segments.first, oldest.lastDataSequence <= watermark {
-            _ = systemClose(oldest.descriptor)
-            if unlink(oldest.path) != 0 {
-                throw SpoolError.io("unlink", path: oldest.path, errno: errno)
-            }
-            diskBytes -= oldest.size
-            segments.removeFirst()
-        }
-    }
-
-    /// The acknowledgement record for the current watermark if the file does not have it yet.
-    private func pendingAcknowledgementRecord() -> [UInt8] {
-        guard unwrittenAcknowledgements > 0 else { return [] }
-        return SpoolRecordFormat.encode(kind: .acknowledgement, sequence: deliveredWatermark, payload: [])
-    }
-
-    /// Writes the current watermark if the file does not have it yet.
-    private func writeAcknowledgement() throws {
-        let record = pendingAcknowledgementRecord()
-        guard !record.isEmpty, let active = segments.last else { return }
-        try write(record, to: active)
-        unwrittenAcknowledgements = 0
-        active.size += record.count
-        diskBytes += record.count
-    }
-
     /// Closes the active segment for appends and starts a new one named after the next sequence.
+    /// With the `onSync` (and `never`) policy the old segment and the directory are flushed by
+    /// the next sync, not here: rotation happens on the append path.
     private func rotate() throws {
         try writeAcknowledgement()
-        guard let active = segments.last else { throw SpoolError.closed(path: directory) }
-        if configuration.fsync != .never { try flush(active) }
+        guard segments.last != nil else { throw SpoolError.closed(path: directory) }
+        let flushesHere = configuration.fsync.flushesOnAppend
+        if flushesHere { try flushNow() }
         let first = lastSequence + 1
         let path = Spool.segmentPath(directory: directory, firstSequence: first)
-        let descriptor = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else { throw SpoolError.io("create", path: path, errno: errno) }
-        segments.append(
-            Segment(firstSequence: first, path: path, descriptor: descriptor, size: 0, lastDataSequence: first - 1)
-        )
-        if configuration.fsync != .never { try Spool.syncDirectory(directory) }
+        let file = try SpoolFile(path: path, access: .createNew)
+        segments.append(SpoolSegment(firstSequence: first, file: file, size: 0, lastDataSequence: first - 1))
+        directoryUnflushed = true
+        if flushesHere { try flushNow() }
     }
 
-    private func write(_ bytes: [UInt8], to segment: Segment) throws {
+    /// Writes `bytes` at the end of `segment`'s valid records.
+    func write(_ bytes: [UInt8], to segment: SpoolSegment) throws {
+        let file = try segment.openFile(directory: directory)
         do {
-            try Spool.writeAll(bytes, descriptor: segment.descriptor, offset: segment.size, path: segment.path)
+            try file.write(bytes, at: segment.size)
         } catch {
             // Cut a partial write back off so the next record starts where the log is valid.
-            _ = ftruncate(segment.descriptor, off_t(segment.size))
+            try? file.truncate(to: segment.size)
             throw error
         }
-    }
-
-    private func flush(_ segment: Segment) throws {
-        appendsSinceSync = 0
-        #if os(Linux)
-        let result = fdatasync(segment.descriptor)
-        #else
-        let result = fsync(segment.descriptor)
-        #endif
-        if result != 0 { throw SpoolError.io("fdatasync", path: segment.path, errno: errno) }
+        if unflushedFiles.last !== file { unflushedFiles.append(file) }
     }
 
     private func readPayload(at location: Location) throws -> [UInt8] {
-        var payload = [UInt8](repeating: 0, count: location.length)
-        var done = 0
-        while done < location.length {
-            let count = payload.withUnsafeMutableBytes { buffer in
-                pread(
-                    location.descriptor,
-                    buffer.baseAddress! + done,
-                    location.length - done,
-                    off_t(location.offset + done)
-                )
-            }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw SpoolError.io("pread", path: directory, errno: errno)
-            }
-            if count == 0 {
-                throw SpoolError.io("pread (file shorter than expected)", path: directory, errno: EIO)
-            }
-            done += count
-        }
-        return payload
+        try location.segment.openFile(directory: directory).read(count: location.length, at: location.offset)
     }
 }
 
-// MARK: - recovery and file helpers
-
-extension Spool {
-    /// One recovered data record.
-    private struct RecoveredRecord {
-        var sequence: UInt64
-        var descriptor: Int32
-        var offset: Int
-        var length: Int
-    }
-
-    /// The state recovery hands to `init`.
-    private struct Recovered {
-        var segments: Deque<Segment> = []
-        var records: [RecoveredRecord] = []
-        var lastSequence: UInt64 = 0
-        var watermark: UInt64 = 0
-    }
-
-    static let segmentSuffix = ".seg"
-
-    /// The conventional spool directory of one bridge direction:
-    /// `STATE_DIR/<bridge>/<direction>.spool` (DESIGN §4 `state_dir`), e.g.
-    /// `/var/lib/pusher-mqtt-bridge/factory/mqtt-to-pusher.spool`. Bridge names are
-    /// `[a-z0-9_-]+` (validated by the config), so they are safe as path components.
-    public static func directory(stateDirectory: String, bridge: String, direction: String) -> String {
-        let base = stateDirectory.hasSuffix("/") ? String(stateDirectory.dropLast()) : stateDirectory
-        return base + "/" + bridge + "/" + direction + ".spool"
-    }
-
-    /// `DIRECTORY/00000000000000000042.seg`: 20 digits so names sort like their numbers.
-    static func segmentPath(directory: String, firstSequence: UInt64) -> String {
-        let digits = String(firstSequence)
-        return directory + "/" + String(repeating: "0", count: max(0, 20 - digits.count)) + digits + segmentSuffix
-    }
-
-    /// The first sequences of the segment files in `directory`, sorted.
-    static func segmentNames(in directory: String) throws -> [UInt64] {
-        let names: [String]
-        do {
-            names = try FileManager.default.contentsOfDirectory(atPath: directory)
-        } catch {
-            throw SpoolError.fileSystem("list directory", path: directory, message: "\(error)")
-        }
-        return names.compactMap { name -> UInt64? in
-            guard name.hasSuffix(segmentSuffix) else { return nil }
-            let stem = name.dropLast(segmentSuffix.count)
-            guard stem.count == 20, stem.allSatisfy(\.isASCII), stem.allSatisfy(\.isNumber) else { return nil }
-            return UInt64(stem)
-        }.sorted()
-    }
-
-    private static func recover(
-        directory: String,
-        configuration: SpoolConfiguration,
-        report: inout SpoolRecoveryReport
-    ) throws -> Recovered {
-        var recovered = Recovered()
-        let names = try segmentNames(in: directory)
-        report.segmentsFound = names.count
-        var expected: UInt64?
-        var highestAcknowledgement: UInt64 = 0
-        var opened: [Int32] = []
-        do {
-            for (position, first) in names.enumerated() {
-                let path = segmentPath(directory: directory, firstSequence: first)
-                let isLast = position == names.count - 1
-                if let expected, first != expected {
-                    let moved = try moveAside(
-                        names[position...].map { segmentPath(directory: directory, firstSequence: $0) }
-                    )
-                    report.damage.append(
-                        SpoolDamage(
-                            file: path,
-                            offset: 0,
-                            reason: .segmentGap(expected: expected, found: first),
-                            repair: .movedAside(moved)
-                        )
-                    )
-                    break
-                }
-                let bytes = try readWholeFile(path)
-                let scan = SpoolRecordFormat.scan(
-                    bytes,
-                    firstSequence: first,
-                    maxPayloadBytes: configuration.maxPayloadBytes
-                )
-                var keptLength = bytes.count
-                var stopAfterThis = false
-                if let stop = scan.stop {
-                    keptLength = scan.validLength
-                    if isLast && stop.reachesEnd {
-                        try truncateFile(path, to: keptLength)
-                        report.damage.append(
-                            SpoolDamage(
-                                file: path,
-                                offset: stop.offset,
-                                reason: stop.reason,
-                                repair: .truncatedTornTail(discardedBytes: bytes.count - keptLength)
-                            )
-                        )
-                    } else {
-                        // Keep the damaged file whole for inspection, continue with its valid prefix.
-                        var moved = try moveAside([path])
-                        try writeNewFile(path, bytes: Array(bytes[0..<keptLength]))
-                        moved += try moveAside(
-                            names[(position + 1)...].map { segmentPath(directory: directory, firstSequence: $0) }
-                        )
-                        report.damage.append(
-                            SpoolDamage(
-                                file: path,
-                                offset: stop.offset,
-                                reason: stop.reason,
-                                repair: .movedAside(moved)
-                            )
-                        )
-                        stopAfterThis = true
-                    }
-                }
-                let descriptor = open(path, O_RDWR | O_CLOEXEC)
-                guard descriptor >= 0 else { throw SpoolError.io("open", path: path, errno: errno) }
-                opened.append(descriptor)
-                let segment = Segment(
-                    firstSequence: first,
-                    path: path,
-                    descriptor: descriptor,
-                    size: keptLength,
-                    lastDataSequence: scan.nextSequence - 1
-                )
-                recovered.segments.append(segment)
-                for record in scan.records {
-                    recovered.records.append(
-                        RecoveredRecord(
-                            sequence: record.sequence,
-                            descriptor: descriptor,
-                            offset: record.payloadOffset,
-                            length: record.payloadLength
-                        )
-                    )
-                }
-                if let acknowledgement = scan.highestAcknowledgement {
-                    highestAcknowledgement = max(highestAcknowledgement, acknowledgement)
-                }
-                expected = scan.nextSequence
-                if stopAfterThis { break }
-            }
-            if recovered.segments.isEmpty {
-                let path = segmentPath(directory: directory, firstSequence: 1)
-                let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-                guard descriptor >= 0 else { throw SpoolError.io("create", path: path, errno: errno) }
-                opened.append(descriptor)
-                recovered.segments.append(
-                    Segment(firstSequence: 1, path: path, descriptor: descriptor, size: 0, lastDataSequence: 0)
-                )
-                if configuration.fsync != .never { try syncDirectory(directory) }
-            }
-        } catch {
-            for descriptor in opened { _ = systemClose(descriptor) }
-            throw error
-        }
-        let first = recovered.segments.first?.firstSequence ?? 1
-        recovered.lastSequence = (recovered.segments.last?.lastDataSequence) ?? 0
-        // The oldest surviving segment's name bounds the watermark from below (older segments
-        // were only deleted once fully delivered); acknowledgement records raise it. A watermark
-        // beyond the last record (its data lost, the acknowledgement not) is clamped.
-        recovered.watermark = min(max(first - 1, highestAcknowledgement), recovered.lastSequence)
-        return recovered
-    }
-
-    /// Renames each file to `NAME.corrupt` (or `NAME.corrupt-2`, …) and returns the new paths.
-    private static func moveAside(_ paths: [String]) throws -> [String] {
-        var moved: [String] = []
-        for path in paths {
-            var target = path + ".corrupt"
-            var attempt = 2
-            while access(target, F_OK) == 0 {
-                target = path + ".corrupt-\(attempt)"
-                attempt += 1
-            }
-            if rename(path, target) != 0 { throw SpoolError.io("rename", path: path, errno: errno) }
-            moved.append(target)
-        }
-        return moved
-    }
-
-    private static func readWholeFile(_ path: String) throws -> [UInt8] {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw SpoolError.io("open", path: path, errno: errno) }
-        defer { _ = systemClose(descriptor) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 1 << 16)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { systemRead(descriptor, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw SpoolError.io("read", path: path, errno: errno)
-            }
-            if count == 0 { break }
-            bytes.append(contentsOf: chunk[0..<count])
-        }
-        return bytes
-    }
-
-    private static func truncateFile(_ path: String, to length: Int) throws {
-        if systemTruncate(path, off_t(length)) != 0 { throw SpoolError.io("truncate", path: path, errno: errno) }
-    }
-
-    private static func writeNewFile(_ path: String, bytes: [UInt8]) throws {
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else { throw SpoolError.io("create", path: path, errno: errno) }
-        defer { _ = systemClose(descriptor) }
-        try writeAll(bytes, descriptor: descriptor, offset: 0, path: path)
-        if fsync(descriptor) != 0 { throw SpoolError.io("fsync", path: path, errno: errno) }
-    }
-
-    static func writeAll(_ bytes: [UInt8], descriptor: Int32, offset: Int, path: String) throws {
-        var done = 0
-        while done < bytes.count {
-            let count = bytes.withUnsafeBytes { buffer in
-                pwrite(descriptor, buffer.baseAddress! + done, buffer.count - done, off_t(offset + done))
-            }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw SpoolError.io("write", path: path, errno: errno)
-            }
-            done += count
+extension SpoolFsyncPolicy {
+    /// True for the policies that flush on the append path (`always`, `batch`): they also flush
+    /// a rotated segment and the directory at once.
+    var flushesOnAppend: Bool {
+        switch self {
+        case .always, .batch: true
+        case .onSync, .never: false
         }
     }
-
-    /// Makes creations, renames and deletions in the directory durable.
-    static func syncDirectory(_ directory: String) throws {
-        let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw SpoolError.io("open directory", path: directory, errno: errno) }
-        defer { _ = systemClose(descriptor) }
-        if fsync(descriptor) != 0 { throw SpoolError.io("fsync directory", path: directory, errno: errno) }
-    }
-
-    /// Releases the directory lock explicitly before closing its descriptor. A `flock` belongs to
-    /// the open file description, which a child process forked at that moment (any `Process`
-    /// started elsewhere in this program) shares until it execs: `close` alone would leave the
-    /// lock held by the child for that window, and an immediate reopen would find it "in use".
-    static func unlockAndClose(_ descriptor: Int32) {
-        _ = flock(descriptor, LOCK_UN)
-        _ = systemClose(descriptor)
-    }
-
-    /// Takes an exclusive, non-blocking `flock` on `DIRECTORY/lock`.
-    private static func lockDirectory(_ directory: String) throws -> Int32 {
-        let path = directory + "/lock"
-        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else { throw SpoolError.io("open lock", path: path, errno: errno) }
-        if flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
-            let code = errno
-            _ = systemClose(descriptor)
-            if code == EWOULDBLOCK { throw SpoolError.locked(path: directory) }
-            throw SpoolError.io("flock", path: path, errno: code)
-        }
-        return descriptor
-    }
-}
-
-/// `close(2)`, named apart from ``Spool/close()``.
-private func systemClose(_ descriptor: Int32) -> Int32 {
-    #if canImport(Glibc)
-    return Glibc.close(descriptor)
-    #elseif canImport(Musl)
-    return Musl.close(descriptor)
-    #else
-    return Darwin.close(descriptor)
-    #endif
-}
-
-/// `read(2)`, named apart from ``Spool/read(after:limit:)``.
-private func systemRead(_ descriptor: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int {
-    #if canImport(Glibc)
-    return Glibc.read(descriptor, buffer, count)
-    #elseif canImport(Musl)
-    return Musl.read(descriptor, buffer, count)
-    #else
-    return Darwin.read(descriptor, buffer, count)
-    #endif
-}
-
-/// `truncate(2)`.
-private func systemTruncate(_ path: String, _ length: off_t) -> Int32 {
-    #if canImport(Glibc)
-    return Glibc.truncate(path, length)
-    #elseif canImport(Musl)
-    return Musl.truncate(path, length)
-    #else
-    return Darwin.truncate(path, length)
-    #endif
 }

@@ -127,10 +127,10 @@ final class BridgeRuntime: Sendable {
             group.cancelAll()
         }
         // Every task has ended: no acknowledgement can come any more. What is pending stays on disk.
-        toMQTT.sync()
-        toPusher.sync()
-        toMQTT.closeSpool()
-        toPusher.closeSpool()
+        await toMQTT.sync()
+        await toPusher.sync()
+        await toMQTT.closeSpool()
+        await toPusher.closeSpool()
         logger.info("bridge stopped")
     }
 
@@ -629,8 +629,8 @@ final class BridgeRuntime: Sendable {
     private func housekeeping() async {
         while !Task.isCancelled {
             shared.withLock { $0.lastHeartbeat = .now }
-            toMQTT.sync()
-            toPusher.sync()
+            await toMQTT.sync()
+            await toPusher.sync()
             metrics.buffered(bridge: name, direction: .pusherToMQTT).record(toMQTT.pending)
             metrics.buffered(bridge: name, direction: .mqttToPusher).record(toPusher.pending)
             try? await Task.sleep(for: .seconds(1))
