@@ -2,7 +2,8 @@
 // pusher-mqtt-bridge: Pusher Channels <-> MQTT, for Linux servers.
 //
 // Folder = part (see README "Layout"). Dependencies point one way, toward the pure core:
-//   pusher-mqtt-bridge (exe) -> BridgeDaemon -> BridgeCore, PusherChannels, MosquittoClient
+//   pusher-mqtt-bridge (exe) -> BridgeDaemon -> Durability, BridgeCore, PusherChannels, MosquittoClient
+//   Durability      -> BridgeCore (the buffer's limits and overflow policy; BridgeCore does no I/O)
 //   PusherChannels -> PusherProtocol, Backoff, CSodium
 //   PusherLocal    -> PusherProtocol
 //   MosquittoClient -> CMosquitto, Backoff
@@ -123,7 +124,7 @@ let package = Package(
             exclude: ["README.md"],
             swiftSettings: swiftSettings
         ),
-        /// The bridge's brain: config, rule table, templates, presence mirror, buffer, spool. Pure logic.
+        /// The bridge's brain: config, rule table, templates, presence mirror, buffer. Pure logic.
         .target(
             name: "BridgeCore",
             dependencies: [
@@ -131,7 +132,20 @@ let package = Package(
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "DequeModule", package: "swift-collections"),
+            ],
+            exclude: ["README.md"],
+            swiftSettings: swiftSettings
+        ),
+        /// What survives a restart: the on-disk spool (segment files, record format, CRC-32C,
+        /// recovery, compaction) and the bounded delivery backlog that writes through to it.
+        /// The one part that owns files; BridgeCore's config types give it its limits.
+        .target(
+            name: "Durability",
+            dependencies: [
+                "BridgeCore",
+                .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             exclude: ["README.md"],
             swiftSettings: swiftSettings
@@ -141,7 +155,7 @@ let package = Package(
         .target(
             name: "BridgeDaemon",
             dependencies: [
-                "BridgeCore", "PusherChannels", "PusherProtocol", "MosquittoClient", "Backoff", "Locking",
+                "BridgeCore", "Durability", "PusherChannels", "PusherProtocol", "MosquittoClient", "Backoff", "Locking",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "DequeModule", package: "swift-collections"),
@@ -152,8 +166,8 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        /// Release-mode throughput measurement of the BridgeCore spool: `swift run -c release spool-bench`.
-        .executableTarget(name: "spool-bench", dependencies: ["BridgeCore"], swiftSettings: swiftSettings),
+        /// Release-mode throughput measurement of the spool: `swift run -c release spool-bench`.
+        .executableTarget(name: "spool-bench", dependencies: ["Durability"], swiftSettings: swiftSettings),
         /// The daemon and its command line.
         .executableTarget(
             name: "pusher-mqtt-bridge",
@@ -237,7 +251,7 @@ let package = Package(
         .testTarget(
             name: "BridgeDaemonTests",
             dependencies: [
-                "BridgeDaemon", "BridgeCore", "PusherChannels", "Locking",
+                "BridgeDaemon", "BridgeCore", "Durability", "PusherChannels", "Locking",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
@@ -247,6 +261,15 @@ let package = Package(
             name: "BridgeCoreTests",
             dependencies: [
                 "BridgeCore",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "DurabilityTests",
+            dependencies: [
+                "Durability", "BridgeCore",
                 .product(name: "PropertyBased", package: "swift-property-based"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -264,7 +287,7 @@ if Context.environment["BENCHMARKS"] == "1" {
         .executableTarget(
             name: "BridgeCoreBenchmarks",
             dependencies: [
-                "BridgeCore",
+                "BridgeCore", "Durability",
                 .product(name: "Benchmark", package: "benchmark"),
             ],
             path: "Benchmarks/BridgeCoreBenchmarks",

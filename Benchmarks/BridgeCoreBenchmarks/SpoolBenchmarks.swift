@@ -5,7 +5,7 @@
 // depends entirely on the disk, so compare policies on the file system that will hold state_dir
 // (not tmpfs). One iteration = one record; throughput is records per second.
 import Benchmark
-import BridgeCore
+import Durability
 import Foundation
 
 /// A fresh spool directory for one benchmark run, next to the build (not /tmp, which may be tmpfs).

@@ -1,4 +1,4 @@
-// spool-bench: release-mode throughput of the BridgeCore spool, per record size and fsync policy.
+// spool-bench: release-mode throughput of the Durability spool, per record size and fsync policy.
 //
 //     swift run -c release spool-bench [DIRECTORY]
 //     spool-bench crash-writer DIRECTORY always|batch|never   (used by the SIGKILL test)
@@ -9,7 +9,7 @@
 // sync); "drain" = read them back in batches of 256 and acknowledge each batch with
 // acknowledge(upTo:), which also deletes delivered segments (default 4 MiB segments);
 // "drain, ack each" = the same with acknowledge(_:) per record.
-import BridgeCore
+import Durability
 import Foundation
 
 struct Case {

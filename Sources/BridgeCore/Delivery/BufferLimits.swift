@@ -26,6 +26,15 @@ public struct BufferCounters: Sendable, Equatable {
     /// Incoming messages dropped because they alone exceed `maxBytes` (either policy).
     public var droppedOversize = 0
 
+    /// Totals with these values (all zero by default: nothing stored, removed or dropped yet).
+    public init(stored: Int = 0, removed: Int = 0, droppedOldest: Int = 0, droppedNewest: Int = 0, droppedOversize: Int = 0) {
+        self.stored = stored
+        self.removed = removed
+        self.droppedOldest = droppedOldest
+        self.droppedNewest = droppedNewest
+        self.droppedOversize = droppedOversize
+    }
+
     /// Every drop, whatever the reason.
     public var dropped: Int { droppedOldest + droppedNewest + droppedOversize }
 }

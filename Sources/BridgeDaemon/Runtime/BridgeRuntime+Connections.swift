@@ -69,8 +69,8 @@ extension BridgeRuntime {
         while !Task.isCancelled {
             let now = ContinuousClock.now
             machine.withLock { $0.heartbeat(now: now) }
-            toMQTT.sync()
-            toPusher.sync()
+            await toMQTT.sync()
+            await toPusher.sync()
             metrics.buffered(bridge: name, direction: .pusherToMQTT).record(toMQTT.pending)
             metrics.buffered(bridge: name, direction: .mqttToPusher).record(toPusher.pending)
             try? await Task.sleep(for: .seconds(1))

@@ -1,4 +1,5 @@
 import BridgeCore
+import Durability
 import Locking
 import Logging
 import MosquittoClient
@@ -114,10 +115,10 @@ final class BridgeRuntime: Service, Sendable {
             group.cancelAll()
         }
         // Every task has ended: no acknowledgement can come any more. What is pending stays on disk.
-        toMQTT.sync()
-        toPusher.sync()
-        toMQTT.closeSpool()
-        toPusher.closeSpool()
+        await toMQTT.sync()
+        await toPusher.sync()
+        await toMQTT.closeSpool()
+        await toPusher.closeSpool()
         logger.info("bridge stopped")
     }
 

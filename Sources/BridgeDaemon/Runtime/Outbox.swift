@@ -1,4 +1,5 @@
 import BridgeCore
+import Durability
 import Locking
 import Logging
 
@@ -52,18 +53,25 @@ final class Outbox<Item: OutboxItem>: Sendable {
         var handedOut: UInt64 = 0
         var waiter: CheckedContinuation<Void, Never>?
         var closed = false
-        var appendsSinceSync = 0
     }
 
     let name: String
     private let state: Locked<State>
     private let logger: Logger
+    private let flushSpool: @Sendable (SpoolSyncPoint) async throws -> Void
 
-    /// - Parameter spoolDirectory: where to keep the spool; `nil` keeps messages in memory only.
-    ///   An existing spool's pending records (from an earlier run) are handed out first.
-    init(name: String, limits: BufferLimits, overflow: BufferOverflowPolicy, spoolDirectory: String?, logger: Logger) throws {
+    /// - Parameters:
+    ///   - spoolDirectory: where to keep the spool; `nil` keeps messages in memory only.
+    ///     An existing spool's pending records (from an earlier run) are handed out first.
+    ///   - flushSpool: forces a sync point to disk; the spools' sync thread unless a test
+    ///     needs to hold a sync in progress.
+    init(
+        name: String, limits: BufferLimits, overflow: BufferOverflowPolicy, spoolDirectory: String?, logger: Logger,
+        flushSpool: @escaping @Sendable (SpoolSyncPoint) async throws -> Void = { try await $0.flushOnSyncThread() }
+    ) throws {
         self.name = name
         self.logger = logger
+        self.flushSpool = flushSpool
         if let spoolDirectory {
             let spool = try Spool(directory: spoolDirectory, logger: logger)
             let backlog = DeliveryBacklog(limits: limits, overflow: overflow, spool: spool)
@@ -86,7 +94,6 @@ final class Outbox<Item: OutboxItem>: Sendable {
         let waiter: CheckedContinuation<Void, Never>? = state.withLock { state in
             do {
                 admission = OutboxAdmission(try state.backlog.enqueue(item.encoded()))
-                state.appendsSinceSync += 1
             } catch {
                 admission.spoolFailed = true
                 logger.error("spool write failed: message not stored", metadata: ["outbox": "\(name)", "error": "\(error)"])
@@ -106,7 +113,6 @@ final class Outbox<Item: OutboxItem>: Sendable {
         let waiter: CheckedContinuation<Void, Never>? = state.withLock { state in
             do {
                 admissions = try state.backlog.enqueue(contentsOf: items.map { $0.encoded() }).map(OutboxAdmission.init)
-                state.appendsSinceSync += items.count
             } catch {
                 logger.error("spool write failed: messages not stored", metadata: ["outbox": "\(name)", "error": "\(error)", "messages": "\(items.count)"])
                 admissions = Array(repeating: OutboxAdmission(dropped: 0, spoolFailed: true), count: items.count)
@@ -179,12 +185,34 @@ final class Outbox<Item: OutboxItem>: Sendable {
     }
 
     /// Forces spooled appends to disk (called about once a second; see `SpoolFsyncPolicy`).
-    func sync() {
-        state.withLock { state in
-            guard state.appendsSinceSync > 0, let spool = state.spool else { return }
-            state.appendsSinceSync = 0
-            do { try spool.sync() } catch { logger.warning("spool sync failed", metadata: ["outbox": "\(name)", "error": "\(error)"]) }
+    ///
+    /// Only the quick part runs under the outbox lock: taking the sync point (which writes the
+    /// acknowledgement record into the page cache, in order with the appends). The `fdatasync`
+    /// runs on the spools' sync thread without the lock — appends, hand-outs and acknowledgements
+    /// go on meanwhile, and what they write belongs to the next sync — and its result is recorded
+    /// under the lock again (a failed flush is retried by the next sync).
+    func sync() async {
+        let point: SpoolSyncPoint? = state.withLock { state in
+            guard let spool = state.spool else { return nil }
+            do {
+                let point = try spool.prepareSync()
+                guard !point.isEmpty else {
+                    spool.finishSync(point, flushed: true)
+                    return nil
+                }
+                return point
+            } catch {
+                logger.warning("spool sync failed", metadata: ["outbox": "\(name)", "error": "\(error)"])
+                return nil
+            }
         }
+        guard let point else { return }
+        var flushed = true
+        do { try await flushSpool(point) } catch {
+            flushed = false
+            logger.warning("spool sync failed", metadata: ["outbox": "\(name)", "error": "\(error)"])
+        }
+        state.withLock { $0.spool?.finishSync(point, flushed: flushed) }
     }
 
     /// No more messages will be appended; `next` returns `[]` once everything was handed out.
@@ -197,8 +225,11 @@ final class Outbox<Item: OutboxItem>: Sendable {
         waiter?.resume()
     }
 
-    /// Closes the spool file (what is still pending stays on disk for the next start).
-    func closeSpool() {
+    /// Closes the spool file (what is still pending stays on disk for the next start). A last
+    /// ``sync()`` first, so the close itself finds nothing to wait for on the disk (unless
+    /// something was written in between).
+    func closeSpool() async {
+        await sync()
         state.withLock { state in
             do { try state.spool?.close() } catch { logger.warning("spool close failed", metadata: ["outbox": "\(name)", "error": "\(error)"]) }
             state.spool = nil

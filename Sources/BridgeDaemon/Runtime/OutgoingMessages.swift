@@ -1,4 +1,5 @@
 import BridgeCore
+import Durability
 
 /// A message on its way to the MQTT broker (Pusher → MQTT, presence mirror, dead letters).
 struct OutgoingMQTT: OutboxItem, Equatable {

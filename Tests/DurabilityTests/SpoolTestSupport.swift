@@ -2,7 +2,7 @@ import Foundation
 import Logging
 import Testing
 
-@testable import BridgeCore
+@testable import Durability
 
 /// A fresh, unique directory under the system temp dir, removed when `body` returns or throws,
 /// so tests run in parallel without sharing files.

@@ -2,7 +2,7 @@ import Foundation
 import PropertyBased
 import Testing
 
-@testable import BridgeCore
+@testable import Durability
 
 /// Random interleavings of append / acknowledge / acknowledge(upTo:) / crash-and-reopen /
 /// close-and-reopen, checked after every step against an in-memory reference model of the

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import BridgeCore
+@testable import Durability
 
 /// Crash safety (DESIGN §5.6): whatever state a crash or a disk leaves behind, opening the spool
 /// recovers the valid records, reports the damage, and never traps.

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import BridgeCore
+@testable import Durability
 
 @Suite("Spool record format and CRC-32C")
 struct SpoolRecordFormatTests {

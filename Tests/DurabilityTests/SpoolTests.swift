@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import BridgeCore
+@testable import Durability
 
 @Suite("Spool: append, read, acknowledge, reopen")
 struct SpoolTests {

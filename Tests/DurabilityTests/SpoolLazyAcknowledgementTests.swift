@@ -1,7 +1,8 @@
+import BridgeCore
 import Foundation
 import Testing
 
-@testable import BridgeCore
+@testable import Durability
 
 /// The watermark is written lazily (with the next append, on sync/rotation/close, or after
 /// `acknowledgementBatch` acknowledgements), and payloads are served from memory while the cache

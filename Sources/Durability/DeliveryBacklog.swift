@@ -1,3 +1,4 @@
+import BridgeCore
 import DequeModule
 
 /// What happened to a message offered to a ``DeliveryBacklog``. The owner counts and logs

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import BridgeCore
+@testable import Durability
 
 @Suite("Spool: compaction keeps disk use bounded by what is pending")
 struct SpoolCompactionTests {

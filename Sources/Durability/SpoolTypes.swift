@@ -30,11 +30,12 @@ public enum SpoolFsyncPolicy: Sendable, Equatable {
     /// `fdatasync` after every `records` appends (and on ``Spool/sync()``, rotation and close).
     case batch(records: Int)
     /// `fdatasync` only in ``Spool/sync()`` (the owner's timer: the daemon calls it every
-    /// second), on rotation and on ``Spool/close()`` — never on the append path, where one
-    /// `fdatasync` (0.1–3 ms on a virtual disk) stalls the whole direction. A power loss takes
-    /// at most the records of the last timer period; a process crash takes nothing.
+    /// second, on the spools' sync thread) and on ``Spool/close()`` — never on the append path,
+    /// where one `fdatasync` (0.1–3 ms on a virtual disk) stalls the whole direction; a segment
+    /// rotated out and the new segment's directory entry are flushed by the next sync. A power
+    /// loss takes at most the records of the last timer period; a process crash takes nothing.
     case onSync
-    /// Never force; only ``Spool/sync()`` and ``Spool/close()`` flush.
+    /// Never force; only ``Spool/sync()`` flushes.
     case never
 
     /// The recommended default, see the type's documentation.

@@ -1,8 +1,9 @@
+import BridgeCore
 import Foundation
 import PropertyBased
 import Testing
 
-@testable import BridgeCore
+@testable import Durability
 
 /// The storages a backlog can use; every behaviour test runs against both.
 enum BacklogStorage: String, CaseIterable, Sendable {

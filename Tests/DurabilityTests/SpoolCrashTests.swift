@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import BridgeCore
+@testable import Durability
 
 #if os(Linux)
 import Glibc

@@ -1,0 +1,101 @@
+// Acknowledging delivered records, the delivered watermark, and compaction (deleting segments
+// that hold nothing pending).
+extension Spool {
+    // MARK: acknowledging
+
+    /// Marks one record delivered. Acknowledgements may arrive in any order; the durable
+    /// watermark only moves over a gap-free prefix.
+    ///
+    /// - Returns: false when `sequence` is not pending (already acknowledged, or never appended).
+    @discardableResult
+    public func acknowledge(_ sequence: UInt64) throws -> Bool {
+        try ensureOpen()
+        guard sequence > deliveredWatermark, sequence <= lastSequence,
+            !acknowledgedAboveWatermark.contains(sequence)
+        else { return false }
+        pendingBytes -= index[Int(sequence - deliveredWatermark - 1)].length
+        if sequence == deliveredWatermark + 1 {
+            try advanceWatermark(to: sequence)
+        } else {
+            acknowledgedAboveWatermark.insert(sequence)
+        }
+        return true
+    }
+
+    /// Marks every record up to `sequence` (clamped to ``lastSequence``) delivered.
+    ///
+    /// - Returns: how many records became delivered by this call.
+    @discardableResult
+    public func acknowledge(upTo sequence: UInt64) throws -> Int {
+        try ensureOpen()
+        let target = min(sequence, lastSequence)
+        guard target > deliveredWatermark else { return 0 }
+        var newlyDelivered = 0
+        var current = deliveredWatermark + 1
+        while current <= target {
+            if acknowledgedAboveWatermark.remove(current) == nil {
+                pendingBytes -= index[Int(current - deliveredWatermark - 1)].length
+                newlyDelivered += 1
+            }
+            current += 1
+        }
+        try advanceWatermark(to: target)
+        return newlyDelivered
+    }
+
+    // MARK: watermark and compaction
+
+    /// Moves the watermark to `sequence` (all records up to it are acknowledged), then past
+    /// any records acknowledged out of order right after it, writes the acknowledgement record
+    /// and deletes segments that hold nothing pending.
+    private func advanceWatermark(to sequence: UInt64) throws {
+        var watermark = sequence
+        while acknowledgedAboveWatermark.remove(watermark + 1) != nil {
+            watermark += 1
+        }
+        for _ in 0..<Int(watermark - deliveredWatermark) {
+            cachedBytes -= index.removeFirst().cached?.count ?? 0
+        }
+        deliveredWatermark = watermark
+        unwrittenAcknowledgements += 1
+        if unwrittenAcknowledgements >= configuration.acknowledgementBatch { try writeAcknowledgement() }
+
+        // Compaction: a segment whose every data record is delivered is no longer needed.
+        // Never the active one (it carries the newest acknowledgement record); the oldest
+        // surviving segment's name keeps the watermark recoverable (name − 1 ≤ watermark).
+        // The deletion is not made durable with a directory fsync: a segment that reappears
+        // after a power loss holds only records at or below the watermark, or — if the
+        // acknowledgement record was lost too — records that are then delivered again.
+        while segments.count > 1, let oldest = segments.first, oldest.lastDataSequence <= watermark {
+            // Deleted data needs no flush; the descriptor closes now, or after a sync in
+            // progress that still holds it.
+            if let file = oldest.file { unflushedFiles.removeAll { $0 === file } }
+            oldest.release()
+            try SpoolDirectory.remove(oldest.path)
+            diskBytes -= oldest.size
+            segments.removeFirst()
+        }
+    }
+
+    /// The acknowledgement record for the current watermark if the file does not have it yet.
+    func pendingAcknowledgementRecord() -> [UInt8] {
+        guard unwrittenAcknowledgements > 0 else { return [] }
+        return SpoolRecordFormat.encode(kind: .acknowledgement, sequence: deliveredWatermark, payload: [])
+    }
+
+    /// Writes the current watermark if the file does not have it yet.
+    func writeAcknowledgement() throws {
+        let record = pendingAcknowledgementRecord()
+        guard !record.isEmpty, let active = segments.last else { return }
+        try write(record, to: active)
+        acknowledgementWritten()
+        active.size += record.count
+        diskBytes += record.count
+    }
+
+    /// The log now carries the current watermark.
+    func acknowledgementWritten() {
+        unwrittenAcknowledgements = 0
+        writtenWatermark = deliveredWatermark
+    }
+}
