@@ -23,7 +23,7 @@ extension PendingRequest: Sendable where Waiter: Sendable {}
 /// and what the session remembers across connections (subscriptions, requests and publishes
 /// that wait for the next CONNACK).
 ///
-/// Pure: no I/O, no logging, no clock reads, no randomness (STYLE.md §1–2). `now` and the
+/// Pure: no I/O, no logging, no clock reads, no randomness. `now` and the
 /// jitter's `unitRandom` come in with the events. `MosquittoConnection` keeps one instance under
 /// its `session` lock, feeds it what happened and `switch`es over the returned action.
 /// Reconnect timing is the `ConnectionStateMachine` it carries in its states.
@@ -282,7 +282,7 @@ struct MQTTSessionStateMachine<Publish, Waiter> {
         }
     }
 
-    /// TCP/TLS failed, or the broker refused CONNECT (MQTT 5 refusals included, MQTT-NOTES §6).
+    /// TCP/TLS failed, or the broker refused CONNECT (MQTT 5 refusals included).
     mutating func connectFailed(_ error: MQTTError, now: ContinuousClock.Instant, unitRandom: Double) -> NetworkAction {
         updateConnection { $0.connectFailed(error, now: now, unitRandom: unitRandom) } carry: { action, machine in
             machine.carryOut(action, now: now)
