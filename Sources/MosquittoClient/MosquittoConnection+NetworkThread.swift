@@ -136,11 +136,7 @@ extension MosquittoConnection {
 
     /// Sleeps until `deadline`, or until `requestStop` signals `wake`.
     private func sleep(until deadline: ContinuousClock.Instant) {
-        let now = ContinuousClock.now
-        guard now < deadline else { return }
-        let wait = now.duration(to: deadline)
-        let (seconds, attoseconds) = wait.components
-        _ = wake.wait(timeout: .now() + .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)))
+        _ = wake.wait(until: deadline)
     }
 
     /// One `mosquitto_loop` pass; feeds the machine what the callbacks saw.
