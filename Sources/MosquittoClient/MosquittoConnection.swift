@@ -64,7 +64,9 @@ final class MosquittoConnection: Sendable {
 
     /// What libmosquitto's connect/disconnect callbacks reported during one `mosquitto_loop`.
     enum LoopEvent: Sendable {
+        /// CONNACK with its return/reason code (0: accepted) and the Session Present flag.
         case connack(code: Int32, sessionPresent: Bool)
+        /// The connection closed: a libmosquitto error code or an MQTT 5 DISCONNECT reason code.
         case disconnected(code: Int32)
     }
 
