@@ -277,15 +277,15 @@ struct MQTTSessionStateMachine<Publish, Waiter> {
 
     /// The broker accepted CONNECT.
     mutating func connectSucceeded(sessionPresent: Bool, now: ContinuousClock.Instant) -> NetworkAction {
-        updateConnection { $0.connackAccepted(sessionPresent: sessionPresent, now: now) } carry: { action, machine in
-            machine.carryOut(action, now: now)
+        updateConnection(now: now) {
+            $0.connackAccepted(sessionPresent: sessionPresent, now: now)
         }
     }
 
     /// TCP/TLS failed, or the broker refused CONNECT (MQTT 5 refusals included).
     mutating func connectFailed(_ error: MQTTError, now: ContinuousClock.Instant, unitRandom: Double) -> NetworkAction {
-        updateConnection { $0.connectFailed(error, now: now, unitRandom: unitRandom) } carry: { action, machine in
-            machine.carryOut(action, now: now)
+        updateConnection(now: now) {
+            $0.connectFailed(error, now: now, unitRandom: unitRandom)
         }
     }
 
@@ -303,13 +303,11 @@ struct MQTTSessionStateMachine<Publish, Waiter> {
         case .idle, .releasing, .stopped:
             connecting = false
         }
-        return updateConnection {
+        return updateConnection(now: now) {
             // Lost before the CONNACK is a failed attempt: no stable-connection reset.
             connecting
                 ? $0.connectFailed(error, now: now, unitRandom: unitRandom)
                 : $0.connectionLost(error, now: now, unitRandom: unitRandom)
-        } carry: { action, machine in
-            machine.carryOut(action, now: now)
         }
     }
 
@@ -330,8 +328,8 @@ struct MQTTSessionStateMachine<Publish, Waiter> {
 
     /// The drain ended and DISCONNECT went out (or could not).
     mutating func disconnectCompleted(now: ContinuousClock.Instant) -> NetworkAction {
-        updateConnection { $0.disconnected() } carry: { action, machine in
-            machine.carryOut(action, now: now)
+        updateConnection(now: now) {
+            $0.disconnected()
         }
     }
 
@@ -353,14 +351,13 @@ struct MQTTSessionStateMachine<Publish, Waiter> {
 
     /// Applies `event` to the connection machine inside the current state, then maps its action.
     private mutating func updateConnection(
-        _ event: (inout ConnectionStateMachine) -> ConnectionStateMachine.Action,
-        carry: (ConnectionStateMachine.Action, inout Self) -> NetworkAction
+        now: ContinuousClock.Instant, _ event: (inout ConnectionStateMachine) -> ConnectionStateMachine.Action
     ) -> NetworkAction {
         switch state {
         case .running(var connection):
             let action = event(&connection)
             state = .running(connection)
-            return carry(action, &self)
+            return carryOut(action, now: now)
         case .stopRequested(var connection, let next):
             let action = event(&connection)
             state = .stopRequested(connection, next: next)
@@ -368,7 +365,7 @@ struct MQTTSessionStateMachine<Publish, Waiter> {
             case .stop:
                 // The DISCONNECT's own close (draining): the stop is carried out now.
                 state = .running(connection)
-                return carry(action, &self)
+                return carryOut(action, now: now)
             case .connect, .markConnected, .scheduleReconnect, .giveUp, .disconnect, .none:
                 // Shutdown already decided: the connection machine ignores the event.
                 return .none

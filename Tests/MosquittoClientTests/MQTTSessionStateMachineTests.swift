@@ -55,8 +55,10 @@ import Testing
         #expect(machine.takeConnectionStateChange() == .connecting(attempt: 0))
         #expect(machine.takeConnectionStateChange() == nil)
         #expect(!machine.isConnected)
-        #expect(machine.connectSucceeded(sessionPresent: false, now: t0) == .sendAfterConnect(
-            .init(sessionPresent: false, resubscriptions: [], requests: [], publishes: [])))
+        #expect(
+            machine.connectSucceeded(sessionPresent: false, now: t0)
+                == .sendAfterConnect(
+                    .init(sessionPresent: false, resubscriptions: [], requests: [], publishes: [])))
         #expect(machine.isConnected)
         #expect(machine.takeConnectionStateChange() == .connected(sessionPresent: false))
     }
@@ -113,8 +115,9 @@ import Testing
         // Lost again with everything acknowledged: no session restores all three, a session none.
         _ = machine.connectionLost(lost, unacknowledged: [], now: t0 + .seconds(3), unitRandom: 0.5)
         _ = machine.backoffElapsed(now: t0 + .seconds(10))
-        #expect(resend(machine.connectSucceeded(sessionPresent: false, now: t0 + .seconds(10)))?.resubscriptions
-            == [sub("b"), sub("c"), sub("d")])
+        #expect(
+            resend(machine.connectSucceeded(sessionPresent: false, now: t0 + .seconds(10)))?.resubscriptions
+                == [sub("b"), sub("c"), sub("d")])
         _ = machine.connectionLost(lost, unacknowledged: [], now: t0 + .seconds(11), unitRandom: 0.5)
         _ = machine.backoffElapsed(now: t0 + .seconds(30))
         let withSession = resend(machine.connectSucceeded(sessionPresent: true, now: t0 + .seconds(30)))
@@ -144,8 +147,9 @@ import Testing
         var now = t0
         var delays: [Duration] = []
         for attempt in 1...4 {
-            guard case .scheduleReconnect(let until, let delay, _) =
-                machine.connectionLost(lost, unacknowledged: [], now: now, unitRandom: 0.5)
+            guard
+                case .scheduleReconnect(let until, let delay, _) =
+                    machine.connectionLost(lost, unacknowledged: [], now: now, unitRandom: 0.5)
             else {
                 Issue.record("expected a scheduled reconnect")
                 return
