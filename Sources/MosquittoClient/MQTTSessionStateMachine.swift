@@ -217,6 +217,8 @@ struct MQTTSessionStateMachine<Publish, Waiter> {
         case .idle:
             return .release(release(error: nil))
         case .running(var connection):
+            // Already draining (a stop was taken): nothing new.
+            guard !isStopping else { return .none }
             let next = connection.shutdownRequested()
             state = .stopRequested(connection, next: next)
             return .wakeNetworkThread

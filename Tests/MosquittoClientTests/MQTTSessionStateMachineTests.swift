@@ -229,6 +229,7 @@ import Testing
         #expect(machine.connectionState == .connected(sessionPresent: true))
         #expect(machine.loopPassCompleted(now: t0 + .seconds(2)) == .drainAndDisconnect(until: t0 + .seconds(2) + drain))
         #expect(machine.loopPassCompleted(now: t0 + .seconds(3)) == .none)
+        #expect(machine.stopRequested() == .none)
         #expect(machine.publishRequested(1, qos: .atLeastOnce) == .reject(.shutdown))
         #expect(machine.disconnectCompleted(now: t0 + .seconds(4)) == .release(.init(error: nil, publishes: [], requests: [])))
         #expect(machine.disconnectCompleted(now: t0 + .seconds(4)) == .none)
