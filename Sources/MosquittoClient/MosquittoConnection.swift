@@ -47,8 +47,11 @@ typealias ClientRequest = PendingRequest<RequestWaiter>
 final class MosquittoConnection: Sendable {
     /// A publish accepted while disconnected, sent after the next CONNACK.
     struct QueuedPublish: Sendable {
+        /// The slot it holds in the in-flight window.
         var id: MQTTPublishID
+        /// What to publish.
         var message: MQTTMessage
+        /// How to tell the publisher.
         var completion: PublishCompletion
     }
 
@@ -57,6 +60,7 @@ final class MosquittoConnection: Sendable {
 
     /// What `session` guards.
     struct Session: Sendable {
+        /// Every decision about the session.
         var machine: Machine
         /// Tasks in `waitUntilStopped`, resumed once the handle is destroyed.
         var stopWaiters: [CheckedContinuation<Void, Never>] = []
@@ -72,13 +76,19 @@ final class MosquittoConnection: Sendable {
 
     /// What `callbacks` guards.
     struct CallbackRecord: Sendable {
+        /// Publishes accepted and not completed, and the tasks waiting for room.
         var publishes: InFlightWindow<PublishCompletion, RoomWaiter>
         /// Stream completions collected on the network thread during one `mosquitto_loop`
         /// (kept here so an acknowledgement costs one lock).
         var deferredCompletions: [MQTTPublishCompletion] = []
+        /// (Un)subscribes sent and not acknowledged, by message id.
         var requests = AckTable<ClientRequest, Result<[Int32], MQTTError>>()
+        /// Identifies a task waiting for room, so its cancellation can find it.
         var nextWaiterToken: UInt64 = 1
+        /// Connect/disconnect callbacks of the current `mosquitto_loop`, handled after it returns
+        /// (outside libmosquitto's mutexes).
         var loopEvents: [LoopEvent] = []
+        /// libmosquitto's last error log line while connecting (OpenSSL's reason for a TLS failure).
         var lastLibraryError: String?
     }
 
