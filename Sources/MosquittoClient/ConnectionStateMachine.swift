@@ -3,9 +3,9 @@ import Backoff
 /// Decides when the MQTT connection is opened, retried, drained and closed.
 ///
 /// Pure: no I/O, no logging, no clock reads, no randomness of its own. `now` and the jitter's
-/// `unitRandom` come in with the events, so tests drive it with numbers (STYLE.md §1–2). The
-/// network thread in `MosquittoConnection` feeds it what happened and carries out the returned
-/// action.
+/// `unitRandom` come in with the events, so tests drive it with numbers (STYLE.md §1–2). It is
+/// the reconnect part of `MQTTSessionStateMachine`, which carries it in its states, feeds it what
+/// the network thread saw and turns its actions into the session's.
 ///
 /// Reconnect timing follows DESIGN §5.5 with the shared `ReconnectPolicy`: the n-th retry since
 /// the last stable connection waits `policy.delay(attempt: n)`. A connection that stayed up for

@@ -73,9 +73,10 @@ final class MessageBuffer: Sendable {
                     }
                     return false
                 }
-                // Wake at least every 50 ms to re-check; a stale signal only causes a re-check.
-                let wait = min(now.duration(to: until), .milliseconds(50))
-                _ = room.wait(timeout: .now() + .nanoseconds(Int(wait.seconds * 1e9)))
+                // Sleep until the deadline: a consumer that takes a message while
+                // `producerWaiting` is set signals `room` (the semaphore keeps a signal that comes
+                // before this wait, so none is lost); a stale signal only causes a re-check.
+                _ = room.wait(until: until)
             }
         }
     }
@@ -165,5 +166,16 @@ public struct MQTTMessageStream: AsyncSequence, Sendable {
     /// the client stopped (or the task was cancelled). For consumers that handle bursts at once.
     public func next(max: Int) async -> [MQTTMessage] {
         await buffer.next(max: max)
+    }
+}
+
+extension DispatchSemaphore {
+    /// Waits for a signal until `deadline` at the latest. (A wait longer than a day returns
+    /// after a day — the callers check their deadline again — so the conversion cannot overflow.)
+    func wait(until deadline: ContinuousClock.Instant) -> DispatchTimeoutResult {
+        let left = min(ContinuousClock.now.duration(to: deadline), .seconds(86_400))
+        guard left > .zero else { return wait(timeout: .now()) }
+        let (seconds, attoseconds) = left.components
+        return wait(timeout: .now() + .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)))
     }
 }

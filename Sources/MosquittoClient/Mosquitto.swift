@@ -4,8 +4,8 @@ import CMosquitto
 import Glibc
 #endif
 
-// The C boundary: the only file besides MosquittoConnection.swift that touches libmosquitto's
-// types. Conversions between Swift values and mosquitto_property lists live here.
+// The C boundary: the only file besides MosquittoConnection.swift and its extensions that
+// touches libmosquitto's types. Conversions between Swift values and mosquitto_property lists live here.
 
 /// `mosquitto_lib_init()` exactly once, before any handle exists (MQTT-NOTES §10). A global
 /// `let` is initialised lazily and thread-safely (swift_once).
@@ -17,8 +17,8 @@ let mosquittoLibraryInitialised: Bool = mosquitto_lib_init() == MOSQ_ERR_SUCCESS
 /// we run it in "threaded" mode (`mosquitto_threaded_set`), where publish/subscribe from other
 /// threads only queue packets under its internal mutexes. `MosquittoConnection` additionally
 /// serialises every call from threads other than its network thread under its session lock and
-/// refuses them once the handle is marked destroyed; only the network thread destroys it, after
-/// its last `mosquitto_loop`.
+/// refuses them once its session machine has released the client; only the network thread
+/// destroys it, after its last `mosquitto_loop` (or the caller of a stop before any thread ran).
 struct MosquittoHandle: @unchecked Sendable {
     let raw: OpaquePointer
 }

@@ -38,15 +38,29 @@ enum MQTTBench {
             exit(1)
         }
         client.start()
-        var waited = 0
-        while true {
-            if case .connected = client.state { break }
-            waited += 1
-            if waited > 1000 {
-                FileHandle.standardError.write(Data("mqtt-bench: not connected after 10 s: \(client.state)\n".utf8))
-                exit(1)
+        // Woken by the state stream (not polled); gives up after 10 s.
+        let connected = await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                for await state in client.states {
+                    switch state {
+                    case .connected: return true
+                    case .stopped: return false
+                    case .idle, .connecting, .disconnected: continue
+                    }
+                }
+                return false
             }
-            try? await Task.sleep(for: .milliseconds(10))
+            group.addTask {
+                try? await Task.sleep(for: .seconds(10))
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+        guard connected else {
+            FileHandle.standardError.write(Data("mqtt-bench: not connected after 10 s: \(client.state)\n".utf8))
+            exit(1)
         }
 
         let payload = [UInt8](repeating: UInt8(ascii: "x"), count: size)

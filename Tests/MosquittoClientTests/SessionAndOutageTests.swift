@@ -1,3 +1,4 @@
+import Backoff
 import Foundation
 import Testing
 
@@ -183,6 +184,29 @@ import Testing
         await #expect(throws: MQTTError.shutdown) { try await waiter.value }
         #expect(client.state == .stopped(error: nil))
         #expect(throws: MQTTError.shutdown) { try client.trySend(.text("x/y", "after")) }
+    }
+
+    /// The network thread sleeps until the backoff deadline; a shutdown wakes it at once instead
+    /// of waiting for the deadline or a polling tick.
+    @Test func shutdownDuringALongBackoffReturnsAtOnce() async throws {
+        let broker = try Mosquitto()  // never started: every attempt is refused
+        var configuration = S.configuration(port: broker.port, id: S.uniqueID("backoff"))
+        configuration.reconnect = ReconnectPolicy(initialDelay: .seconds(60), maxDelay: .seconds(60), multiplier: 2, jitter: 0)
+        let client = try MQTTClient(configuration: configuration, logger: S.logger)
+        client.start()
+        try await S.waitUntil("disconnected with a 60 s backoff") {
+            if case .disconnected(_, let retryIn) = client.state { return retryIn == .seconds(60) }
+            return false
+        }
+        let id = try await client.send(.text("x/y", "queued"))
+        let start = ContinuousClock.now
+        await client.shutdown()
+        #expect(start.duration(to: .now) < .seconds(2))
+        #expect(client.state == .stopped(error: nil))
+        var iterator = client.completions.makeAsyncIterator()
+        let completion = try #require(await iterator.next())
+        #expect(completion.id == id)
+        #expect(completion.error?.kind == .shutdown)
     }
 
     @Test func aSlowConsumerIsWaitedForNotDropped() async throws {

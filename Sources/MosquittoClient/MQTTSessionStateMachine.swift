@@ -1,0 +1,446 @@
+import Backoff
+import DequeModule
+
+/// A SUBSCRIBE or UNSUBSCRIBE.
+enum MQTTRequest: Sendable, Hashable {
+    /// SUBSCRIBE with these options.
+    case subscribe(MQTTSubscription)
+    /// UNSUBSCRIBE this filter.
+    case unsubscribe(String)
+}
+
+/// A SUBSCRIBE or UNSUBSCRIBE that has not been acknowledged yet, and who waits for it.
+struct PendingRequest<Waiter> {
+    /// What to send.
+    var request: MQTTRequest
+    /// `nil` for resubscriptions the client makes by itself after a reconnect.
+    var waiter: Waiter?
+}
+
+extension PendingRequest: Sendable where Waiter: Sendable {}
+
+/// The life of one MQTT client session: started, connected, reconnecting, stopping, stopped —
+/// and what the session remembers across connections (subscriptions, requests and publishes
+/// that wait for the next CONNACK).
+///
+/// Pure: no I/O, no logging, no clock reads, no randomness. `now` and the
+/// jitter's `unitRandom` come in with the events. `MosquittoConnection` keeps one instance under
+/// its `session` lock, feeds it what happened and `switch`es over the returned action.
+/// Reconnect timing is the `ConnectionStateMachine` it carries in its states.
+///
+/// `Publish` is what the owner queues while disconnected and `Waiter` what waits for a
+/// SUBACK/UNSUBACK; both are opaque here (tests use plain values).
+///
+/// Who calls what: `startRequested`, `stopRequested`, `publishRequested`, `subscribeRequested`
+/// and `unsubscribeRequested` come from any thread; every other event comes from the network
+/// thread, which alone uses the libmosquitto handle while connecting, draining and releasing.
+struct MQTTSessionStateMachine<Publish, Waiter> {
+    /// Where the client is.
+    enum State {
+        /// `start()` not called yet; no network thread.
+        case idle
+        /// The network thread runs the connection; its phase is in the connection machine.
+        case running(ConnectionStateMachine)
+        /// `stop` was asked while running. The network thread carries out `next` (drain and
+        /// DISCONNECT, or release) when it next looks: after a loop pass or when woken from a wait.
+        case stopRequested(ConnectionStateMachine, next: ConnectionStateMachine.Action)
+        /// Everything that waited has been handed to the owner to fail; the handle is being destroyed.
+        case releasing(error: MQTTError?)
+        /// The handle is destroyed and the streams ended; `error` is set when the client gave up.
+        case stopped(error: MQTTError?)
+    }
+
+    /// What `startRequested` asks of the owner.
+    enum StartAction: Equatable {
+        /// Start the network thread (it then reports `networkThreadStarted`).
+        case startNetworkThread
+        /// Already started or stopped: nothing.
+        case none
+    }
+
+    /// What `stopRequested` asks of the owner.
+    enum StopAction {
+        /// No network thread ever ran: release everything here, on the caller's thread.
+        case release(Release)
+        /// Wake the network thread from a backoff wait; it carries out the stop.
+        case wakeNetworkThread
+        /// Already stopping or stopped: nothing.
+        case none
+    }
+
+    /// What `publishRequested` asks of the owner.
+    enum PublishAction: Equatable {
+        /// Connected: hand the publish to libmosquitto now (still under the owner's lock, so it
+        /// cannot overtake publishes sent after a CONNACK).
+        case handOver
+        /// Disconnected: the machine keeps it and returns it after the next CONNACK.
+        case queued
+        /// Refused with this error (QoS 0 while disconnected, or the client is stopping).
+        case reject(MQTTError)
+    }
+
+    /// What `subscribeRequested`/`unsubscribeRequested` asks of the owner.
+    enum RequestAction: Equatable {
+        /// Connected: send it now and wait for the acknowledgement.
+        case send
+        /// Disconnected: the machine keeps it and returns it after the next CONNACK.
+        case queued
+        /// Refused with this error (the client is stopping).
+        case reject(MQTTError)
+    }
+
+    /// What the network thread must do next.
+    enum NetworkAction {
+        /// Open a connection (TCP, TLS, CONNECT with our properties); `attempt` is for logs.
+        case connect(attempt: Int)
+        /// CONNACK accepted: send `resend` in its order before the owner's lock is released.
+        case sendAfterConnect(Resend)
+        /// Not connected: wait until `until` (woken early only by a stop request), then report
+        /// `backoffElapsed`. `delay` and `error` are for the log.
+        case scheduleReconnect(until: ContinuousClock.Instant, delay: Duration, error: MQTTError)
+        /// Woken before the backoff elapsed: wait again until `until`.
+        case keepWaiting(until: ContinuousClock.Instant)
+        /// Shutdown while connected: wait for outstanding acknowledgements until `until`, send
+        /// DISCONNECT (no Last Will), then report `disconnectCompleted`.
+        case drainAndDisconnect(until: ContinuousClock.Instant)
+        /// Fail what is listed, destroy the handle, end the streams, then report `handleDestroyed`.
+        case release(Release)
+        /// Nothing changes; carry on.
+        case none
+    }
+
+    /// What to send after a CONNACK, in this order.
+    struct Resend {
+        /// Whether the broker kept our session.
+        var sessionPresent: Bool
+        /// Known subscriptions the broker lost (no session) and no queued request covers.
+        var resubscriptions: [MQTTSubscription]
+        /// Requests that waited for a connection, oldest first (unacknowledged ones of the
+        /// last connection first).
+        var requests: Deque<PendingRequest<Waiter>>
+        /// Publishes accepted while disconnected, in order.
+        var publishes: Deque<Publish>
+    }
+
+    /// What is left when the client stops: everything here fails with `error ?? .shutdown`.
+    struct Release {
+        /// Why the client stopped (`nil`: shutdown was asked).
+        var error: MQTTError?
+        /// Publishes that never reached libmosquitto.
+        var publishes: Deque<Publish>
+        /// Requests that were never sent or never acknowledged.
+        var requests: Deque<PendingRequest<Waiter>>
+    }
+
+    /// Where the client is.
+    private(set) var state: State = .idle
+    /// Subscriptions to restore when the broker has no session, in the order they were made.
+    private(set) var subscriptions: [MQTTSubscription] = []
+    private let policy: ReconnectPolicy
+    private let drainTimeout: Duration
+    private var queuedRequests: Deque<PendingRequest<Waiter>> = []
+    private var queuedPublishes: Deque<Publish> = []
+    /// The value `MQTTClient.state` shows.
+    private(set) var connectionState: MQTTConnectionState = .idle
+    private var connectionStateChanged = false
+
+    /// A machine for a client that reconnects by `policy` and drains at most `drainTimeout` on
+    /// shutdown.
+    init(policy: ReconnectPolicy, drainTimeout: Duration) {
+        self.policy = policy
+        self.drainTimeout = drainTimeout
+    }
+
+    /// Whether publishes and requests go straight to libmosquitto.
+    var isConnected: Bool {
+        guard case .running(let connection) = state, case .connected = connection.phase else { return false }
+        return true
+    }
+
+    /// Whether the client refuses new work (stop asked, draining, releasing, or stopped).
+    var isStopping: Bool {
+        switch state {
+        case .idle: return false
+        case .running(let connection):
+            switch connection.phase {
+            case .draining, .stopped: return true
+            case .idle, .connecting, .connected, .waiting: return false
+            }
+        case .stopRequested, .releasing, .stopped: return true
+        }
+    }
+
+    /// Whether the owner has been told to release everything (nothing may wait any more).
+    var isReleased: Bool {
+        switch state {
+        case .idle, .running, .stopRequested: return false
+        case .releasing, .stopped: return true
+        }
+    }
+
+    /// Whether everything is released and `waitUntilStopped` may return.
+    var isStopped: Bool {
+        if case .stopped = state { return true }
+        return false
+    }
+
+    /// The instant a backoff wait ends, while waiting to reconnect.
+    var reconnectDeadline: ContinuousClock.Instant? {
+        switch state {
+        case .running(let connection): return connection.reconnectDeadline
+        case .idle, .stopRequested, .releasing, .stopped: return nil
+        }
+    }
+
+    /// Publishes kept for the next CONNACK.
+    var queuedPublishCount: Int { queuedPublishes.count }
+
+    /// The new `connectionState` if it changed since the last call (for the state stream).
+    mutating func takeConnectionStateChange() -> MQTTConnectionState? {
+        guard connectionStateChanged else { return nil }
+        connectionStateChanged = false
+        return connectionState
+    }
+
+    // MARK: - Events from any thread
+
+    /// `start()` or `run()` was called.
+    mutating func startRequested() -> StartAction {
+        guard case .idle = state else { return .none }
+        state = .running(ConnectionStateMachine(policy: policy))
+        return .startNetworkThread
+    }
+
+    /// `shutdown()` was called, the `run()` task was cancelled or the client was released.
+    mutating func stopRequested() -> StopAction {
+        switch state {
+        case .idle:
+            return .release(release(error: nil))
+        case .running(var connection):
+            // Already draining (a stop was taken): nothing new.
+            guard !isStopping else { return .none }
+            let next = connection.shutdownRequested()
+            state = .stopRequested(connection, next: next)
+            return .wakeNetworkThread
+        case .stopRequested, .releasing, .stopped:
+            return .none
+        }
+    }
+
+    /// A publish was accepted into the in-flight window.
+    mutating func publishRequested(_ publish: Publish, qos: MQTTQoS) -> PublishAction {
+        if isStopping { return .reject(.shutdown) }
+        if isConnected { return .handOver }
+        guard qos > .atMostOnce else { return .reject(.notConnected) }
+        queuedPublishes.append(publish)
+        return .queued
+    }
+
+    /// `subscribe` was called: the subscription is remembered (replacing one with the same filter).
+    mutating func subscribeRequested(_ subscription: MQTTSubscription, waiter: Waiter) -> RequestAction {
+        if isStopping { return .reject(.shutdown) }
+        subscriptions.removeAll { $0.filter == subscription.filter }
+        subscriptions.append(subscription)
+        return sendOrQueue(PendingRequest(request: .subscribe(subscription), waiter: waiter))
+    }
+
+    /// `unsubscribe` was called: the filter is no longer restored after a reconnect.
+    mutating func unsubscribeRequested(_ filter: String, waiter: Waiter) -> RequestAction {
+        if isStopping { return .reject(.shutdown) }
+        subscriptions.removeAll { $0.filter == filter }
+        return sendOrQueue(PendingRequest(request: .unsubscribe(filter), waiter: waiter))
+    }
+
+    private mutating func sendOrQueue(_ request: PendingRequest<Waiter>) -> RequestAction {
+        guard isConnected else {
+            queuedRequests.append(request)
+            return .queued
+        }
+        return .send
+    }
+
+    // MARK: - Events from the network thread
+
+    /// The network thread runs and may use the handle.
+    mutating func networkThreadStarted(now: ContinuousClock.Instant) -> NetworkAction {
+        switch state {
+        case .running(var connection):
+            let action = connection.start()
+            state = .running(connection)
+            return carryOut(action, now: now)
+        case .stopRequested(let connection, _):
+            // Stopped before the thread ran: nothing was opened.
+            state = .running(connection)
+            return .release(release(error: nil))
+        case .idle, .releasing, .stopped:
+            return .none
+        }
+    }
+
+    /// The broker accepted CONNECT.
+    mutating func connectSucceeded(sessionPresent: Bool, now: ContinuousClock.Instant) -> NetworkAction {
+        updateConnection(now: now) {
+            $0.connackAccepted(sessionPresent: sessionPresent, now: now)
+        }
+    }
+
+    /// TCP/TLS failed, or the broker refused CONNECT (MQTT 5 refusals included).
+    mutating func connectFailed(_ error: MQTTError, now: ContinuousClock.Instant, unitRandom: Double) -> NetworkAction {
+        updateConnection(now: now) {
+            $0.connectFailed(error, now: now, unitRandom: unitRandom)
+        }
+    }
+
+    /// The socket closed or failed (socket error, keep-alive timeout, server DISCONNECT), while
+    /// connecting or connected. `unacknowledged` are the requests libmosquitto had sent without
+    /// an acknowledgement: they are sent again after the next CONNACK, before newer ones.
+    mutating func connectionLost(
+        _ error: MQTTError, unacknowledged: [PendingRequest<Waiter>], now: ContinuousClock.Instant, unitRandom: Double
+    ) -> NetworkAction {
+        queuedRequests.insert(contentsOf: unacknowledged, at: 0)
+        let connecting: Bool
+        switch state {
+        case .running(let connection), .stopRequested(let connection, _):
+            if case .connecting = connection.phase { connecting = true } else { connecting = false }
+        case .idle, .releasing, .stopped:
+            connecting = false
+        }
+        return updateConnection(now: now) {
+            // Lost before the CONNACK is a failed attempt: no stable-connection reset.
+            connecting
+                ? $0.connectFailed(error, now: now, unitRandom: unitRandom)
+                : $0.connectionLost(error, now: now, unitRandom: unitRandom)
+        }
+    }
+
+    /// One pass of the network loop ended (the socket is open).
+    mutating func loopPassCompleted(now: ContinuousClock.Instant) -> NetworkAction {
+        takeStopRequest(now: now) ?? .none
+    }
+
+    /// The network thread woke from a backoff wait (the deadline passed, or a stop request woke it).
+    mutating func backoffElapsed(now: ContinuousClock.Instant) -> NetworkAction {
+        if let stop = takeStopRequest(now: now) { return stop }
+        guard case .running(var connection) = state else { return .none }
+        let action = connection.reconnectDue(now: now)
+        state = .running(connection)
+        if case .none = action, let until = connection.reconnectDeadline { return .keepWaiting(until: until) }
+        return carryOut(action, now: now)
+    }
+
+    /// The drain ended and DISCONNECT went out (or could not).
+    mutating func disconnectCompleted(now: ContinuousClock.Instant) -> NetworkAction {
+        updateConnection(now: now) {
+            $0.disconnected()
+        }
+    }
+
+    /// The owner destroyed the handle and ended the streams.
+    mutating func handleDestroyed() {
+        guard case .releasing(let error) = state else { return }
+        state = .stopped(error: error)
+        report(.stopped(error: error))
+    }
+
+    // MARK: - Decisions
+
+    /// A pending stop request becomes the network thread's next action.
+    private mutating func takeStopRequest(now: ContinuousClock.Instant) -> NetworkAction? {
+        guard case .stopRequested(let connection, let next) = state else { return nil }
+        state = .running(connection)
+        return carryOut(next, now: now)
+    }
+
+    /// Applies `event` to the connection machine inside the current state, then maps its action.
+    private mutating func updateConnection(
+        now: ContinuousClock.Instant, _ event: (inout ConnectionStateMachine) -> ConnectionStateMachine.Action
+    ) -> NetworkAction {
+        switch state {
+        case .running(var connection):
+            let action = event(&connection)
+            state = .running(connection)
+            return carryOut(action, now: now)
+        case .stopRequested(var connection, let next):
+            let action = event(&connection)
+            state = .stopRequested(connection, next: next)
+            switch action {
+            case .stop:
+                // The DISCONNECT's own close (draining): the stop is carried out now.
+                state = .running(connection)
+                return carryOut(action, now: now)
+            case .connect, .markConnected, .scheduleReconnect, .giveUp, .disconnect, .none:
+                // Shutdown already decided: the connection machine ignores the event.
+                return .none
+            }
+        case .idle, .releasing, .stopped:
+            return .none
+        }
+    }
+
+    private mutating func carryOut(_ action: ConnectionStateMachine.Action, now: ContinuousClock.Instant) -> NetworkAction {
+        switch action {
+        case .connect(let attempt):
+            report(.connecting(attempt: attempt))
+            return .connect(attempt: attempt)
+        case .markConnected(let sessionPresent, let resubscribe):
+            // Deques are handed over as they are: `Array(emptyDeque)` writes to the shared
+            // empty-array singleton, which ThreadSanitizer reports when two clients do it at once.
+            let requests = queuedRequests
+            queuedRequests.removeAll()
+            let publishes = queuedPublishes
+            queuedPublishes.removeAll()
+            var resubscriptions: [MQTTSubscription] = []
+            if resubscribe {
+                // A filter a queued SUBSCRIBE is about to send again needs no second SUBSCRIBE.
+                let pendingFilters = Set(
+                    requests.compactMap { pending -> String? in
+                        if case .subscribe(let s) = pending.request { return s.filter }
+                        return nil
+                    })
+                resubscriptions = subscriptions.filter { !pendingFilters.contains($0.filter) }
+            }
+            report(.connected(sessionPresent: sessionPresent))
+            return .sendAfterConnect(
+                Resend(
+                    sessionPresent: sessionPresent, resubscriptions: resubscriptions, requests: requests,
+                    publishes: publishes))
+        case .scheduleReconnect(let delay, let error):
+            report(.disconnected(error: error, retryIn: delay))
+            let until = reconnectDeadline ?? now + delay
+            return .scheduleReconnect(until: until, delay: delay, error: error)
+        case .giveUp(let error):
+            return .release(release(error: error))
+        case .disconnect:
+            return .drainAndDisconnect(until: now + drainTimeout)
+        case .stop:
+            return .release(release(error: nil))
+        case .none:
+            return .none
+        }
+    }
+
+    private mutating func release(error: MQTTError?) -> Release {
+        let release = Release(error: error, publishes: queuedPublishes, requests: queuedRequests)
+        queuedPublishes.removeAll()
+        queuedRequests.removeAll()
+        state = .releasing(error: error)
+        return release
+    }
+
+    private mutating func report(_ newState: MQTTConnectionState) {
+        connectionState = newState
+        connectionStateChanged = true
+    }
+}
+
+extension MQTTSessionStateMachine: Sendable where Publish: Sendable, Waiter: Sendable {}
+extension MQTTSessionStateMachine.State: Sendable where Publish: Sendable, Waiter: Sendable {}
+extension MQTTSessionStateMachine.Resend: Sendable where Publish: Sendable, Waiter: Sendable {}
+extension MQTTSessionStateMachine.Release: Sendable where Publish: Sendable, Waiter: Sendable {}
+extension MQTTSessionStateMachine.NetworkAction: Sendable where Publish: Sendable, Waiter: Sendable {}
+extension MQTTSessionStateMachine.StopAction: Sendable where Publish: Sendable, Waiter: Sendable {}
+extension PendingRequest: Equatable where Waiter: Equatable {}
+extension MQTTSessionStateMachine.Resend: Equatable where Publish: Equatable, Waiter: Equatable {}
+extension MQTTSessionStateMachine.Release: Equatable where Publish: Equatable, Waiter: Equatable {}
+extension MQTTSessionStateMachine.NetworkAction: Equatable where Publish: Equatable, Waiter: Equatable {}
+extension MQTTSessionStateMachine.StopAction: Equatable where Publish: Equatable, Waiter: Equatable {}

@@ -1,0 +1,312 @@
+import CMosquitto
+import DequeModule
+import Dispatch
+import Foundation
+import Logging
+
+/// The network thread: libmosquitto's callbacks, the loop that feeds the session machine what
+/// happened, and connecting, draining and releasing the handle.
+extension MosquittoConnection {
+    /// How long one `mosquitto_loop` pass may block while connected. The pass returns at once on
+    /// socket activity, and on any packet another thread queues (libmosquitto wakes its own
+    /// `select` then); this bound is only how late a stop request is noticed, because
+    /// libmosquitto offers no other way to interrupt the loop from outside.
+    static let loopPassTimeoutMilliseconds: Int32 = 100
+
+    /// How long to wait for our DISCONNECT to be written on shutdown.
+    static let disconnectTimeout: Duration = .seconds(1)
+
+    // MARK: - libmosquitto callbacks (network thread; must return quickly)
+
+    /// Registers the callbacks; each finds its connection through the handle's user data.
+    static func setCallbacks(_ mosq: OpaquePointer) {
+        mosquitto_connect_v5_callback_set(mosq) { _, context, code, flags, _ in
+            guard let context else { return }
+            Unmanaged<MosquittoConnection>.fromOpaque(context).takeUnretainedValue()
+                .noteLoopEvent(.connack(code: code, sessionPresent: flags & 1 != 0))
+        }
+        mosquitto_disconnect_v5_callback_set(mosq) { _, context, code, _ in
+            guard let context else { return }
+            Unmanaged<MosquittoConnection>.fromOpaque(context).takeUnretainedValue()
+                .noteLoopEvent(.disconnected(code: code))
+        }
+        mosquitto_publish_v5_callback_set(mosq) { _, context, mid, reason, _ in
+            guard let context else { return }
+            Unmanaged<MosquittoConnection>.fromOpaque(context).takeUnretainedValue()
+                .publishAcknowledged(mid: mid, reason: reason)
+        }
+        mosquitto_subscribe_v5_callback_set(mosq) { _, context, mid, count, granted, _ in
+            guard let context else { return }
+            let codes = granted.map { Array(UnsafeBufferPointer(start: $0, count: Int(max(count, 0)))) } ?? []
+            Unmanaged<MosquittoConnection>.fromOpaque(context).takeUnretainedValue()
+                .requestAcknowledged(mid: mid, codes: codes)
+        }
+        mosquitto_unsubscribe_v5_callback_set(mosq) { _, context, mid, _ in
+            guard let context else { return }
+            Unmanaged<MosquittoConnection>.fromOpaque(context).takeUnretainedValue()
+                .requestAcknowledged(mid: mid, codes: [])
+        }
+        mosquitto_message_v5_callback_set(mosq) { _, context, message, properties in
+            guard let context, let message else { return }
+            // Copy everything now: libmosquitto frees the message when we return, and has
+            // already sent the PUBACK (MQTT-NOTES §1).
+            let m = message.pointee
+            let topic = m.topic.map { String(cString: $0) } ?? ""
+            let payload =
+                m.payload.map { Array(UnsafeRawBufferPointer(start: $0, count: Int(max(m.payloadlen, 0)))) } ?? []
+            let copied = MQTTMessage(
+                topic: topic, payload: payload, qos: MQTTQoS(rawValue: Int(m.qos)) ?? .atMostOnce,
+                retain: m.retain, properties: MosquittoProperties.read(properties))
+            Unmanaged<MosquittoConnection>.fromOpaque(context).takeUnretainedValue().received(copied)
+        }
+    }
+
+    private func noteLoopEvent(_ event: LoopEvent) {
+        callbacks.withLock { $0.loopEvents.append(event) }
+    }
+
+    // MARK: - The thread
+
+    func networkThreadMain() {
+        var actions: Deque<Machine.NetworkAction> = [withMachine { $0.machine.networkThreadStarted(now: .now) }]
+        var socketOpen = false
+        while true {
+            while let action = actions.popFirst() {
+                switch action {
+                case .connect(let attempt):
+                    logger.debug(
+                        "connecting",
+                        metadata: [
+                            "mqtt.host": "\(configuration.host)", "mqtt.port": "\(configuration.port)",
+                            "mqtt.attempt": "\(attempt)",
+                        ])
+                    if let error = openConnection() {
+                        actions.append(withMachine { $0.machine.connectFailed(error, now: .now, unitRandom: random()) })
+                    } else {
+                        socketOpen = true
+                    }
+                case .sendAfterConnect(let resend):
+                    // Sent under `session` by `connackAccepted`; here only the log.
+                    if !resend.resubscriptions.isEmpty {
+                        logger.info(
+                            "resubscribing: the broker had no session",
+                            metadata: ["mqtt.subscriptions": "\(resend.resubscriptions.count)"])
+                    }
+                    logger.info(
+                        "connected",
+                        metadata: [
+                            "mqtt.host": "\(configuration.host)", "mqtt.session_present": "\(resend.sessionPresent)",
+                        ])
+                case .scheduleReconnect(_, let delay, let error):
+                    socketOpen = false
+                    logger.warning(
+                        "disconnected; reconnecting after backoff",
+                        metadata: ["mqtt.error": "\(error)", "mqtt.retry_in": "\(delay)"])
+                case .keepWaiting:
+                    break
+                case .drainAndDisconnect(let deadline):
+                    drainAndDisconnect(until: deadline)
+                    socketOpen = false
+                    actions.append(withMachine { $0.machine.disconnectCompleted(now: .now) })
+                case .release(let release):
+                    if let error = release.error {
+                        logger.error("giving up reconnecting", metadata: ["mqtt.error": "\(error)"])
+                    }
+                    self.release(release)
+                    return
+                case .none:
+                    break
+                }
+            }
+
+            if socketOpen {
+                runLoopPass(into: &actions)
+            } else if let deadline = session.withLock({ $0.machine.reconnectDeadline }) {
+                sleep(until: deadline)
+                actions.append(withMachine { $0.machine.backoffElapsed(now: .now) })
+            } else {
+                // Nothing open and nothing scheduled: only a stop request can come, and it wakes us.
+                wake.wait()
+                actions.append(withMachine { $0.machine.backoffElapsed(now: .now) })
+            }
+        }
+    }
+
+    private func random() -> Double { Double.random(in: 0...1) }
+
+    /// Sleeps until `deadline`, or until `requestStop` signals `wake`.
+    private func sleep(until deadline: ContinuousClock.Instant) {
+        _ = wake.wait(until: deadline)
+    }
+
+    /// One `mosquitto_loop` pass; feeds the machine what the callbacks saw.
+    private func runLoopPass(into actions: inout Deque<Machine.NetworkAction>) {
+        let rc = mosquitto_loop(handle.raw, Self.loopPassTimeoutMilliseconds, 1)
+        flushCompletions()
+        let events = callbacks.withLock { record in
+            defer { record.loopEvents.removeAll() }
+            return record.loopEvents
+        }
+        for event in events {
+            switch event {
+            case .connack(let code, let sessionPresent):
+                if code == 0 {
+                    actions.append(connackAccepted(sessionPresent: sessionPresent))
+                } else {
+                    let error = MosquittoCode.connackRefusal(code, version: configuration.protocolVersion)
+                    actions.append(withMachine { $0.machine.connectFailed(error, now: .now, unitRandom: random()) })
+                }
+            case .disconnected(let code):
+                // A broker's DISCONNECT carries an MQTT 5 reason code (≥ 0x80); a
+                // dropped socket a libmosquitto error code.
+                let reason = String(
+                    cString: code >= 0x80 ? mosquitto_reason_string(code) : mosquitto_strerror(code))
+                let error = MQTTError(
+                    kind: .connectionLost,
+                    message: "connection to \(configuration.host):\(configuration.port) lost: \(reason)",
+                    code: Int(code))
+                actions.append(connectionLost(error))
+            }
+        }
+        if rc != MosquittoCode.success {
+            let detail = callbacks.withLock { $0.lastLibraryError }
+            let error = MosquittoCode.error(
+                rc, context: "connection to \(configuration.host):\(configuration.port) failed", detail: detail)
+            actions.append(connectionLost(error))
+        }
+        actions.append(withMachine { $0.machine.loopPassCompleted(now: .now) })
+    }
+
+    /// CONNACK accepted: the machine says what to send, and it is sent before `session` is
+    /// released, so no publish accepted meanwhile overtakes the ones that waited.
+    private func connackAccepted(sessionPresent: Bool) -> Machine.NetworkAction {
+        mosquitto_log_callback_set(handle.raw, nil)
+        let (action, done) = withMachine { session -> (Machine.NetworkAction, AfterConnect) in
+            let action = session.machine.connectSucceeded(sessionPresent: sessionPresent, now: .now)
+            switch action {
+            case .sendAfterConnect(let resend):
+                return (action, send(resend))
+            case .connect, .scheduleReconnect, .keepWaiting, .drainAndDisconnect, .release, .none:
+                return (action, AfterConnect())
+            }
+        }
+        for (pending, error) in done.publishes { complete(pending, error: error) }
+        for (request, result) in done.requests { complete(request, with: result) }
+        return action
+    }
+
+    /// The connection is gone. libmosquitto discards QoS 0 publishes it had not written yet, so
+    /// they fail now instead of holding their slot; unacknowledged (un)subscribes go back to the
+    /// machine, which sends them again after the next CONNACK. Both under `session`, so no
+    /// request can be sent in between and be forgotten.
+    private func connectionLost(_ error: MQTTError) -> Machine.NetworkAction {
+        let (action, lostPublishes) = withMachine { session in
+            let (lost, unacknowledged) = callbacks.withLock { record in
+                (
+                    record.publishes.publishes.removeAll { $0.qos == .atMostOnce },
+                    record.requests.removeAll { _ in true }
+                )
+            }
+            let action = session.machine.connectionLost(
+                error, unacknowledged: unacknowledged, now: .now, unitRandom: random())
+            return (action, lost)
+        }
+        let lost = MQTTError(kind: .connectionLost, message: "connection lost before the QoS 0 publish was written")
+        for pending in lostPublishes { complete(pending, error: lost) }
+        return action
+    }
+
+    /// TCP (+TLS) connect and CONNECT with our properties; blocking, on the network thread.
+    /// Returns the error when it failed before anything was sent.
+    private func openConnection() -> MQTTError? {
+        // Capture libmosquitto's error log lines while connecting: they carry OpenSSL's reason
+        // for a TLS failure. Removed once connected (formatting every debug line costs throughput).
+        callbacks.withLock { $0.lastLibraryError = nil }
+        mosquitto_log_callback_set(handle.raw) { _, context, level, text in
+            guard let context, let text, level & Int32(MOSQ_LOG_ERR) != 0 else { return }
+            let line = String(cString: text)
+            Unmanaged<MosquittoConnection>.fromOpaque(context).takeUnretainedValue()
+                .callbacks.withLock { $0.lastLibraryError = line }
+        }
+        var properties = connectProperties()
+        defer { mosquitto_property_free_all(&properties) }
+        let keepAlive = Int32(configuration.keepAlive.seconds.rounded())
+        let rc = mosquitto_connect_bind_v5(
+            handle.raw, configuration.host, Int32(configuration.port), keepAlive, nil, properties)
+        guard rc == MosquittoCode.success else {
+            let detail = callbacks.withLock { $0.lastLibraryError }
+            return MosquittoCode.error(
+                rc, context: "cannot connect to \(configuration.host):\(configuration.port)", detail: detail)
+        }
+        return nil
+    }
+
+    /// Graceful shutdown: give outstanding acknowledgements until `deadline`, then DISCONNECT
+    /// (so the broker does not publish our Last Will) and wait for it to be written. Each
+    /// `mosquitto_loop` blocks until socket activity or the deadline, never a fixed tick.
+    private func drainAndDisconnect(until deadline: ContinuousClock.Instant) {
+        while callbacks.withLock({ $0.publishes.used }) > 0 {
+            guard let timeout = Self.milliseconds(until: deadline) else { break }
+            let rc = mosquitto_loop(handle.raw, timeout, 1)
+            flushCompletions()
+            if rc != MosquittoCode.success { break }
+        }
+        callbacks.withLock { $0.loopEvents.removeAll() }
+        guard mosquitto_disconnect_v5(handle.raw, 0, nil) == MosquittoCode.success else { return }
+        let disconnectDeadline = ContinuousClock.now + Self.disconnectTimeout
+        while let timeout = Self.milliseconds(until: disconnectDeadline) {
+            let rc = mosquitto_loop(handle.raw, timeout, 1)
+            flushCompletions()
+            let disconnected = callbacks.withLock { record in
+                record.loopEvents.contains { if case .disconnected = $0 { return true } else { return false } }
+            }
+            if disconnected || rc != MosquittoCode.success { break }
+        }
+    }
+
+    /// Whole milliseconds from now to `deadline` (at least 1), or `nil` once it has passed.
+    private static func milliseconds(until deadline: ContinuousClock.Instant) -> Int32? {
+        let left = ContinuousClock.now.duration(to: deadline)
+        guard left > .zero else { return nil }
+        let (seconds, attoseconds) = left.components
+        let milliseconds = seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
+        return Int32(clamping: max(milliseconds, 1))
+    }
+
+    /// Fails everything still waiting, destroys the handle and ends the streams (network thread,
+    /// or the caller of `requestStop` when the thread never started).
+    func release(_ release: Machine.Release) {
+        flushCompletions()
+        let (publishes, boundRequests, waiters) = callbacks.withLock { record in
+            (
+                record.publishes.publishes.removeAll { _ in true },
+                record.requests.removeAll { _ in true },
+                record.publishes.removeAllWaiters()
+            )
+        }
+        let reason = release.error ?? .shutdown
+        for waiter in waiters { waiter.resume(throwing: reason) }
+        for q in release.publishes {
+            complete(PendingPublish(id: q.id, qos: q.message.qos, completion: q.completion), error: reason)
+        }
+        for p in publishes { complete(p, error: reason) }
+        for r in release.requests { r.waiter?.resume(throwing: reason) }
+        for r in boundRequests { r.waiter?.resume(throwing: reason) }
+        if !publishes.isEmpty || !release.publishes.isEmpty {
+            logger.warning(
+                "stopped with publishes not acknowledged",
+                metadata: ["mqtt.unacknowledged": "\(publishes.count + release.publishes.count)"])
+        }
+        mosquitto_destroy(handle.raw)
+        messageBuffer.finish()
+        let stopWaiters = withMachine { session in
+            session.machine.handleDestroyed()
+            defer { session.stopWaiters.removeAll() }
+            return session.stopWaiters
+        }
+        statesContinuation.finish()
+        completionsContinuation.finish()
+        logger.debug("stopped")
+        for waiter in stopWaiters { waiter.resume() }
+    }
+}
