@@ -10,6 +10,8 @@ extension PusherClient {
         var work: [Work] = []
         var callbacks: [(@Sendable (PusherEvent) -> Void, PusherEvent)] = []
         var logs: [PusherConnectionStateMachine.Action] = []
+        /// The event brought the machine's deadline earlier than the one the timer sleeps until.
+        var wakeTimer = false
     }
 
     /// Runs one machine event under the lock, sends frames and feeds streams in order while
@@ -63,8 +65,10 @@ extension PusherClient {
                     followups.logs.append(action)
                 }
             }
+            followups.wakeTimer = state.timer.deadlineChanged(to: state.machine.nextDeadline)
             return followups
         }
+        if followups.wakeTimer { timerWakeUpContinuation.yield() }
         for item in followups.work { workContinuation.yield(item) }
         for (callback, event) in followups.callbacks { callback(event) }
         for action in followups.logs { log(action) }

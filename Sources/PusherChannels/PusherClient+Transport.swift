@@ -9,18 +9,34 @@ import WSClient
 extension PusherClient {
     // MARK: transport
 
+    /// Drives the machine's deadlines: sleeps exactly until ``PusherConnectionStateMachine/nextDeadline``
+    /// or until an event brings the deadline earlier (``DeadlineTimer``), then tells the machine
+    /// that time passed. No fixed-interval wake-ups; nothing to do while the machine has no deadline.
     func runTimer() async {
+        var wakeUps = timerWakeUps.makeAsyncIterator()
         while !Task.isCancelled {
-            let now = ContinuousClock.now
-            let deadline = state.withLock { $0.machine.nextDeadline }
-            // Wake at the machine's deadline, but at least every 100 ms so a deadline set by
-            // another task (ping sent, reconnect scheduled) is noticed promptly.
-            let wake = min(deadline ?? now + .milliseconds(100), now + .milliseconds(100))
-            do {
-                try await Task.sleep(until: wake, clock: .continuous)
-            } catch {
-                return
+            let deadline = state.withLock { state in
+                state.timer.armed(for: state.machine.nextDeadline)
+                return state.timer.armedFor
             }
+            guard let deadline else {
+                // No deadline: sleep until an event sets one (`nil`: cancelled, run() is ending).
+                guard await wakeUps.next() != nil else { return }
+                continue
+            }
+            // Whichever comes first: the deadline, or a wake-up for an earlier one. The sleeper
+            // reports into the same stream, so this task stays the stream's only reader.
+            let wakeUpContinuation = timerWakeUpContinuation
+            let woken = await withTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    guard (try? await Task.sleep(until: deadline, clock: .continuous)) != nil else { return }
+                    wakeUpContinuation.yield()
+                }
+                let woken = await wakeUps.next() != nil
+                group.cancelAll()
+                return woken
+            }
+            guard woken else { return }
             perform { $0.tick(now: .now) }
         }
     }

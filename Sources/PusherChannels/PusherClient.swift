@@ -13,7 +13,7 @@ import WSClient
 /// A Pusher Channels client (protocol 7) for Swift on Linux: the I/O owner around
 /// ``PusherConnectionStateMachine``.
 ///
-/// It opens the WebSocket, feeds every frame, close and timer tick to the machine, and carries
+/// It opens the WebSocket, feeds every frame, close and deadline to the machine, and carries
 /// out the actions it returns; it decides nothing itself. Start it with ``run()`` in a task (it
 /// returns when that task is cancelled), then ``connect()``; subscribe before or after.
 ///
@@ -38,6 +38,9 @@ public final class PusherClient: Service, Sendable {
     let state: Locked<State>
     let work: AsyncStream<Work>
     let workContinuation: AsyncStream<Work>.Continuation
+    /// Wakes the timer before its deadline: an event brought the machine's deadline earlier.
+    let timerWakeUps: AsyncStream<Void>
+    let timerWakeUpContinuation: AsyncStream<Void>.Continuation
     let tlsConfiguration: TLSConfiguration?
     let httpClient: HTTPClient
 
@@ -82,6 +85,8 @@ public final class PusherClient: Service, Sendable {
         var bindings: [Int: Binding] = [:]
         var nextID = 1
         var ignoredFrames = 0
+        /// The deadline the timer sleeps until, and when it must be woken early.
+        var timer = DeadlineTimer()
     }
 
     /// Thrown inside the WebSocket handler to end it after we sent a close frame.
@@ -105,6 +110,7 @@ public final class PusherClient: Service, Sendable {
         )
         self.state = Locked(State(machine: machine))
         (self.work, self.workContinuation) = AsyncStream.makeStream()
+        (self.timerWakeUps, self.timerWakeUpContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
         if options.encrypted {
             var tls = TLSConfiguration.makeClientConfiguration()
             if let caFile = options.caFile { tls.trustRoots = .file(caFile) }
