@@ -44,7 +44,9 @@ import Testing
         #expect(connected.timeElapsed(now: clock.now, pongTimeout: .seconds(30)) == .nothingDue)
     }
 
-    @Test(arguments: [(nil, 120_000), (30.0, 30_000), (0.25, 250), (500.0, 120_000), (-1.0, 120_000), (1e300, 120_000)] as [(Double?, Int64)])
+    @Test(
+        arguments: [(nil, 120_000), (30.0, 30_000), (0.25, 250), (500.0, 120_000), (-1.0, 120_000), (1e300, 120_000)] as [(Double?, Int64)]
+    )
     func theServersActivityTimeoutCanOnlyLowerOurs(_ server: Double?, _ expectedMilliseconds: Int64) {
         #expect(ConnectedState.activityTimeout(ours: .seconds(120), serverSeconds: server) == .milliseconds(expectedMilliseconds))
     }
@@ -53,12 +55,18 @@ import Testing
         let policy = ReconnectPolicy(initialDelay: .milliseconds(100), maxDelay: .seconds(10), jitter: 0)
         var schedule = ReconnectSchedule(policy: policy, autoReconnect: true, retryAfterRefusal: true, jitterSeed: 1)
         let clock = ManualClock()
-        #expect(schedule.connectionLost(.backoffUnknown, connectedAt: nil, now: clock.now) == .reconnect(after: .milliseconds(100), attempt: 1))
-        #expect(schedule.connectionLost(.backoffUnknown, connectedAt: nil, now: clock.now) == .reconnect(after: .milliseconds(200), attempt: 2))
+        #expect(
+            schedule.connectionLost(.backoffUnknown, connectedAt: nil, now: clock.now)
+                == .reconnect(after: .milliseconds(100), attempt: 1))
+        #expect(
+            schedule.connectionLost(.backoffUnknown, connectedAt: nil, now: clock.now)
+                == .reconnect(after: .milliseconds(200), attempt: 2))
         // 4100–4199: at least one second.
         #expect(schedule.connectionLost(.backoff, connectedAt: nil, now: clock.now) == .reconnect(after: .seconds(1), attempt: 3))
         // 4000–4099: only at the cap.
-        #expect(schedule.connectionLost(.doNotRetryUnchanged, connectedAt: nil, now: clock.now) == .reconnect(after: .seconds(10), attempt: 4))
+        #expect(
+            schedule.connectionLost(.doNotRetryUnchanged, connectedAt: nil, now: clock.now)
+                == .reconnect(after: .seconds(10), attempt: 4))
         #expect(schedule.attempt == 4)
         schedule.connectRequestedWhileDisconnected()
         #expect(schedule.attempt == 0)
@@ -74,11 +82,15 @@ import Testing
         }
         #expect(first <= ReconnectSchedule.immediateReconnectSpread)
         // The next one failed at once: backoff, not another immediate reconnect.
-        #expect(schedule.connectionLost(.reconnectImmediately, connectedAt: nil, now: clock.now) == .reconnect(after: .seconds(2), attempt: 2))
+        #expect(
+            schedule.connectionLost(.reconnectImmediately, connectedAt: nil, now: clock.now)
+                == .reconnect(after: .seconds(2), attempt: 2))
         // A connection that stayed up 2 s and was then closed with 4200: at once again.
         let connectedAt = clock.now
         clock.advance(ReconnectSchedule.immediateReconnectAfterUptime)
-        guard case .reconnect(let again, 1) = schedule.connectionLost(.reconnectImmediately, connectedAt: connectedAt, now: clock.now) else {
+        guard
+            case .reconnect(let again, 1) = schedule.connectionLost(.reconnectImmediately, connectedAt: connectedAt, now: clock.now)
+        else {
             Issue.record("expected the count to start over")
             return
         }
@@ -89,7 +101,8 @@ import Testing
         let clock = ManualClock()
         var off = ReconnectSchedule(policy: ReconnectPolicy(jitter: 0), autoReconnect: false, retryAfterRefusal: true, jitterSeed: 1)
         #expect(off.connectionLost(.backoffUnknown, connectedAt: nil, now: clock.now) == .stayDisconnected)
-        var refusedStops = ReconnectSchedule(policy: ReconnectPolicy(jitter: 0), autoReconnect: true, retryAfterRefusal: false, jitterSeed: 1)
+        var refusedStops = ReconnectSchedule(
+            policy: ReconnectPolicy(jitter: 0), autoReconnect: true, retryAfterRefusal: false, jitterSeed: 1)
         #expect(refusedStops.connectionLost(.doNotRetryUnchanged, connectedAt: nil, now: clock.now) == .stayDisconnected)
         var limited = ReconnectSchedule(
             policy: ReconnectPolicy(jitter: 0, maxAttempts: 1), autoReconnect: true, retryAfterRefusal: true, jitterSeed: 1)
