@@ -24,14 +24,14 @@ import Testing
 
     @Test func decryptsWithTheInstalledKey() throws {
         var key = EncryptedChannelKey()
-        key.install(Self.oldKey)
+        key.subscriptionAuthorized(sharedSecret: Self.oldKey)
         #expect(key.received(try Self.frame("21.5", key: Self.oldKey), channel: Self.channel, socketID: "1.1") == [Self.delivered("21.5")])
         #expect(key.refetch == .none)
     }
 
     @Test func aFailureRefetchesOnceQueuesThenDeliversWithTheNewKey() throws {
         var key = EncryptedChannelKey()
-        key.install(Self.oldKey)
+        key.subscriptionAuthorized(sharedSecret: Self.oldKey)
         // The server rotated its master key: the first event fails and asks for the key again.
         let first = try Self.frame("1", key: Self.newKey, event: "a")
         #expect(key.received(first, channel: Self.channel, socketID: "1.1") == [.authorize(channel: Self.channel, socketID: "1.1")])
@@ -50,7 +50,7 @@ import Testing
 
     @Test func aRefetchThatDoesNotHelpIsNotRepeated() throws {
         var key = EncryptedChannelKey()
-        key.install(Self.oldKey)
+        key.subscriptionAuthorized(sharedSecret: Self.oldKey)
         let garbage = PusherFrame(event: "a", channel: Self.channel, data: #"{"nonce":"x","ciphertext":"y"}"#)
         #expect(key.received(garbage, channel: Self.channel, socketID: "1.1") == [.authorize(channel: Self.channel, socketID: "1.1")])
         #expect(key.refetchSucceeded(sharedSecret: Self.oldKey, channel: Self.channel) == [Self.failed("a")])
@@ -64,7 +64,7 @@ import Testing
 
     @Test func aFailedRefetchFailsEveryQueuedEvent() throws {
         var key = EncryptedChannelKey()
-        key.install(Self.oldKey)
+        key.subscriptionAuthorized(sharedSecret: Self.oldKey)
         _ = key.received(try Self.frame("1", key: Self.newKey, event: "a"), channel: Self.channel, socketID: "1.1")
         _ = key.received(try Self.frame("2", key: Self.newKey, event: "b"), channel: Self.channel, socketID: "1.1")
         #expect(key.refetchFailed(channel: Self.channel) == [Self.failed("a"), Self.failed("b")])
@@ -74,7 +74,7 @@ import Testing
 
     @Test func theQueueIsBounded() throws {
         var key = EncryptedChannelKey()
-        key.install(Self.oldKey)
+        key.subscriptionAuthorized(sharedSecret: Self.oldKey)
         let frame = try Self.frame("x", key: Self.newKey)
         _ = key.received(frame, channel: Self.channel, socketID: "1.1")
         for _ in 1..<EncryptedChannelKey.maxQueuedWhileRefetching {
@@ -85,13 +85,13 @@ import Testing
 
     @Test func aLostConnectionDropsTheRefetchButKeepsTheKey() throws {
         var key = EncryptedChannelKey()
-        key.install(Self.oldKey)
+        key.subscriptionAuthorized(sharedSecret: Self.oldKey)
         _ = key.received(try Self.frame("1", key: Self.newKey), channel: Self.channel, socketID: "1.1")
         key.connectionLost()
         #expect(!key.isRefetching)
         #expect(key.key == Self.oldKey)
         // A new connection's auth installs the key and starts over.
-        key.install(Self.newKey)
+        key.subscriptionAuthorized(sharedSecret: Self.newKey)
         #expect(key.received(try Self.frame("2", key: Self.newKey), channel: Self.channel, socketID: "2.2") == [Self.delivered("2")])
     }
 

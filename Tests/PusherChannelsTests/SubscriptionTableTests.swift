@@ -8,24 +8,37 @@ import Testing
 @Suite struct SubscriptionTableTests {
     @Test func keepsTheOrderAskedForAndIgnoresRepeats() {
         var table = SubscriptionTable()
-        #expect(table.add("b", auth: nil) == true)
-        #expect(table.add("a", auth: nil) == true)
-        #expect(table.add("c", auth: nil) == true)
-        #expect(table.add("a", auth: PusherChannelAuth(auth: "k:x")) == false)
+        for name in ["b", "a", "c"] { _ = table.subscribeRequested(name, auth: nil, socketID: nil) }
+        #expect(table.names == ["b", "a", "c"])
+        // A repeat, even with an auth, changes nothing.
+        _ = table.subscribeRequested("a", auth: PusherChannelAuth(auth: "k:x"), socketID: nil)
         #expect(table.names == ["b", "a", "c"])
         #expect(table["a"]?.providedAuth == nil)
-        #expect(table.remove("a")?.name == "a")
-        #expect(table.remove("a") == nil)
-        #expect(table.add("a", auth: nil) == true)
+        #expect(table.unsubscribeRequested("a", connected: false) == [])
+        #expect(table["a"] == nil)
+        _ = table.subscribeRequested("a", auth: nil, socketID: nil)
         #expect(table.names == ["b", "c", "a"])
     }
 
-    @Test func startAllSubscribesPublicAndAuthorizesTheRestInOrder() {
+    @Test func onAConnectionARequestStartsAtOnceAndAnUnsubscribeTellsTheServer() {
         var table = SubscriptionTable()
-        _ = table.add("news", auth: nil)
-        _ = table.add("private-a", auth: nil)
-        _ = table.add("presence-b", auth: nil)
-        let actions = table.startAll(socketID: "1.1")
+        #expect(
+            table.subscribeRequested("news", auth: nil, socketID: "1.1")
+                == [.send(ClientFrame.subscribe(channel: "news", auth: nil, channelData: nil))])
+        #expect(table.subscribeRequested("news", auth: nil, socketID: "1.1") == [])
+        #expect(table.subscribeRequested("private-a", auth: nil, socketID: "1.1") == [.authorize(channel: "private-a", socketID: "1.1")])
+        // Not sent yet: nothing to tell the server.
+        #expect(table.unsubscribeRequested("private-a", connected: true) == [])
+        #expect(table.unsubscribeRequested("news", connected: true) == [.send(ClientFrame.unsubscribe(channel: "news"))])
+        #expect(table.names.isEmpty)
+    }
+
+    @Test func aNewConnectionSubscribesPublicAndAuthorizesTheRestInOrder() {
+        var table = SubscriptionTable()
+        _ = table.subscribeRequested("news", auth: nil, socketID: nil)
+        _ = table.subscribeRequested("private-a", auth: nil, socketID: nil)
+        _ = table.subscribeRequested("presence-b", auth: nil, socketID: nil)
+        let actions = table.connectionEstablished(socketID: "1.1")
         #expect(
             actions == [
                 .send(ClientFrame.subscribe(channel: "news", auth: nil, channelData: nil)),
@@ -38,36 +51,36 @@ import Testing
 
     @Test func aProvidedAuthIsUsedOnceThenTheAuthorizerIsAsked() {
         var table = SubscriptionTable()
-        _ = table.add("private-a", auth: PusherChannelAuth(auth: "k:mine"))
-        #expect(table.startAll(socketID: "1.1") == [.send(ClientFrame.subscribe(channel: "private-a", auth: "k:mine", channelData: nil))])
+        _ = table.subscribeRequested("private-a", auth: PusherChannelAuth(auth: "k:mine"), socketID: nil)
+        #expect(table.connectionEstablished(socketID: "1.1") == [.send(ClientFrame.subscribe(channel: "private-a", auth: "k:mine", channelData: nil))])
         table.connectionLost()
         #expect(table["private-a"]?.state == .pending)
-        #expect(table.startAll(socketID: "2.2") == [.authorize(channel: "private-a", socketID: "2.2")])
+        #expect(table.connectionEstablished(socketID: "2.2") == [.authorize(channel: "private-a", socketID: "2.2")])
     }
 
     @Test func authAnswersCountOnlyForTheSocketTheyWereAskedFor() {
         var table = SubscriptionTable()
-        _ = table.add("private-a", auth: nil)
-        _ = table.startAll(socketID: "1.1")
-        #expect(table.authorized("private-a", socketID: "0.9", auth: PusherChannelAuth(auth: "k:old")) == nil)
+        _ = table.subscribeRequested("private-a", auth: nil, socketID: nil)
+        _ = table.connectionEstablished(socketID: "1.1")
+        #expect(table.authorizationSucceeded("private-a", socketID: "0.9", auth: PusherChannelAuth(auth: "k:old")) == nil)
         #expect(table.authorizationFailed("private-a", socketID: "0.9", message: "late") == nil)
-        #expect(table.authorized("unknown", socketID: "1.1", auth: PusherChannelAuth(auth: "k:x")) == nil)
-        let sent = table.authorized("private-a", socketID: "1.1", auth: PusherChannelAuth(auth: "k:x"))
+        #expect(table.authorizationSucceeded("unknown", socketID: "1.1", auth: PusherChannelAuth(auth: "k:x")) == nil)
+        let sent = table.authorizationSucceeded("private-a", socketID: "1.1", auth: PusherChannelAuth(auth: "k:x"))
         #expect(sent == [.send(ClientFrame.subscribe(channel: "private-a", auth: "k:x", channelData: nil))])
         // No longer waiting: a second answer is not a subscription's.
-        #expect(table.authorized("private-a", socketID: "1.1", auth: PusherChannelAuth(auth: "k:x")) == nil)
+        #expect(table.authorizationSucceeded("private-a", socketID: "1.1", auth: PusherChannelAuth(auth: "k:x")) == nil)
     }
 
     @Test func authsMissingWhatTheKindNeedsFailTheSubscription() throws {
         var table = SubscriptionTable()
-        _ = table.add("presence-a", auth: nil)
-        _ = table.add("private-encrypted-b", auth: nil)
-        _ = table.startAll(socketID: "1.1")
-        let presenceAnswer = table.authorized("presence-a", socketID: "1.1", auth: PusherChannelAuth(auth: "k:x"))
+        _ = table.subscribeRequested("presence-a", auth: nil, socketID: nil)
+        _ = table.subscribeRequested("private-encrypted-b", auth: nil, socketID: nil)
+        _ = table.connectionEstablished(socketID: "1.1")
+        let presenceAnswer = table.authorizationSucceeded("presence-a", socketID: "1.1", auth: PusherChannelAuth(auth: "k:x"))
         let presence = try #require(presenceAnswer)
         #expect(presence.count == 1)
         #expect(table["presence-a"]?.state == .failed)
-        let encryptedAnswer = table.authorized("private-encrypted-b", socketID: "1.1", auth: PusherChannelAuth(auth: "k:x"))
+        let encryptedAnswer = table.authorizationSucceeded("private-encrypted-b", socketID: "1.1", auth: PusherChannelAuth(auth: "k:x"))
         let encrypted = try #require(encryptedAnswer)
         #expect(encrypted.count == 1)
         #expect(table["private-encrypted-b"]?.state == .failed)
@@ -76,19 +89,19 @@ import Testing
 
     @Test func anEncryptedChannelsAuthInstallsItsKey() {
         var table = SubscriptionTable()
-        _ = table.add("private-encrypted-b", auth: nil)
-        _ = table.startAll(socketID: "1.1")
+        _ = table.subscribeRequested("private-encrypted-b", auth: nil, socketID: nil)
+        _ = table.connectionEstablished(socketID: "1.1")
         let key = [UInt8](repeating: 3, count: 32)
-        _ = table.authorized("private-encrypted-b", socketID: "1.1", auth: PusherChannelAuth(auth: "k:x", sharedSecret: key))
+        _ = table.authorizationSucceeded("private-encrypted-b", socketID: "1.1", auth: PusherChannelAuth(auth: "k:x", sharedSecret: key))
         #expect(table["private-encrypted-b"]?.key.key == key)
         #expect(table["private-encrypted-b"]?.state == .subscribing)
     }
 
     @Test func successAndErrorsSetTheState() {
         var table = SubscriptionTable()
-        _ = table.add("news", auth: nil)
-        _ = table.add("other", auth: nil)
-        _ = table.startAll(socketID: "1.1")
+        _ = table.subscribeRequested("news", auth: nil, socketID: nil)
+        _ = table.subscribeRequested("other", auth: nil, socketID: nil)
+        _ = table.connectionEstablished(socketID: "1.1")
         #expect(table.subscriptionSucceeded("news", data: nil) == [.subscriptionSucceeded(channel: "news")])
         #expect(table.isSubscribed("news"))
         #expect(table.subscriptionSucceeded("unknown", data: nil) == nil)
@@ -104,9 +117,9 @@ import Testing
 
     @Test func aPlainServerErrorIsBlamedOnTheSubscriptionItNames() {
         var table = SubscriptionTable()
-        _ = table.add("private-a", auth: PusherChannelAuth(auth: "k:bad"))
-        _ = table.add("private-b", auth: PusherChannelAuth(auth: "k:bad"))
-        _ = table.startAll(socketID: "1.1")
+        _ = table.subscribeRequested("private-a", auth: PusherChannelAuth(auth: "k:bad"), socketID: nil)
+        _ = table.subscribeRequested("private-b", auth: PusherChannelAuth(auth: "k:bad"), socketID: nil)
+        _ = table.connectionEstablished(socketID: "1.1")
         let error = PusherError.serverError(message: "Invalid signature for private-b", code: 4009)
         #expect(table.blamedChannel(for: error, channel: nil) == "private-b")
         #expect(
@@ -114,8 +127,7 @@ import Testing
                 == [.subscriptionFailed(channel: "private-b", error: .subscriptionFailed(
                     channel: "private-b", message: "Invalid signature for private-b", code: 4009))])
         // Two were waiting and the message names neither: no guess.
-        _ = table.add("private-c", auth: PusherChannelAuth(auth: "k:bad"))
-        _ = table.startSubscription("private-c", socketID: "1.1")
+        _ = table.subscribeRequested("private-c", auth: PusherChannelAuth(auth: "k:bad"), socketID: "1.1")
         let vague = PusherError.serverError(message: "Invalid signature", code: 4009)
         #expect(table.blamedChannel(for: vague, channel: nil) == nil)
         #expect(table.serverError(vague, channel: nil) == [.error(vague)])
@@ -123,9 +135,9 @@ import Testing
 
     @Test func aPlainServerErrorIsBlamedOnTheOnlyPendingSubscription() {
         var table = SubscriptionTable()
-        _ = table.add("private-a", auth: PusherChannelAuth(auth: "k:bad"))
-        _ = table.add("news", auth: nil)
-        _ = table.startAll(socketID: "1.1")
+        _ = table.subscribeRequested("private-a", auth: PusherChannelAuth(auth: "k:bad"), socketID: nil)
+        _ = table.subscribeRequested("news", auth: nil, socketID: nil)
+        _ = table.connectionEstablished(socketID: "1.1")
         _ = table.subscriptionSucceeded("news", data: nil)
         let nullCode = PusherError.serverError(message: "Invalid signature", code: nil)
         #expect(table.blamedChannel(for: nullCode, channel: nil) == "private-a")

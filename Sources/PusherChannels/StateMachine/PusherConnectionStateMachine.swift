@@ -204,7 +204,7 @@ public struct PusherConnectionStateMachine: Sendable {
         switch frame.event {
         case "pusher:connection_established":
             var actions = connection.connectionEstablished(ProtocolEventData.connectionEstablished(from: frame.data), now: now)
-            if let socketID = connection.socketID { actions += channels.startAll(socketID: socketID) }
+            if let socketID = connection.socketID { actions += channels.connectionEstablished(socketID: socketID) }
             return actions
         case "pusher:error":
             return [.error(ProtocolEventData.serverError(from: frame.data))]
@@ -284,19 +284,12 @@ public struct PusherConnectionStateMachine: Sendable {
         if let problem = ChannelName.problem(with: channel) {
             return [.subscriptionFailed(channel: channel, error: .invalidArgument(problem, channel: channel))]
         }
-        guard channels.add(channel, auth: auth) else { return [] }
-        if let socketID { return channels.startSubscription(channel, socketID: socketID) }
-        return []
+        return channels.subscribeRequested(channel, auth: auth, socketID: socketID)
     }
 
     /// The application asked to unsubscribe; the server is told when connected.
     public mutating func unsubscribeRequested(_ channel: String, now: ContinuousClock.Instant) -> [Action] {
-        guard let record = channels.remove(channel) else { return [] }
-        guard socketID != nil else { return [] }
-        switch record.state {
-        case .subscribing, .subscribed: return [.send(ClientFrame.unsubscribe(channel: channel))]
-        case .pending, .authorizing, .failed: return []
-        }
+        channels.unsubscribeRequested(channel, connected: socketID != nil)
     }
 
     /// An ``Action/authorize(channel:socketID:)`` produced `auth`.
@@ -307,7 +300,7 @@ public struct PusherConnectionStateMachine: Sendable {
         now: ContinuousClock.Instant
     ) -> [Action] {
         guard self.socketID == socketID, let record = channels[channel] else { return [] }
-        if let actions = channels.authorized(channel, socketID: socketID, auth: auth) { return actions }
+        if let actions = channels.authorizationSucceeded(channel, socketID: socketID, auth: auth) { return actions }
         switch record.state {
         case .subscribed, .subscribing:
             return channels.updateRecord(channel) { $0.key.refetchSucceeded(sharedSecret: auth.sharedSecret, channel: channel) } ?? []

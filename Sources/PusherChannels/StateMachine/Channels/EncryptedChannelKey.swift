@@ -31,8 +31,8 @@ struct EncryptedChannelKey: Sendable, Equatable {
         return false
     }
 
-    /// A subscription's auth brought `sharedSecret`.
-    mutating func install(_ sharedSecret: [UInt8]) {
+    /// A subscription's auth brought `sharedSecret`: the channel's key from now on.
+    mutating func subscriptionAuthorized(sharedSecret: [UInt8]) {
         key = sharedSecret
         refetch = .none
     }

@@ -54,20 +54,31 @@ struct SubscriptionTable: Sendable {
 
     // MARK: application requests
 
-    /// The application asked for `channel`; `false` when it was already asked for (nothing changes).
-    mutating func add(_ channel: String, auth: PusherChannelAuth?) -> Bool {
-        guard records[channel] == nil else { return false }
+    /// The application asked for `channel`, optionally with an auth it obtained itself; on a
+    /// connection (`socketID`) its subscription starts at once. A repeated request changes nothing.
+    mutating func subscribeRequested(
+        _ channel: String,
+        auth: PusherChannelAuth?,
+        socketID: String?
+    ) -> [PusherConnectionStateMachine.Action] {
+        guard records[channel] == nil else { return [] }
         records[channel] = Record(name: channel, kind: ChannelName(channel).kind, providedAuth: auth)
-        return true
+        guard let socketID else { return [] }
+        return startSubscription(channel, socketID: socketID)
     }
 
-    /// The application no longer wants `channel`; returns what it was.
-    mutating func remove(_ channel: String) -> Record? { records.removeValue(forKey: channel) }
-
-    // MARK: subscribing
+    /// The application no longer wants `channel`; the server is told when it knows of the
+    /// subscription (`connected`, and subscribing or subscribed).
+    mutating func unsubscribeRequested(_ channel: String, connected: Bool) -> [PusherConnectionStateMachine.Action] {
+        guard let record = records.removeValue(forKey: channel), connected else { return [] }
+        switch record.state {
+        case .subscribing, .subscribed: return [.send(ClientFrame.unsubscribe(channel: channel))]
+        case .pending, .authorizing, .failed: return []
+        }
+    }
 
     /// Sends, or authorizes and then sends, the subscription of `channel` on connection `socketID`.
-    mutating func startSubscription(_ channel: String, socketID: String) -> [PusherConnectionStateMachine.Action] {
+    private mutating func startSubscription(_ channel: String, socketID: String) -> [PusherConnectionStateMachine.Action] {
         guard var record = records[channel] else { return [] }
         defer { records[channel] = record }
         guard record.kind.requiresAuth else {
@@ -82,8 +93,8 @@ struct SubscriptionTable: Sendable {
         return [.authorize(channel: channel, socketID: socketID)]
     }
 
-    /// Every channel, in order, on a new connection `socketID`.
-    mutating func startAll(socketID: String) -> [PusherConnectionStateMachine.Action] {
+    /// A connection `socketID` was established: every channel is subscribed again, in order.
+    mutating func connectionEstablished(socketID: String) -> [PusherConnectionStateMachine.Action] {
         var actions: [PusherConnectionStateMachine.Action] = []
         for name in records.keys { actions += startSubscription(name, socketID: socketID) }
         return actions
@@ -91,14 +102,22 @@ struct SubscriptionTable: Sendable {
 
     /// The auth asked for `channel` on `socketID` came; `nil` when the channel was not waiting
     /// for it (the caller then offers it to a key refetch).
-    mutating func authorized(_ channel: String, socketID: String, auth: PusherChannelAuth) -> [PusherConnectionStateMachine.Action]? {
+    mutating func authorizationSucceeded(
+        _ channel: String,
+        socketID: String,
+        auth: PusherChannelAuth
+    ) -> [PusherConnectionStateMachine.Action]? {
         guard var record = records[channel], record.state == .authorizing(socketID: socketID) else { return nil }
         defer { records[channel] = record }
         return Self.sendSubscribe(&record, auth: auth)
     }
 
     /// The auth asked for `channel` on `socketID` failed; `nil` when the channel was not waiting for it.
-    mutating func authorizationFailed(_ channel: String, socketID: String, message: String) -> [PusherConnectionStateMachine.Action]? {
+    mutating func authorizationFailed(
+        _ channel: String,
+        socketID: String,
+        message: String
+    ) -> [PusherConnectionStateMachine.Action]? {
         guard var record = records[channel], record.state == .authorizing(socketID: socketID) else { return nil }
         record.state = .failed
         records[channel] = record
@@ -126,7 +145,7 @@ struct SubscriptionTable: Sendable {
                     )
                 ]
             }
-            record.key.install(secret)
+            record.key.subscriptionAuthorized(sharedSecret: secret)
         }
         record.channelData = auth.channelData
         record.state = .subscribing
@@ -179,11 +198,11 @@ struct SubscriptionTable: Sendable {
         return nil
     }
 
-    /// Runs `body` on the record of `channel`, if asked for.
+    /// Runs `body` on the record of `channel` in place (a queue of encrypted events is not
+    /// copied per event), if the channel was asked for.
     mutating func updateRecord<Result>(_ channel: String, _ body: (inout Record) -> Result) -> Result? {
-        guard var record = records[channel] else { return nil }
-        defer { records[channel] = record }
-        return body(&record)
+        guard let index = records.index(forKey: channel) else { return nil }
+        return body(&records.values[index])
     }
 
     // MARK: connection
