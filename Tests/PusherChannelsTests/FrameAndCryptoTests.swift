@@ -44,9 +44,9 @@ func bytes(hex: String) -> [UInt8] {
     @Test func dataAsAnObjectIsKeptAsRawText() throws {
         let frame = try PusherFrame.parse(#"{"event":"pusher:error","data":{"message":"x","code":null}}"#)
         #expect(frame.data == #"{"message":"x","code":null}"#)
-        #expect(PusherConnectionStateMachine.serverError(from: frame.data) == .serverError(message: "x", code: nil))
+        #expect(ProtocolEventData.serverError(from: frame.data) == .serverError(message: "x", code: nil))
         let stringForm = try PusherFrame.parse(#"{"event":"pusher:error","data":"{\"message\":\"y\",\"code\":4009}"}"#)
-        #expect(PusherConnectionStateMachine.serverError(from: stringForm.data) == .serverError(message: "y", code: 4009))
+        #expect(ProtocolEventData.serverError(from: stringForm.data) == .serverError(message: "y", code: 4009))
     }
 
     @Test func escapesAndUnicodeAreDecoded() throws {

@@ -1,0 +1,51 @@
+import AsyncHTTPClient
+import NIOCore
+import PusherProtocol
+
+/// Obtaining channel auths: inline signer, async authorizer, or an HTTP auth endpoint.
+extension PusherClient {
+    // MARK: authorization
+
+    func authorize(channel: String, socketID: String) async {
+        let request = PusherAuthRequest(socketID: socketID, channelName: channel)
+        do {
+            let auth = try await obtainAuth(request)
+            perform { $0.authorizationSucceeded(channel: channel, socketID: socketID, auth: auth, now: .now) }
+        } catch {
+            perform { $0.authorizationFailed(channel: channel, socketID: socketID, message: "\(error)") }
+        }
+    }
+
+    private func obtainAuth(_ request: PusherAuthRequest) async throws -> PusherChannelAuth {
+        switch options.authorization {
+        case .none:
+            throw PusherError.authorizationFailed(channel: request.channelName, message: "no authorization method configured")
+        case .inline(let signer):
+            return try signer.authorize(request)
+        case .authorizer(let authorizer):
+            return try await authorizer(request)
+        case .endpoint(let url, let headers):
+            var http = HTTPClientRequest(url: url)
+            http.method = .POST
+            http.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
+            for (name, value) in headers { http.headers.add(name: name, value: value) }
+            http.body = .bytes(ByteBuffer(string: request.formBody))
+            return try await fetchAuth(http, channel: request.channelName)
+        case .requestBuilder(let build):
+            return try await fetchAuth(try await build(request), channel: request.channelName)
+        }
+    }
+
+    private func fetchAuth(_ request: HTTPClientRequest, channel: String) async throws -> PusherChannelAuth {
+        let response = try await httpClient.execute(request, timeout: .seconds(10))
+        let body = try await response.body.collect(upTo: 64 * 1024)
+        let text = String(buffer: body)
+        guard response.status.code == 200 else {
+            throw PusherError.authorizationFailed(
+                channel: channel,
+                message: "auth endpoint answered \(response.status.code): \(text.prefix(200))"
+            )
+        }
+        return try PusherChannelAuth(json: text)
+    }
+}
