@@ -311,3 +311,28 @@ def test_repeated_identical_readings_after_reconnect_all_cross(pusher, broker, w
     time.sleep(0.3)
     assert listener.data()[base:].count("21.5") == 50
     listener.close()
+
+
+def test_qos0_events_during_a_broker_outage_wait_and_the_direction_keeps_flowing(pusher, broker, workdir, bridges):
+    """A QoS 0 publish cannot be handed to a disconnected client (it would be lost). Before the
+    fix, the Pusher -> MQTT sender took that refusal for a shutdown and ended: nothing crossed
+    that way again until a restart. Now the event waits in the outbox for the connection."""
+    rules = PUSHER_TO_MQTT.replace("qos = 1", "qos = 0")
+    bridges(bridge_config(pusher, broker, workdir, rules))
+    collector = MQTTCollector(broker.port, ["dash/prices/#"])
+    wait_bridge_subscribed(pusher, "market-data")
+    flows(pusher, collector)
+    collector.close()
+
+    broker.stop(signal.SIGTERM)
+    http = pusher.http_client()
+    during = [f"outage:{i}" for i in range(5)]
+    for payload in during:
+        http.trigger("market-data", "new-price", payload)
+    time.sleep(1.0)
+    broker.start()
+    collector = MQTTCollector(broker.port, ["dash/prices/#"])
+    # The outage's events reach the broker once the bridge is connected again, then new ones flow.
+    flows(pusher, collector, timeout=20)
+    wait_until(lambda: set(p.encode() for p in during) <= set(collector.payloads("dash/prices/new-price")), 20, 0.2, "the outage's QoS 0 events")
+    collector.close()

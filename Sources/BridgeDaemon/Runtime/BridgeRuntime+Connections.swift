@@ -21,6 +21,7 @@ extension BridgeRuntime {
                 (connected, description) = (false, "stopped")
                 if let error { logger.error("MQTT gave up", metadata: ["error": "\(error)"]) }
             }
+            mqttUp.set(open: connected)
             let now = ContinuousClock.now
             let receivedAt = UTCTimestamp.now().millisecondsSince1970
             let actions = machine.withLock { $0.mqttConnectionChanged(to: description, connected: connected, now: now, receivedAtMillis: receivedAt) }

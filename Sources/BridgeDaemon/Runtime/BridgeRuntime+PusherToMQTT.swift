@@ -76,15 +76,48 @@ extension BridgeRuntime {
                     let now = ContinuousClock.now
                     machine.withLock { $0.publishing(topic: publish.topic, payload: publish.payload, now: now) }
                 }
-                do {
-                    let id = try await mqtt.send(message)
+                switch await send(message, topic: publish.topic) {
+                case .sent(let id):
                     if let early = correlation.withLock({ $0.sent(entry, id: id) }) { complete(entry, with: early) }
-                } catch {
-                    // The client is shutting down: the rest stays in the backlog for the next start.
+                case .refused:
+                    continue
+                case .shutDown:
+                    // The rest stays in the backlog for the next start.
                     return
                 }
             }
         }
+    }
+
+    private enum SendResult {
+        case sent(MQTTPublishID)
+        /// The client refused this publish (logged, counted): it stays for the next start.
+        case refused
+        case shutDown
+    }
+
+    /// Hands one publish to the client. A QoS 0 publish is refused while disconnected (it would be
+    /// lost): it waits for the connection and goes again, in order.
+    private func send(_ message: MQTTMessage, topic: String) async -> SendResult {
+        while !Task.isCancelled {
+            do {
+                return .sent(try await mqtt.send(message))
+            } catch let error as MQTTError where error.kind == .notConnected {
+                if mqttUp.isOpen {
+                    // The state stream has not told us of the disconnect yet: give it a moment.
+                    try? await Task.sleep(for: .milliseconds(10))
+                } else {
+                    await mqttUp.waitUntilOpen()
+                }
+            } catch let error as MQTTError where error.kind == .shutdown {
+                return .shutDown
+            } catch {
+                metrics.errors(bridge: name, kind: "mqtt_publish").increment()
+                logger.warning("MQTT publish refused; kept for the next start", metadata: ["mqtt.topic": "\(topic)", "error": "\(error)"])
+                return .refused
+            }
+        }
+        return .shutDown
     }
 
     func collectMQTTCompletions() async {

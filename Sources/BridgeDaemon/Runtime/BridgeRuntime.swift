@@ -45,6 +45,8 @@ final class BridgeRuntime: Service, Sendable {
     let machine: Locked<BridgeStateMachine<ContinuousClock.Instant>>
     /// Publishes in flight to the broker, paired with their acknowledgements.
     let correlation = Locked(PublishCorrelation<MQTTPublishID, OutboxEntry<OutgoingMQTT>, MQTTPublishCompletion>())
+    /// Open while the MQTT connection is up (a QoS 0 publish waits for it).
+    let mqttUp = ConnectionGate()
     /// Commands that await the clients (subscribe, unsubscribe, status): run by ``runCommands()``.
     let commands = AsyncStream.makeStream(of: BridgeStateMachine<ContinuousClock.Instant>.Action.self)
     private let finished = AsyncStream.makeStream(of: Void.self)
