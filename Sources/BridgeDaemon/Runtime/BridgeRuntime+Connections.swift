@@ -77,11 +77,4 @@ extension BridgeRuntime {
             try? await Task.sleep(for: .seconds(1))
         }
     }
-
-    /// Waits until `done()` holds or `deadline` passes.
-    func waitUntil(_ deadline: ContinuousClock.Instant, _ done: () -> Bool) async {
-        while ContinuousClock.now < deadline, !done() {
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-    }
 }

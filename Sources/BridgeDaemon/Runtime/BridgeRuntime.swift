@@ -132,7 +132,10 @@ final class BridgeRuntime: Service, Sendable {
         pusher.disconnect()
         toMQTT.close()
         // Drain what is buffered while the MQTT connection and the HTTP API are still there.
-        await waitUntil(deadline) { self.toMQTT.pending + self.toPusher.pending == 0 }
+        try? await withDeadline(deadline) {
+            await self.toMQTT.waitUntilEmpty()
+            await self.toPusher.waitUntilEmpty()
+        }
         let offline = MQTTMessage(topic: connection.mqtt.statusTopic, payload: Array("offline".utf8), qos: .atLeastOnce, retain: true)
         do {
             try await withDeadline(deadline) { try await self.mqtt.publish(offline) }
@@ -141,7 +144,7 @@ final class BridgeRuntime: Service, Sendable {
         }
         await mqtt.shutdown()
         toPusher.close()
-        await waitUntil(deadline) { self.toPusher.pending == 0 }
+        try? await withDeadline(deadline) { await self.toPusher.waitUntilEmpty() }
         let left = toMQTT.pending + toPusher.pending
         if left > 0 {
             logger.notice("stopped with undelivered messages", metadata: ["messages": "\(left)", "spooled": "\(connection.buffer.persist)"])

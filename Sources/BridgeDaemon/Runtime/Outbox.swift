@@ -53,6 +53,16 @@ final class Outbox<Item: OutboxItem>: Sendable {
         var handedOut: UInt64 = 0
         var waiter: CheckedContinuation<Void, Never>?
         var closed = false
+        /// Tasks waiting for the backlog to empty (``waitUntilEmpty()``), by ticket.
+        var emptyWaiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
+        var nextTicket: UInt64 = 0
+
+        /// The waiters to wake when the backlog is empty now (taken out of the state).
+        mutating func takeEmptyWaitersIfDrained() -> [CheckedContinuation<Void, Never>] {
+            guard !emptyWaiters.isEmpty, backlog.count == 0 else { return [] }
+            defer { emptyWaiters.removeAll() }
+            return Array(emptyWaiters.values)
+        }
     }
 
     let name: String
@@ -148,6 +158,8 @@ final class Outbox<Item: OutboxItem>: Sendable {
                         _ = try? state.backlog.acknowledge(record.sequence)
                     }
                 }
+                // Unreadable records acknowledged above can empty the backlog.
+                for waiter in state.takeEmptyWaitersIfDrained() { waiter.resume() }
                 return entries
             }
             if let taken, !taken.isEmpty || isClosed { return taken }
@@ -177,10 +189,33 @@ final class Outbox<Item: OutboxItem>: Sendable {
 
     /// The far side accepted this message (or it was dead-lettered): forget it, also on disk.
     func acknowledge(_ entry: OutboxEntry<Item>) {
-        state.withLock { state in
+        let drained = state.withLock { state in
             do { _ = try state.backlog.acknowledge(entry.sequence) } catch {
                 logger.warning("spool acknowledgement failed; the message may be delivered again", metadata: ["outbox": "\(name)", "error": "\(error)"])
             }
+            return state.takeEmptyWaitersIfDrained()
+        }
+        for waiter in drained { waiter.resume() }
+    }
+
+    /// Returns once every message was acknowledged (the backlog is empty), or when the task is
+    /// cancelled: the stop path waits on it, bounded by its grace period, instead of polling.
+    func waitUntilEmpty() async {
+        let ticket = state.withLock { state in
+            defer { state.nextTicket += 1 }
+            return state.nextTicket
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeNow = state.withLock { state in
+                    if state.backlog.count == 0 || Task.isCancelled { return true }
+                    state.emptyWaiters[ticket] = continuation
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        } onCancel: {
+            state.withLock { $0.emptyWaiters.removeValue(forKey: ticket) }?.resume()
         }
     }
 
