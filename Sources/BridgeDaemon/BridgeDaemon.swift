@@ -1,1 +1,0 @@
-// Placeholder: the bridge runtime is being built.
