@@ -1,3 +1,4 @@
+import MQTTVocabulary
 import Testing
 
 @testable import BridgeCore
@@ -185,7 +186,8 @@ struct BridgeStateMachineTests {
         for action in machine.started() {
             if case .subscribeTopicFilter(let subscription) = action {
                 #expect(!subscription.noLocal)
-                #expect(subscription.retainHandling == .sendOnSubscribe)
+                #expect(!subscription.retainAsPublished)
+                #expect(subscription.retainHandling == .sendAlways)
             }
         }
     }
