@@ -174,7 +174,8 @@ struct RuleTableTests {
                     MQTTSubscription("sensors/+/temperature", qos: .atLeastOnce, noLocal: true, retainHandling: .never),
                     purposes: ["rule temperatures"]),
                 BridgeSubscription(
-                    MQTTSubscription("sensors/#", qos: .atLeastOnce, noLocal: true, retainHandling: .sendAlways), purposes: ["rule all-sensors"]),
+                    MQTTSubscription("sensors/#", qos: .atLeastOnce, noLocal: true, retainHandling: .sendAlways),
+                    purposes: ["rule all-sensors"]),
                 BridgeSubscription(
                     MQTTSubscription("who/members/+", qos: .atMostOnce, noLocal: false, retainHandling: .sendAlways),
                     purposes: ["presence presence-chat"]),

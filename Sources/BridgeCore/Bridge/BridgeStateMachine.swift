@@ -82,7 +82,8 @@ public struct BridgeStateMachine<Instant: InstantProtocol>: Sendable where Insta
 
     /// The bridge starts: subscribe every channel and MQTT filter the settings name.
     public func started() -> [Action] {
-        settings.pusherChannels.map { .subscribeChannel($0) } + settings.mqttSubscriptions.map { .subscribeTopicFilter(wire($0.subscription)) }
+        settings.pusherChannels.map { .subscribeChannel($0) }
+            + settings.mqttSubscriptions.map { .subscribeTopicFilter(wire($0.subscription)) }
     }
 
     /// A reload changed only rules or presence mirrors: swap them in, keeping the connections.
