@@ -1,12 +1,17 @@
 // swift-tools-version: 6.2
 // pusher-mqtt-bridge: Pusher Channels <-> MQTT, for Linux servers.
 //
-// Folder = part (see README "Layout"). Dependencies point one way, toward the pure core:
-//   pusher-mqtt-bridge (exe) -> BridgeDaemon -> Durability, BridgeCore, PusherChannels, MosquittoClient
+// Folder = part (see README "Layout"). Dependencies point one way, toward the pure core
+// (our modules only; each target's `dependencies` below list exactly what its files import):
+//   pusher-mqtt-bridge (exe) -> BridgeDaemon, BridgeCore, PusherChannels
+//   BridgeDaemon    -> Durability, BridgeCore, PusherChannels, MosquittoClient, MQTTVocabulary, PusherProtocol, Backoff, Locking
 //   Durability      -> BridgeCore (the buffer's limits and overflow policy; BridgeCore does no I/O)
-//   PusherChannels -> PusherProtocol, Backoff, CSodium
-//   PusherLocal    -> PusherProtocol
-//   MosquittoClient -> CMosquitto, Backoff
+//   BridgeCore      -> MQTTVocabulary, PusherProtocol, Backoff
+//   MosquittoClient -> MQTTVocabulary, CMosquitto, Backoff, Locking
+//   PusherChannels  -> PusherProtocol, Backoff, Locking, CSodium
+//   PusherLocal     -> PusherProtocol, Locking
+//   pusher-local (exe) -> PusherLocal
+//   MQTTVocabulary, PusherProtocol, Backoff, Locking: the leaves (no dependency of ours)
 import PackageDescription
 
 let swiftSettings: [SwiftSetting] = [
@@ -52,6 +57,9 @@ let package = Package(
         /// The project's one lock (`Locked`, pthread-based so ThreadSanitizer sees it; not
         /// `Synchronization.Mutex`, whose futex TSan cannot see).
         .target(name: "Locking", swiftSettings: swiftSettings),
+        /// The MQTT words MosquittoClient and BridgeCore share: QoS, protocol version, user
+        /// property, subscription options. Pure values, no dependencies.
+        .target(name: "MQTTVocabulary", exclude: ["README.md"], swiftSettings: swiftSettings),
         /// Pusher wire vocabulary shared by the client core and pusher-local:
         /// signatures, names and limits, close codes.
         .target(
@@ -75,12 +83,10 @@ let package = Package(
                 .product(name: "WSClient", package: "swift-websocket"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "OrderedCollections", package: "swift-collections"),
                 .product(name: "DequeModule", package: "swift-collections"),
@@ -96,7 +102,6 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
@@ -119,7 +124,7 @@ let package = Package(
         .target(
             name: "MosquittoClient",
             dependencies: [
-                "CMosquitto", "Backoff", "Locking",
+                "MQTTVocabulary", "CMosquitto", "Backoff", "Locking",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "DequeModule", package: "swift-collections"),
             ],
@@ -130,7 +135,7 @@ let package = Package(
         .target(
             name: "BridgeCore",
             dependencies: [
-                "Backoff", "PusherProtocol",
+                "MQTTVocabulary", "Backoff", "PusherProtocol",
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "DequeModule", package: "swift-collections"),
@@ -157,8 +162,10 @@ let package = Package(
         .target(
             name: "BridgeDaemon",
             dependencies: [
-                "BridgeCore", "Durability", "PusherChannels", "PusherProtocol", "MosquittoClient", "Backoff", "Locking",
+                "BridgeCore", "Durability", "PusherChannels", "PusherProtocol", "MosquittoClient", "MQTTVocabulary", "Backoff",
+                "Locking",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -174,7 +181,7 @@ let package = Package(
         .executableTarget(
             name: "pusher-mqtt-bridge",
             dependencies: [
-                "BridgeCore", "BridgeDaemon", "PusherChannels", "MosquittoClient",
+                "BridgeCore", "BridgeDaemon", "PusherChannels",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -185,10 +192,14 @@ let package = Package(
 
         .testTarget(name: "BackoffTests", dependencies: ["Backoff"], swiftSettings: swiftSettings),
         .testTarget(name: "LockingTests", dependencies: ["Locking"], swiftSettings: swiftSettings),
+        .testTarget(name: "MQTTVocabularyTests", dependencies: ["MQTTVocabulary"], swiftSettings: swiftSettings),
         .testTarget(
             name: "PusherProtocolTests",
             // The three JSON views too: the conformance table runs against the tokenizer and each of them.
-            dependencies: ["PusherProtocol", "PusherChannels", "PusherLocal", "BridgeCore"],
+            dependencies: [
+                "PusherProtocol", "PusherChannels", "PusherLocal", "BridgeCore",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -198,7 +209,6 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
-                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -228,7 +238,7 @@ let package = Package(
         /// Publish throughput through the MosquittoClient wrapper (scripts/bench-mqtt.sh compares it with C).
         .executableTarget(
             name: "mqtt-bench",
-            dependencies: ["MosquittoClient"],
+            dependencies: ["MosquittoClient", "MQTTVocabulary", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
         /// `make bench`'s WebSocket subscriber (Benchmarks/bridge/bench.py): counts, checks order and
@@ -245,8 +255,9 @@ let package = Package(
         .testTarget(
             name: "MosquittoClientTests",
             dependencies: [
-                "MosquittoClient", "Backoff", "Locking",
+                "MosquittoClient", "MQTTVocabulary", "Backoff", "Locking",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "DequeModule", package: "swift-collections"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -256,15 +267,15 @@ let package = Package(
                 "BridgeDaemon", "BridgeCore", "Durability", "PusherChannels", "Locking",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "BridgeCoreTests",
             dependencies: [
-                "BridgeCore",
+                "BridgeCore", "MQTTVocabulary", "Backoff",
                 .product(name: "PropertyBased", package: "swift-property-based"),
-                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -1,4 +1,5 @@
 import DequeModule
+import MQTTVocabulary
 
 /// Matches libmosquitto's acknowledgement callbacks to the requests that caused them.
 ///

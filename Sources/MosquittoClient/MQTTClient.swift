@@ -1,4 +1,5 @@
 import Logging
+import MQTTVocabulary
 
 /// An MQTT 3.1.1/5 client over libmosquitto, with our own reconnect policy.
 ///

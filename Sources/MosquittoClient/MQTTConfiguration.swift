@@ -1,12 +1,5 @@
 import Backoff
-
-/// The MQTT protocol level spoken on the wire.
-public enum MQTTProtocolVersion: Sendable, Hashable {
-    /// MQTT 3.1.1 (protocol level 4).
-    case v311
-    /// MQTT 5.0: properties, reason codes, subscription options, session expiry.
-    case v5
-}
+import MQTTVocabulary
 
 /// Where a client looks for certificates when it talks TLS to the broker.
 public struct MQTTTLSConfiguration: Sendable, Hashable {

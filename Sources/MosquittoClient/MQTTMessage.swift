@@ -1,27 +1,4 @@
-/// MQTT quality of service.
-public enum MQTTQoS: Int, Sendable, Hashable, Comparable {
-    /// At most once: no acknowledgement, lost when the connection is down.
-    case atMostOnce = 0
-    /// At least once: PUBACK; may be duplicated.
-    case atLeastOnce = 1
-    /// Exactly once: PUBREC/PUBREL/PUBCOMP.
-    case exactlyOnce = 2
-
-    public static func < (lhs: MQTTQoS, rhs: MQTTQoS) -> Bool { lhs.rawValue < rhs.rawValue }
-}
-
-/// One MQTT 5 user property (a name/value pair; names may repeat).
-public struct MQTTUserProperty: Sendable, Hashable {
-    /// The property's name.
-    public var name: String
-    /// The property's value.
-    public var value: String
-
-    public init(_ name: String, _ value: String) {
-        self.name = name
-        self.value = value
-    }
-}
+import MQTTVocabulary
 
 /// The MQTT 5 PUBLISH properties this client reads and writes. All empty with MQTT 3.1.1.
 public struct MQTTPublishProperties: Sendable, Hashable {
@@ -87,47 +64,6 @@ public struct MQTTMessage: Sendable, Hashable {
         self.retain = retain
         self.properties = properties
     }
-}
-
-/// What a subscription asks of the broker.
-public struct MQTTSubscription: Sendable, Hashable {
-    /// MQTT 5 Retain Handling (subscription option bits 4–5).
-    public enum RetainHandling: Sendable, Hashable {
-        /// Send retained messages on every subscribe (the default).
-        case sendAlways
-        /// Send retained messages only when the subscription is new.
-        case sendIfNew
-        /// Never send retained messages for this subscription.
-        case never
-    }
-
-    /// The topic filter (`+` and `#` allowed).
-    public var filter: String
-    /// The maximum QoS we accept.
-    public var qos: MQTTQoS
-    /// MQTT 5 No Local: the broker does not send us our own publishes (loop prevention, DESIGN §5.4).
-    public var noLocal: Bool
-    /// MQTT 5 Retain As Published: keep the publisher's retain flag.
-    public var retainAsPublished: Bool
-    /// MQTT 5 Retain Handling.
-    public var retainHandling: RetainHandling
-
-    public init(
-        _ filter: String,
-        qos: MQTTQoS = .atLeastOnce,
-        noLocal: Bool = false,
-        retainAsPublished: Bool = false,
-        retainHandling: RetainHandling = .sendAlways
-    ) {
-        self.filter = filter
-        self.qos = qos
-        self.noLocal = noLocal
-        self.retainAsPublished = retainAsPublished
-        self.retainHandling = retainHandling
-    }
-
-    /// Whether any MQTT 5-only option is set.
-    var usesV5Options: Bool { noLocal || retainAsPublished || retainHandling != .sendAlways }
 }
 
 /// Identifies one accepted publish across reconnects (libmosquitto's 16-bit message ids are

@@ -1,5 +1,6 @@
 import Backoff
 import DequeModule
+import MQTTVocabulary
 
 /// A SUBSCRIBE or UNSUBSCRIBE.
 enum MQTTRequest: Sendable, Hashable {

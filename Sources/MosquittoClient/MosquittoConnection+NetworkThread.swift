@@ -3,6 +3,7 @@ import DequeModule
 import Dispatch
 import Foundation
 import Logging
+import MQTTVocabulary
 
 /// The network thread: libmosquitto's callbacks, the loop that feeds the session machine what
 /// happened, and connecting, draining and releasing the handle.

@@ -9,6 +9,7 @@
 
 import Foundation
 import Logging
+import MQTTVocabulary
 import MosquittoClient
 
 @main

@@ -1,3 +1,4 @@
+import MQTTVocabulary
 import Testing
 
 @testable import BridgeCore
@@ -169,10 +170,15 @@ struct RuleTableTests {
         #expect(bridge.pusherChannels == ["market-data", "presence-chat"])
         #expect(
             bridge.mqttSubscriptions == [
-                MQTTSubscription(
-                    filter: "sensors/+/temperature", qos: 1, noLocal: true, retainHandling: .doNotSend, purposes: ["rule temperatures"]),
-                MQTTSubscription(filter: "sensors/#", qos: 1, noLocal: true, retainHandling: .sendOnSubscribe, purposes: ["rule all-sensors"]),
-                MQTTSubscription(filter: "who/members/+", qos: 0, noLocal: false, retainHandling: .sendOnSubscribe, purposes: ["presence presence-chat"]),
+                BridgeSubscription(
+                    MQTTSubscription("sensors/+/temperature", qos: .atLeastOnce, noLocal: true, retainHandling: .never),
+                    purposes: ["rule temperatures"]),
+                BridgeSubscription(
+                    MQTTSubscription("sensors/#", qos: .atLeastOnce, noLocal: true, retainHandling: .sendAlways),
+                    purposes: ["rule all-sensors"]),
+                BridgeSubscription(
+                    MQTTSubscription("who/members/+", qos: .atMostOnce, noLocal: false, retainHandling: .sendAlways),
+                    purposes: ["presence presence-chat"]),
             ])
     }
 }

@@ -1,5 +1,6 @@
 import Backoff
 import DequeModule
+import MQTTVocabulary
 import Testing
 
 @testable import MosquittoClient

@@ -1,4 +1,5 @@
 import Foundation
+import MQTTVocabulary
 import Testing
 
 @testable import MosquittoClient

@@ -1,5 +1,6 @@
 import Backoff
 import Foundation
+import MQTTVocabulary
 import Testing
 
 @testable import MosquittoClient

@@ -1,3 +1,4 @@
+import MQTTVocabulary
 import PusherProtocol
 
 /// The decisions of one bridge at work, with no I/O, no clock reads, no logging and no tasks.
@@ -81,7 +82,8 @@ public struct BridgeStateMachine<Instant: InstantProtocol>: Sendable where Insta
 
     /// The bridge starts: subscribe every channel and MQTT filter the settings name.
     public func started() -> [Action] {
-        settings.pusherChannels.map { .subscribeChannel($0) } + settings.mqttSubscriptions.map { .subscribeTopicFilter(wire($0)) }
+        settings.pusherChannels.map { .subscribeChannel($0) }
+            + settings.mqttSubscriptions.map { .subscribeTopicFilter(wire($0.subscription)) }
     }
 
     /// A reload changed only rules or presence mirrors: swap them in, keeping the connections.
@@ -115,7 +117,7 @@ public struct BridgeStateMachine<Instant: InstantProtocol>: Sendable where Insta
         let known = Set(oldChannels)
         for channel in new.pusherChannels where !known.contains(channel) { actions.append(.subscribeChannel(channel)) }
         // Subscribing again is harmless at the broker and picks up a changed QoS or option.
-        for subscription in new.mqttSubscriptions { actions.append(.subscribeTopicFilter(wire(subscription))) }
+        for needed in new.mqttSubscriptions { actions.append(.subscribeTopicFilter(wire(needed.subscription))) }
         return actions
     }
 
@@ -139,7 +141,8 @@ public struct BridgeStateMachine<Instant: InstantProtocol>: Sendable where Insta
         let v5 = settings.mqtt.protocolVersion == .v5
         var wire = subscription
         wire.noLocal = v5 && subscription.noLocal
-        wire.retainHandling = v5 && subscription.retainHandling == .doNotSend ? .doNotSend : .sendOnSubscribe
+        wire.retainAsPublished = v5 && subscription.retainAsPublished
+        wire.retainHandling = v5 ? subscription.retainHandling : .sendAlways
         return wire
     }
 }

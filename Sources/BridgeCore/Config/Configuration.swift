@@ -1,4 +1,5 @@
 import Backoff
+import MQTTVocabulary
 
 /// A validated `bridges.conf` (DESIGN §4): the daemon settings and one or more bridges.
 ///
@@ -146,34 +147,38 @@ public struct BridgeSettings: Sendable, Equatable {
     /// `no_local`, because the ghosts were published under the bridge's own client id.
     /// When two entries share a filter, the highest QoS wins, `no_local` only if both ask for it,
     /// and retained messages are sent if either wants them.
-    public var mqttSubscriptions: [MQTTSubscription] {
+    public var mqttSubscriptions: [BridgeSubscription] {
         // Keyed by the filter's bytes: filters that differ only in Unicode normalisation are
         // different subscriptions to the broker (MQTTTopicText).
         var order: [MQTTTopicText.Key] = []
-        var byFilter: [MQTTTopicText.Key: MQTTSubscription] = [:]
-        func add(_ subscription: MQTTSubscription) {
-            let key = MQTTTopicText.Key(Substring(subscription.filter))
+        var byFilter: [MQTTTopicText.Key: BridgeSubscription] = [:]
+        func add(_ needed: BridgeSubscription) {
+            let key = MQTTTopicText.Key(Substring(needed.filter))
             if var existing = byFilter[key] {
-                existing.qos = max(existing.qos, subscription.qos)
-                existing.noLocal = existing.noLocal && subscription.noLocal
-                if subscription.retainHandling == .sendOnSubscribe { existing.retainHandling = .sendOnSubscribe }
-                existing.purposes += subscription.purposes
+                existing.subscription.qos = max(existing.subscription.qos, needed.subscription.qos)
+                existing.subscription.noLocal = existing.subscription.noLocal && needed.subscription.noLocal
+                if needed.subscription.retainHandling == .sendAlways { existing.subscription.retainHandling = .sendAlways }
+                existing.purposes += needed.purposes
                 byFilter[key] = existing
             } else {
                 order.append(key)
-                byFilter[key] = subscription
+                byFilter[key] = needed
             }
         }
         for rule in mqttToPusherRules {
             add(
-                MQTTSubscription(
-                    filter: rule.filter.text, qos: rule.qos, noLocal: true,
-                    retainHandling: rule.forwardRetained ? .sendOnSubscribe : .doNotSend, purposes: ["rule \(rule.name)"]))
+                BridgeSubscription(
+                    MQTTSubscription(
+                        rule.filter.text, qos: MQTTQoS(rawValue: rule.qos) ?? .atLeastOnce, noLocal: true,
+                        retainHandling: rule.forwardRetained ? .sendAlways : .never),
+                    purposes: ["rule \(rule.name)"]))
         }
         for mirror in presence {
             add(
-                MQTTSubscription(
-                    filter: mirror.retainedMembersFilter, qos: mirror.qos, noLocal: false, retainHandling: .sendOnSubscribe,
+                BridgeSubscription(
+                    MQTTSubscription(
+                        mirror.retainedMembersFilter, qos: MQTTQoS(rawValue: mirror.qos) ?? .atLeastOnce, noLocal: false,
+                        retainHandling: .sendAlways),
                     purposes: ["presence \(mirror.channel)"]))
         }
         return order.compactMap { byFilter[$0] }
@@ -249,14 +254,6 @@ public struct PusherSettings: Sendable, Equatable {
         self.userInfoJSON = userInfoJSON
         self.maxEventBytes = maxEventBytes
     }
-}
-
-/// MQTT protocol level.
-public enum MQTTProtocolVersion: Int, Sendable, Equatable {
-    /// MQTT 3.1.1 (`protocol = 4`).
-    case v311 = 4
-    /// MQTT 5 (`protocol = 5`).
-    case v5 = 5
 }
 
 /// `[bridge.mqtt]`: the broker and the session.
@@ -467,29 +464,23 @@ public struct PresenceMirrorRule: Sendable, Equatable {
     public var retainedMembersFilter: String { topic + "/members/+" }
 }
 
-/// What the daemon subscribes to on the broker.
-public struct MQTTSubscription: Sendable, Equatable {
-    /// Retain Handling (MQTT 5 §3.8.3.1).
-    public enum RetainHandling: Sendable, Equatable {
-        /// 0: send retained messages on subscribe.
-        case sendOnSubscribe
-        /// 2: do not send retained messages on subscribe. With MQTT 3.1.1 the rule table drops
-        /// messages with the retain flag set instead.
-        case doNotSend
-    }
-    public var filter: String
-    public var qos: Int
-    /// MQTT 5 No Local: do not receive our own publishes (DESIGN §5.4).
-    public var noLocal: Bool
-    public var retainHandling: RetainHandling
+/// What the daemon subscribes to on the broker, and which rules or mirrors need it.
+///
+/// `subscription` says what the configuration asks for; `BridgeStateMachine` fits No Local and
+/// Retain Handling to the protocol version before it goes to the broker. With MQTT 3.1.1 a
+/// Retain Handling of `.never` cannot be sent: the rule table drops messages with the retain flag
+/// set instead.
+public struct BridgeSubscription: Sendable, Equatable {
+    /// The filter and its options.
+    public var subscription: MQTTSubscription
     /// Which rules or mirrors need this subscription (for logs and `check`).
     public var purposes: [String]
 
-    public init(filter: String, qos: Int, noLocal: Bool, retainHandling: RetainHandling, purposes: [String] = []) {
-        self.filter = filter
-        self.qos = qos
-        self.noLocal = noLocal
-        self.retainHandling = retainHandling
+    public init(_ subscription: MQTTSubscription, purposes: [String] = []) {
+        self.subscription = subscription
         self.purposes = purposes
     }
+
+    /// The topic filter.
+    public var filter: String { subscription.filter }
 }

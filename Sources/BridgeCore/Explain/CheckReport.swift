@@ -54,10 +54,11 @@ public enum CheckReport {
             "  mqtt subscriptions: "
                 + (subscriptions.isEmpty
                     ? "none"
-                    : subscriptions.map { subscription in
-                        var flags = ["qos \(subscription.qos)"]
+                    : subscriptions.map { needed in
+                        let subscription = needed.subscription
+                        var flags = ["qos \(subscription.qos.rawValue)"]
                         if subscription.noLocal { flags.append("no_local") }
-                        flags.append(subscription.retainHandling == .sendOnSubscribe ? "retained: yes" : "retained: no")
+                        flags.append(subscription.retainHandling == .sendAlways ? "retained: yes" : "retained: no")
                         return "\(subscription.filter) (\(flags.joined(separator: ", ")))"
                     }.joined(separator: ", ")))
         var table = TextTable(header: ["RULE", "DIRECTION", "FROM", "TO", "QOS", "RETAIN", "PAYLOAD"])

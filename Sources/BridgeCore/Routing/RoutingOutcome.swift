@@ -1,3 +1,5 @@
+import MQTTVocabulary
+
 /// An event to publish into Pusher, produced by an MQTT → Pusher rule.
 public struct PusherEventPublish: Sendable, Equatable {
     /// The rule that produced it.
@@ -17,16 +19,6 @@ public struct PusherEventPublish: Sendable, Equatable {
         self.event = event
         self.data = data
         self.via = via
-    }
-}
-
-/// An MQTT 5 user property (name, value).
-public struct MQTTUserProperty: Sendable, Hashable {
-    public var name: String
-    public var value: String
-    public init(_ name: String, _ value: String) {
-        self.name = name
-        self.value = value
     }
 }
 

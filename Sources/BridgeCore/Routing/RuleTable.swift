@@ -1,3 +1,4 @@
+import MQTTVocabulary
 import PusherProtocol
 
 /// One bridge's rules, compiled for the per-message path (DESIGN §4, §5.1, §5.2).

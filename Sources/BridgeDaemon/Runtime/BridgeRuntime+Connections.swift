@@ -43,12 +43,9 @@ extension BridgeRuntime {
     private func carryOut(_ command: Action) async {
         switch command {
         case .subscribeTopicFilter(let subscription):
-            let wire = MosquittoClient.MQTTSubscription(
-                subscription.filter, qos: MQTTQoS(rawValue: subscription.qos) ?? .atLeastOnce, noLocal: subscription.noLocal,
-                retainAsPublished: false, retainHandling: subscription.retainHandling == .doNotSend ? .never : .sendAlways)
-            do { _ = try await mqtt.subscribe(wire) } catch {
+            do { _ = try await mqtt.subscribe(subscription) } catch {
                 metrics.errors(bridge: name, kind: "subscribe").increment()
-                logger.error("MQTT subscribe failed", metadata: ["mqtt.topic": "\(wire.filter)", "error": "\(error)"])
+                logger.error("MQTT subscribe failed", metadata: ["mqtt.topic": "\(subscription.filter)", "error": "\(error)"])
             }
         case .unsubscribeTopicFilter(let filter):
             do { try await mqtt.unsubscribe(filter) } catch {

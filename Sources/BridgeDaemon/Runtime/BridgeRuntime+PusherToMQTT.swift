@@ -1,4 +1,5 @@
 import BridgeCore
+import MQTTVocabulary
 import MosquittoClient
 import PusherChannels
 
@@ -68,7 +69,7 @@ extension BridgeRuntime {
             if batch.isEmpty { return }
             for entry in batch {
                 let publish = entry.item.publish
-                let properties = MQTTPublishProperties(userProperties: v5 ? publish.userProperties.map { .init($0.name, $0.value) } : [])
+                let properties = MQTTPublishProperties(userProperties: v5 ? publish.userProperties : [])
                 let message = MQTTMessage(
                     topic: publish.topic, payload: publish.payload, qos: MQTTQoS(rawValue: publish.qos) ?? .atLeastOnce,
                     retain: publish.retain, properties: properties)

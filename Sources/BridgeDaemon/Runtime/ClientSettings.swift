@@ -55,7 +55,7 @@ enum ClientSettings {
         }
         return MQTTConfiguration(
             host: m.host, port: m.port, clientID: m.clientID,
-            protocolVersion: m.protocolVersion == .v5 ? .v5 : .v311,
+            protocolVersion: m.protocolVersion,
             cleanSession: m.cleanSession, sessionExpiry: m.sessionExpiry, keepAlive: m.keepalive,
             username: m.username, password: m.password?.value, tls: tls,
             will: MQTTWill(topic: m.statusTopic, payload: Array("offline".utf8), qos: .atLeastOnce, retain: true),

@@ -1,5 +1,6 @@
 import BridgeCore
 import Durability
+import MQTTVocabulary
 
 /// A message on its way to the MQTT broker (Pusher → MQTT, presence mirror, dead letters).
 struct OutgoingMQTT: OutboxItem, Equatable {
@@ -31,7 +32,7 @@ struct OutgoingMQTT: OutboxItem, Equatable {
             let qos = reader.int(), let retain = reader.int(), let received = reader.int(),
             let propertyCount = reader.int(), propertyCount >= 0, propertyCount < 1000
         else { return nil }
-        var properties: [BridgeCore.MQTTUserProperty] = []
+        var properties: [MQTTUserProperty] = []
         for _ in 0..<propertyCount {
             guard let name = reader.string(), let value = reader.string() else { return nil }
             properties.append(.init(name, value))

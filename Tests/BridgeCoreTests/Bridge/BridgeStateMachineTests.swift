@@ -1,3 +1,4 @@
+import MQTTVocabulary
 import Testing
 
 @testable import BridgeCore
@@ -180,12 +181,26 @@ struct BridgeStateMachineTests {
         #expect(subscriptions.contains { $0.filter == "sensors/+/temperature" && $0.noLocal })
     }
 
+    /// With MQTT 5 the subscriptions go to the broker exactly as the configuration asks, so a rule
+    /// without `forward_retained` keeps Retain Handling "never".
+    @Test func mqtt5SubscriptionsKeepTheirOptions() throws {
+        let machine = try Self.machine(mqtt: "protocol = 5")
+        let sent = machine.started().compactMap { action -> MQTTSubscription? in
+            if case .subscribeTopicFilter(let subscription) = action { return subscription }
+            return nil
+        }
+        #expect(!sent.isEmpty)
+        #expect(sent == machine.settings.mqttSubscriptions.map(\.subscription))
+        #expect(sent.contains { $0.retainHandling == .never })
+    }
+
     @Test func mqtt311SubscriptionsCarryNoMQTT5Options() throws {
         let machine = try Self.machine(mqtt: "protocol = 4")
         for action in machine.started() {
             if case .subscribeTopicFilter(let subscription) = action {
                 #expect(!subscription.noLocal)
-                #expect(subscription.retainHandling == .sendOnSubscribe)
+                #expect(!subscription.retainAsPublished)
+                #expect(subscription.retainHandling == .sendAlways)
             }
         }
     }

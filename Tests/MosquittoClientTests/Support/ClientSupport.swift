@@ -2,6 +2,7 @@ import Backoff
 import Foundation
 import Locking
 import Logging
+import MQTTVocabulary
 
 @testable import MosquittoClient
 
