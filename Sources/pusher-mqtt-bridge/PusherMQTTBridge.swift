@@ -1,5 +1,6 @@
 import ArgumentParser
 import BridgeCore
+import BridgeDaemon
 import Foundation
 
 /// `pusher-mqtt-bridge`: the command line (DESIGN §3). Logic lives in BridgeCore
@@ -32,7 +33,7 @@ struct ConfigOption: ParsableArguments {
     /// The validated config, or the errors on stderr and exit 78.
     func load() throws -> BridgeConfiguration {
         do {
-            return try ConfigLoader.load(path: path)
+            return try ConfigLoader.load(path: path, environment: .process)
         } catch {
             FileHandle.standardError.write(Data((error.description + "\n").utf8))
             throw ExitStatus.invalidConfig

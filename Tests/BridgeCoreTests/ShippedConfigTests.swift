@@ -8,7 +8,7 @@ struct ShippedConfigTests {
     static var path: String { Fixture.repositoryRoot + "/bridges.conf" }
 
     static func load() throws -> BridgeConfiguration {
-        try ConfigLoader.load(path: path, environment: ConfigEnvironment.process.with(variables: [:]))
+        try ConfigLoader.load(path: path, environment: Fixture.realFileSystem(variables: [:]))
     }
 
     @Test func loadsAndValidates() throws {
@@ -24,7 +24,7 @@ struct ShippedConfigTests {
         #expect(bridge.mqtt.port == 1883)
         #expect(configuration.daemon.stateDirectory == Fixture.repositoryRoot + "/run/state")
         let underSystemd = try ConfigLoader.load(
-            path: Self.path, environment: ConfigEnvironment.process.with(variables: ["STATE_DIRECTORY": "/var/lib/pusher-mqtt-bridge"]))
+            path: Self.path, environment: Fixture.realFileSystem(variables: ["STATE_DIRECTORY": "/var/lib/pusher-mqtt-bridge"]))
         #expect(underSystemd.daemon.stateDirectory == "/var/lib/pusher-mqtt-bridge")
         #expect(bridge.reconnect.maxDelay == .seconds(30))
         #expect(bridge.buffer.maxBytes == 16 * 1024 * 1024)

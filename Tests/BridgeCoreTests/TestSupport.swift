@@ -18,6 +18,14 @@ enum Fixture {
             fileExists: { path in files[path] != nil })
     }
 
+    /// The real file system (BridgeCore has none of its own) with the given variables.
+    static func realFileSystem(variables: [String: String]) -> ConfigEnvironment {
+        ConfigEnvironment(
+            variables: variables,
+            readFile: { path in FileManager.default.contents(atPath: path).map { [UInt8]($0) } },
+            fileExists: { path in FileManager.default.fileExists(atPath: path) })
+    }
+
     /// A minimal valid config with `extra` appended (rules, presence mirrors, …).
     static func config(pusher: String = "", mqtt: String = "", extra: String = "") -> String {
         """

@@ -5,6 +5,8 @@ import TOMLKit
 
 /// Where the loader gets what lies outside the file: environment variables (for `${VAR}` and
 /// `$CREDENTIALS_DIRECTORY`) and the file system (for `*_file` secrets and files that must exist).
+/// BridgeCore touches no file itself: the daemon passes the real ones (`ConfigEnvironment.process`,
+/// in BridgeDaemon), tests an in-memory map.
 public struct ConfigEnvironment: Sendable {
     /// Variables `${NAME}` may refer to.
     public var variables: [String: String]
@@ -19,14 +21,6 @@ public struct ConfigEnvironment: Sendable {
         self.variables = variables
         self.readFile = readFile
         self.fileExists = fileExists
-    }
-
-    /// The real process environment and file system.
-    public static var process: ConfigEnvironment {
-        ConfigEnvironment(
-            variables: ProcessInfo.processInfo.environment,
-            readFile: { path in FileManager.default.contents(atPath: path).map { [UInt8]($0) } },
-            fileExists: { path in FileManager.default.fileExists(atPath: path) })
     }
 
     /// The same file system with other variables.
@@ -72,7 +66,7 @@ public struct ConfigEnvironment: Sendable {
 /// is removed from the secret. Other relative paths resolve against the config file's directory.
 public enum ConfigLoader {
     /// Reads `path` and validates it.
-    public static func load(path: String, environment: ConfigEnvironment = .process) throws(ConfigError) -> BridgeConfiguration {
+    public static func load(path: String, environment: ConfigEnvironment) throws(ConfigError) -> BridgeConfiguration {
         guard let bytes = environment.readFile(path) else {
             throw ConfigError(diagnostics: [ConfigDiagnostic(file: path, message: "cannot read the config file")])
         }
@@ -83,7 +77,7 @@ public enum ConfigLoader {
     }
 
     /// Validates `text`, naming it `file` in messages.
-    public static func parse(_ text: String, file: String, environment: ConfigEnvironment = .process) throws(ConfigError)
+    public static func parse(_ text: String, file: String, environment: ConfigEnvironment) throws(ConfigError)
         -> BridgeConfiguration
     {
         // A UTF-8 byte order mark (editors on Windows write one) is not part of the TOML text; left
