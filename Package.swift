@@ -52,7 +52,7 @@ let package = Package(
     targets: [
         // MARK: shared vocabulary
 
-        /// Capped exponential backoff with jitter, shared by the Pusher and the MQTT side (DESIGN §5.5).
+        /// Capped exponential backoff with jitter, shared by the Pusher and the MQTT side (docs/contract.md §5.5).
         .target(name: "Backoff", swiftSettings: swiftSettings),
         /// The project's one lock (`Locked`, pthread-based so ThreadSanitizer sees it; not
         /// `Synchronization.Mutex`, whose futex TSan cannot see).
@@ -314,7 +314,7 @@ if Context.environment["BENCHMARKS"] == "1" {
 //   PUSHER_MQTT_BRIDGE_FUZZ=1 swift build --scratch-path .build-fuzz --product fuzz-parsers \
 //     -Xlinker <toolchain>/usr/lib/clang/21/lib/linux/libclang_rt.fuzzer_no_main-x86_64.a -Xlinker -lstdc++
 // `-sanitize=fuzzer` cannot be used: SwiftPM's own `main` replaces libFuzzer's and the binary never
-// fuzzes (SWIFT-STACK.md); our main calls LLVMFuzzerRunDriver instead. Only our parsers' modules get
+// fuzzes (docs/swift-stack.md); our main calls LLVMFuzzerRunDriver instead. Only our parsers' modules get
 // AddressSanitizer and coverage instrumentation (the dependencies are built plainly, which keeps the
 // build short and the coverage signal about our code).
 if Context.environment["PUSHER_MQTT_BRIDGE_FUZZ"] == "1" {

@@ -30,7 +30,7 @@ for arg in "$@"; do
     esac
 done
 
-# libFuzzer without its main (SWIFT-STACK.md "Fuzzing"): from the toolchain that runs `swift`.
+# libFuzzer without its main (docs/swift-stack.md "Fuzzing"): from the toolchain that runs `swift`.
 toolchain=$(dirname "$(dirname "$(readlink -f "$(command -v "$SWIFT")")")")
 runtime=$(ls "$toolchain"/lib/clang/*/lib/linux/libclang_rt.fuzzer_no_main-x86_64.a 2>/dev/null | head -n 1 || true)
 if [[ -z "$runtime" ]]; then

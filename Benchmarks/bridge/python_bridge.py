@@ -4,7 +4,7 @@ pysher (Pusher WebSocket client) + paho-mqtt + the official `pusher` HTTP librar
 the two rules the benchmark gives the real bridge (Benchmarks/bridge/bench.py, `bridge_rules`):
 
 - Pusher -> MQTT: every event of CHANNEL is published to TOPIC_TEMPLATE with `{event}` replaced by
-  the event name; the MQTT payload is the event's `data` string (DESIGN §5.1 `payload = "data"`);
+  the event name; the MQTT payload is the event's `data` string (docs/contract.md §5.1 `payload = "data"`);
   QoS as given; up to 1000 publishes in flight (the daemon's window).
 - MQTT -> Pusher: every message matching FILTER (`prefix/+`) becomes an event on CHANNEL named
   after the level `+` matched (`event = "{1}"`), with the payload as data (UTF-8; anything else

@@ -1,7 +1,7 @@
 /*
  * A second receiving end for `make bench` on the Pusher side, in plain C: one WebSocket
  * connection (RFC 6455, no TLS, no extensions) speaking just enough Pusher protocol 7 to
- * subscribe to one public channel (PUSHER-PROTOCOL §1: connection_established, pusher:subscribe,
+ * subscribe to one public channel (docs/pusher-protocol.md §1: connection_established, pusher:subscribe,
  * pusher_internal:subscription_succeeded; pusher:ping answered with pusher:pong, WebSocket
  * pings with pongs). It exists to show that the Swift receiver (pusher-bench-subscriber) is not
  * the bottleneck: `bench.py --pusher-receiver c` swaps it in, same contract:

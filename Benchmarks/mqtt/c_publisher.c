@@ -68,7 +68,7 @@ int main(int argc, char **argv)
 	mosquitto_int_option(mosq, MOSQ_OPT_SEND_MAXIMUM, (int)(window > 65535 ? 65535 : window));
 	mosquitto_connect_callback_set(mosq, on_connect);
 	mosquitto_publish_callback_set(mosq, on_publish);
-	mosquitto_loop_start(mosq); /* before connecting: MQTT-NOTES §5 */
+	mosquitto_loop_start(mosq); /* before connecting: docs/mqtt-notes.md §5 */
 	if (mosquitto_connect_async(mosq, "127.0.0.1", port, 30) != MOSQ_ERR_SUCCESS) {
 		fprintf(stderr, "connect failed\n");
 		return 1;

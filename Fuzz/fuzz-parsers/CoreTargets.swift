@@ -5,7 +5,7 @@ import PusherProtocol
 @testable import PusherLocal
 
 /// Fuzz targets for BridgeCore's parsers: the config loader (TOML through toml++), rule
-/// templates, topic filters and the trie, and the JSON validator (DESIGN §3–§5).
+/// templates, topic filters and the trie, and the JSON validator (docs/contract.md §3–§5).
 enum CoreTargets {
     // MARK: config
 
@@ -42,7 +42,7 @@ enum CoreTargets {
     /// Line 1 is a template, the next lines are placeholder values. Checks, for both rule
     /// directions: re-serialising the compiled segments parses to the same segments; with
     /// escaping, a rendered topic has exactly the template's literal `/`s (a value never adds a
-    /// level, DESIGN §5.1) and no wildcard a literal did not have, and each level unescapes.
+    /// level, docs/contract.md §5.1) and no wildcard a literal did not have, and each level unescapes.
     static func template(_ input: Input) -> Int32 {
         let lines = input.lines
         guard let source = lines.first else { return 0 }

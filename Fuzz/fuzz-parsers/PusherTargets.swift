@@ -6,7 +6,7 @@ import PusherProtocol
 @testable import PusherLocal
 
 /// Fuzz targets for the Pusher side: the client's frame and reply parsers, pusher-local's frame
-/// and request-body parsers (PUSHER-PROTOCOL §1, §2).
+/// and request-body parsers (docs/pusher-protocol.md §1, §2).
 enum PusherTargets {
     static let key = "fuzzkey"
     static let secret = "fuzzsecret"
@@ -177,7 +177,7 @@ enum PusherTargets {
     /// The body of `POST /apps/1/events` (or, when it has a `batch`, of `batch_events`) through
     /// pusher-local's parser and hub, to a connection subscribed to every channel named.
     /// Checks: every delivered frame is read by the client's parser with exactly the event name,
-    /// channel and data of the request (PUSHER-PROTOCOL §2: data is delivered unchanged).
+    /// channel and data of the request (docs/pusher-protocol.md §2: data is delivered unchanged).
     static func requestBodies(_ input: Input) -> Int32 {
         guard let object = try? HTTPAPIResponder.parseBody(input.bytes) else { return 0 }
         var requests: [PublishRequest] = []

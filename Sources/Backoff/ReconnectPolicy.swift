@@ -6,7 +6,7 @@ import Darwin
 
 /// How long to wait before reconnect attempt `n`: capped exponential backoff with jitter.
 ///
-/// Both sides of a bridge (Pusher and MQTT) reconnect with this one policy (DESIGN §5.5):
+/// Both sides of a bridge (Pusher and MQTT) reconnect with this one policy (docs/contract.md §5.5):
 ///
 ///     delay(n) = min(maxDelay, initialDelay × multiplierⁿ) × random(1 − jitter, 1 + jitter)
 ///
@@ -51,7 +51,7 @@ public struct ReconnectPolicy: Sendable, Hashable {
         self.stableAfter = stableAfter
     }
 
-    /// The policy DESIGN §4 ships as the `[bridge.reconnect]` defaults.
+    /// The policy docs/contract.md §4 ships as the `[bridge.reconnect]` defaults.
     public static let `default` = ReconnectPolicy()
 
     /// Problems that make a policy unusable, as human-readable sentences; empty when valid.

@@ -3,7 +3,7 @@ import Logging
 import PusherChannels
 
 /// `pusher-mqtt-bridge tap`: subscribe with a bridge's Pusher settings and print each event as one
-/// JSON line — mosquitto_sub for Pusher (DESIGN §3).
+/// JSON line — mosquitto_sub for Pusher (docs/contract.md §3).
 public enum Tap {
     /// The JSON line for an application event: `{"channel","event","data","user_id"?}`, `data`
     /// exactly as received (a JSON string holding the raw text).
@@ -29,7 +29,7 @@ public enum Tap {
         }
     }
 
-    /// `user_info` is raw JSON text from the server; absent info is `{}` (as DESIGN §5.3 mirrors it).
+    /// `user_info` is raw JSON text from the server; absent info is `{}` (as docs/contract.md §5.3 mirrors it).
     private static func info(_ raw: String?) -> String {
         guard let raw, !raw.isEmpty else { return "{}" }
         return raw

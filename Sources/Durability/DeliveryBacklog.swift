@@ -2,7 +2,7 @@ import BridgeCore
 import DequeModule
 
 /// What happened to a message offered to a ``DeliveryBacklog``. The owner counts and logs
-/// every drop (DESIGN §4: "every drop is counted and logged"; §5.2 dead letters).
+/// every drop (docs/contract.md §4: "every drop is counted and logged"; §5.2 dead letters).
 public enum BacklogAdmission: Sendable, Equatable {
     /// Stored under this sequence; nothing dropped.
     case stored(sequence: UInt64)
@@ -15,7 +15,7 @@ public enum BacklogAdmission: Sendable, Equatable {
     case droppedOversize
 }
 
-/// One bridge direction's undelivered messages (DESIGN §4 `[bridge.buffer]`): bounded by count
+/// One bridge direction's undelivered messages (docs/contract.md §4 `[bridge.buffer]`): bounded by count
 /// and bytes with the configured overflow policy, kept in memory or — with `persist = true` —
 /// in a ``Spool`` so that a daemon restart loses nothing.
 ///

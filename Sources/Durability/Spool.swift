@@ -3,7 +3,7 @@ import Foundation
 import Logging
 
 /// An append-only, crash-safe, order-preserving on-disk log of opaque records: the durable
-/// half of a bridge direction's buffer (DESIGN §4 `[bridge.buffer] persist`, §5.6).
+/// half of a bridge direction's buffer (docs/contract.md §4 `[bridge.buffer] persist`, §5.6).
 ///
 /// One spool per bridge and direction, in its own directory, e.g.
 /// `STATE_DIR/<bridge>/pusher-to-mqtt.spool/`; the daemon chooses the path.

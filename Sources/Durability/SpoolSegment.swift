@@ -41,7 +41,7 @@ extension Spool {
     static let segmentSuffix = ".seg"
 
     /// The conventional spool directory of one bridge direction:
-    /// `STATE_DIR/<bridge>/<direction>.spool` (DESIGN §4 `state_dir`), e.g.
+    /// `STATE_DIR/<bridge>/<direction>.spool` (docs/contract.md §4 `state_dir`), e.g.
     /// `/var/lib/pusher-mqtt-bridge/factory/mqtt-to-pusher.spool`. Bridge names are
     /// `[a-z0-9_-]+` (validated by the config), so they are safe as path components.
     public static func directory(stateDirectory: String, bridge: String, direction: String) -> String {

@@ -12,7 +12,7 @@
 /// | `never` | none | whatever the kernel had not written back yet (Linux: up to ≈ 30 s by default) |
 ///
 /// The default is `onSync` with the owner calling ``Spool/sync()`` about once a second:
-/// DESIGN §5.6 promises that daemon *restarts* lose nothing (true for every policy); a power
+/// docs/contract.md §5.6 promises that daemon *restarts* lose nothing (true for every policy); a power
 /// loss costing at most ~1 s of messages is the usual trade-off of message brokers (mosquitto's
 /// own persistence only writes every `autosave_interval`, Redis' `appendfsync everysec`).
 /// `batch(64)` was the default until the bridge benchmark (issue 7) showed its `fdatasync`

@@ -14,7 +14,7 @@ public struct MQTTSubscription: Sendable, Hashable {
     public var filter: String
     /// The maximum QoS we accept.
     public var qos: MQTTQoS
-    /// MQTT 5 No Local: the broker does not send us our own publishes (loop prevention, DESIGN §5.4).
+    /// MQTT 5 No Local: the broker does not send us our own publishes (loop prevention, docs/contract.md §5.4).
     public var noLocal: Bool
     /// MQTT 5 Retain As Published: keep the publisher's retain flag.
     public var retainAsPublished: Bool

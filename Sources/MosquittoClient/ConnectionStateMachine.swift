@@ -3,15 +3,15 @@ import Backoff
 /// Decides when the MQTT connection is opened, retried, drained and closed.
 ///
 /// Pure: no I/O, no logging, no clock reads, no randomness of its own. `now` and the jitter's
-/// `unitRandom` come in with the events, so tests drive it with numbers (STYLE.md §1–2). It is
+/// `unitRandom` come in with the events, so tests drive it with numbers (docs/style.md §1–2). It is
 /// the reconnect part of `MQTTSessionStateMachine`, which carries it in its states, feeds it what
 /// the network thread saw and turns its actions into the session's.
 ///
-/// Reconnect timing follows DESIGN §5.5 with the shared `ReconnectPolicy`: the n-th retry since
+/// Reconnect timing follows docs/contract.md §5.5 with the shared `ReconnectPolicy`: the n-th retry since
 /// the last stable connection waits `policy.delay(attempt: n)`. A connection that stayed up for
 /// `policy.stableAfter` resets n to 0; a connection that flaps (drops sooner) keeps counting, so
 /// a broker that accepts and then kicks us does not get a hot loop. libmosquitto's own reconnect
-/// (quadratic, whole seconds, no jitter — MQTT-NOTES §7) is never used.
+/// (quadratic, whole seconds, no jitter — docs/mqtt-notes.md §7) is never used.
 struct ConnectionStateMachine: Sendable {
     /// Where the connection is.
     enum Phase: Sendable, Equatable {
@@ -80,7 +80,7 @@ struct ConnectionStateMachine: Sendable {
         return .markConnected(sessionPresent: sessionPresent, resubscribe: !sessionPresent)
     }
 
-    /// TCP/TLS failed, or the broker refused CONNECT (MQTT 5 refusals included, MQTT-NOTES §6).
+    /// TCP/TLS failed, or the broker refused CONNECT (MQTT 5 refusals included, docs/mqtt-notes.md §6).
     mutating func connectFailed(
         _ error: MQTTError, now: ContinuousClock.Instant, unitRandom: Double
     ) -> Action {

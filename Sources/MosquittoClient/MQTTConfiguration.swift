@@ -13,7 +13,7 @@ public struct MQTTTLSConfiguration: Sendable, Hashable {
     /// The client's private key (PEM, unencrypted) for mutual TLS; needs `certificateFile`.
     public var keyFile: String?
     /// Skip the check that the broker's certificate names `host`. Only for tests and broken
-    /// deployments: it makes a man-in-the-middle trivial (MQTT-NOTES §11). Default `false`.
+    /// deployments: it makes a man-in-the-middle trivial (docs/mqtt-notes.md §11). Default `false`.
     public var insecure: Bool
 
     public init(
@@ -32,7 +32,7 @@ public struct MQTTTLSConfiguration: Sendable, Hashable {
 }
 
 /// The Last Will: what the broker publishes for us when our connection dies without a DISCONNECT
-/// (DESIGN §5.5: `offline` on the status topic).
+/// (docs/contract.md §5.5: `offline` on the status topic).
 public struct MQTTWill: Sendable, Hashable {
     /// The topic the broker publishes the will to.
     public var topic: String
@@ -59,12 +59,12 @@ public struct MQTTWill: Sendable, Hashable {
 /// | `clientID` | — | must be unique per broker: two clients with one id kick each other off |
 /// | `protocolVersion` | `.v5` | |
 /// | `cleanSession` | `false` | persistent session: the broker queues QoS ≥ 1 for us while we are away |
-/// | `sessionExpiry` | 1 hour | MQTT 5 only, sent on every CONNECT when `cleanSession` is false (MQTT-NOTES §4) |
+/// | `sessionExpiry` | 1 hour | MQTT 5 only, sent on every CONNECT when `cleanSession` is false (docs/mqtt-notes.md §4) |
 /// | `keepAlive` | 30 s | whole seconds, at least 5 (libmosquitto's minimum) |
 /// | `username`, `password` | `nil` | never logged |
 /// | `tls` | `nil` (plain TCP) | |
 /// | `will` | `nil` | |
-/// | `reconnect` | `ReconnectPolicy.default` | our own backoff (DESIGN §5.5), not libmosquitto's quadratic one |
+/// | `reconnect` | `ReconnectPolicy.default` | our own backoff (docs/contract.md §5.5), not libmosquitto's quadratic one |
 /// | `maxInFlight` | 1000 | publishes accepted but not yet completed (≤ 65535) |
 /// | `messageBufferSize` | 10 000 | incoming messages waiting for the consumer |
 /// | `backpressureTimeout` | 5 s | how long the network thread waits for room before dropping (see `MQTTClient.messages`) |

@@ -4,7 +4,7 @@ import Locking
 
 /// The bounded hand-over of incoming messages from libmosquitto's network thread to one consumer.
 ///
-/// The rule for a slow consumer (MQTT-NOTES §1–2): libmosquitto has already acknowledged a
+/// The rule for a slow consumer (docs/mqtt-notes.md §1–2): libmosquitto has already acknowledged a
 /// message when `on_message` runs, so dropping it loses data. When the buffer is full, the
 /// network thread therefore **blocks** — up to `backpressureTimeout` — waiting for room. While it
 /// blocks it reads nothing more from the socket, so TCP flow control pushes back on the broker,

@@ -8,7 +8,7 @@ import MQTTVocabulary
 // The C boundary: the only file besides MosquittoConnection.swift and its extensions that
 // touches libmosquitto's types. Conversions between Swift values and mosquitto_property lists live here.
 
-/// `mosquitto_lib_init()` exactly once, before any handle exists (MQTT-NOTES §10). A global
+/// `mosquitto_lib_init()` exactly once, before any handle exists (docs/mqtt-notes.md §10). A global
 /// `let` is initialised lazily and thread-safely (swift_once).
 let mosquittoLibraryInitialised: Bool = mosquitto_lib_init() == MOSQ_ERR_SUCCESS.rawValue
 

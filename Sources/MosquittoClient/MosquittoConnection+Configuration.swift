@@ -14,7 +14,7 @@ extension MosquittoConnection {
         }
         let level = configuration.protocolVersion == .v5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311
         try check(mosquitto_int_option(mosq, MOSQ_OPT_PROTOCOL_VERSION, level), "setting the protocol version")
-        // Nagle off: at 5k msg/s it cost 31 ms at p99.9 (MQTT-NOTES §9).
+        // Nagle off: at 5k msg/s it cost 31 ms at p99.9 (docs/mqtt-notes.md §9).
         try check(mosquitto_int_option(mosq, MOSQ_OPT_TCP_NODELAY, 1), "setting TCP_NODELAY")
         let window = Int32(min(configuration.maxInFlight, 65535))
         try check(mosquitto_int_option(mosq, MOSQ_OPT_SEND_MAXIMUM, window), "setting the send maximum")
@@ -25,7 +25,7 @@ extension MosquittoConnection {
             try check(mosquitto_username_pw_set(mosq, username, configuration.password), "setting credentials")
         }
         if let tls = configuration.tls {
-            // No CA given: the operating system's trust store (MQTT-NOTES §11). mosquitto_tls_set
+            // No CA given: the operating system's trust store (docs/mqtt-notes.md §11). mosquitto_tls_set
             // needs a CA file or directory, so a client certificate without a CA uses Debian's
             // hashed store directly.
             var caDirectory = tls.caDirectory
@@ -54,7 +54,7 @@ extension MosquittoConnection {
     func connectProperties() -> OpaquePointer? {
         var properties: OpaquePointer?
         if configuration.protocolVersion == .v5 {
-            // MQTT-NOTES §4: without this property an MQTT 5 session ends with the connection.
+            // docs/mqtt-notes.md §4: without this property an MQTT 5 session ends with the connection.
             let expiry = configuration.cleanSession ? 0 : UInt32(configuration.sessionExpiry.seconds.rounded())
             _ = mosquitto_property_add_int32(&properties, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), expiry)
         }

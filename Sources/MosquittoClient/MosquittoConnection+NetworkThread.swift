@@ -50,7 +50,7 @@ extension MosquittoConnection {
         mosquitto_message_v5_callback_set(mosq) { _, context, message, properties in
             guard let context, let message else { return }
             // Copy everything now: libmosquitto frees the message when we return, and has
-            // already sent the PUBACK (MQTT-NOTES §1).
+            // already sent the PUBACK (docs/mqtt-notes.md §1).
             let m = message.pointee
             let topic = m.topic.map { String(cString: $0) } ?? ""
             let payload =

@@ -105,7 +105,7 @@ extension MosquittoConnection {
     }
 
     /// `mosquitto_publish_v5`; returns the message id. QoS ≥ 1 returning MOSQ_ERR_NO_CONN was
-    /// queued by libmosquitto and is resent after reconnect (MQTT-NOTES §3), so it counts as handed over.
+    /// queued by libmosquitto and is resent after reconnect (docs/mqtt-notes.md §3), so it counts as handed over.
     func handOver(_ message: MQTTMessage) throws(MQTTError) -> Int32 {
         var mid: Int32 = 0
         var properties: OpaquePointer?

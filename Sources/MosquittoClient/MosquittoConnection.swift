@@ -25,12 +25,12 @@ typealias ClientRequest = PendingRequest<RequestWaiter>
 /// It decides nothing: `MQTTSessionStateMachine` (with `ConnectionStateMachine` for reconnect
 /// timing) does. It runs libmosquitto on its own thread with `mosquitto_loop` (never
 /// `loop_start`/`loop_forever`, whose built-in reconnect is quadratic and, for MQTT 5, ends for
-/// good after a refused CONNACK — MQTT-NOTES §6–7), feeds the machine what happened and
+/// good after a refused CONNACK — docs/mqtt-notes.md §6–7), feeds the machine what happened and
 /// carries out its actions.
 ///
 /// Every CONNECT goes through `mosquitto_connect_bind_v5`, because libmosquitto's reconnect
 /// functions drop the CONNECT properties and an MQTT 5 session without a Session Expiry Interval
-/// ends with the connection (MQTT-NOTES §4).
+/// ends with the connection (docs/mqtt-notes.md §4).
 ///
 /// The parts: this file (state, public operations), `+Configuration` (options applied to the
 /// handle), `+NetworkThread` (the thread, the C callbacks, connect/drain/release),

@@ -29,7 +29,7 @@ public struct PusherAuthRequest: Sendable, Hashable {
 
 /// An authorization for one subscription: what `pusher:subscribe` carries.
 public struct PusherChannelAuth: Sendable, Hashable {
-    /// `KEY:signature` (PUSHER-PROTOCOL §2 "Auth strings").
+    /// `KEY:signature` (docs/pusher-protocol.md §2 "Auth strings").
     public var auth: String
     /// For presence channels: the signed `channel_data` JSON string, sent byte for byte.
     public var channelData: String?
@@ -122,7 +122,7 @@ public struct PusherInlineSigner: Sendable {
         return JSONText.object([("user_id", JSONText.quoted(userID)), ("user_info", userInfoJSON)])
     }
 
-    /// Signs `request` (PUSHER-PROTOCOL §2): presence channels sign `channel_data` too, encrypted
+    /// Signs `request` (docs/pusher-protocol.md §2): presence channels sign `channel_data` too, encrypted
     /// channels get `shared_secret` = SHA-256(channel ‖ master key).
     public func authorize(_ request: PusherAuthRequest) throws(PusherError) -> PusherChannelAuth {
         let channel = ChannelName(request.channelName)

@@ -86,7 +86,7 @@ extension PusherClient {
                     }
                     group.addTask {
                         // Keep reading at all times: swift-websocket answers pings only while
-                        // inbound is read (SWIFT-STACK.md).
+                        // inbound is read (docs/swift-stack.md).
                         for try await message in inbound.messages(maxSize: maxFrameSize) {
                             switch message {
                             case .text(let text): self.received(text)

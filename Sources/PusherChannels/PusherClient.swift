@@ -226,7 +226,7 @@ public final class PusherClient: Service, Sendable {
     func me(of channel: String) -> PusherMember? { state.withLock { $0.machine.me(of: channel) } }
 
     /// Sends client event `event` (named `client-…`) on a subscribed private or presence channel;
-    /// at most 10 per second (PUSHER-PROTOCOL §1 "Client events").
+    /// at most 10 per second (docs/pusher-protocol.md §1 "Client events").
     public func trigger(channel: String, event: String, data: String) throws(PusherError) {
         let result: Result<Void, PusherError> = state.withLock { state in
             do throws(PusherError) {

@@ -4,7 +4,7 @@ import Backoff
 public struct PusherClientOptions: Sendable {
     /// Where the WebSocket server is.
     public enum Host: Sendable, Hashable {
-        /// Hosted Pusher: `ws-CLUSTER.pusher.com` (PUSHER-PROTOCOL §1), port 443 (TLS) or 80.
+        /// Hosted Pusher: `ws-CLUSTER.pusher.com` (docs/pusher-protocol.md §1), port 443 (TLS) or 80.
         case cluster(String)
         /// A custom server (pusher-local, soketi, …); `port` defaults to 443/80 by TLS.
         case host(String, port: Int? = nil)
@@ -22,7 +22,7 @@ public struct PusherClientOptions: Sendable {
     /// connecting to an IP address (TLS forbids IP addresses in SNI).
     public var tlsServerName: String?
     /// Send `pusher:ping` after this much silence; the client uses min(this, the server's
-    /// `activity_timeout`) (PUSHER-PROTOCOL §1 "Keep-alive").
+    /// `activity_timeout`) (docs/pusher-protocol.md §1 "Keep-alive").
     public var activityTimeout: Duration
     /// Without a `pusher:pong` this long after our ping, drop the connection and reconnect.
     public var pongTimeout: Duration
@@ -97,7 +97,7 @@ public struct PusherClientOptions: Sendable {
         }
     }
 
-    /// `ws[s]://HOST:PORT/app/KEY?protocol=7&client=NAME&version=V` (DESIGN §5.5).
+    /// `ws[s]://HOST:PORT/app/KEY?protocol=7&client=NAME&version=V` (docs/contract.md §5.5).
     public var url: String {
         let scheme = encrypted ? "wss" : "ws"
         let key = PusherAuthRequest.formEncode(self.key)

@@ -38,7 +38,7 @@ public struct PusherError: Error, Sendable, Hashable, CustomStringConvertible {
         return text
     }
 
-    /// `pusher:error` from the server (PUSHER-PROTOCOL §1; code may be absent).
+    /// `pusher:error` from the server (docs/pusher-protocol.md §1; code may be absent).
     public static func serverError(message: String, code: Int?) -> PusherError {
         PusherError(.serverError, message, pusherCode: code)
     }

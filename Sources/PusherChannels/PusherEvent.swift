@@ -6,7 +6,7 @@ public struct PusherEvent: Sendable, Hashable {
     public var name: String
     /// The channel it arrived on; `nil` for connection-wide events.
     public var channel: String?
-    /// The event's data exactly as received (PUSHER-PROTOCOL §1 "Double encoding": the inner
+    /// The event's data exactly as received (docs/pusher-protocol.md §1 "Double encoding": the inner
     /// string, not re-encoded); for `private-encrypted-` channels the decrypted plaintext.
     public var data: String?
     /// The sender's user id, for client events on presence channels (normalised to a string).
@@ -39,7 +39,7 @@ public struct PusherMember: Sendable, Hashable {
     }
 }
 
-/// A change of a presence channel's member list (PUSHER-PROTOCOL §1 "Presence").
+/// A change of a presence channel's member list (docs/pusher-protocol.md §1 "Presence").
 public enum PusherPresenceChange: Sendable, Hashable {
     /// Subscribed: `members` is the complete list and *replaces* any earlier state.
     case subscriptionSucceeded(channel: String, members: [PusherMember], me: PusherMember?)

@@ -5,7 +5,7 @@ import NIOCore
 import NIOHTTP1
 import PusherProtocol
 
-/// The signed Pusher HTTP API (PUSHER-PROTOCOL §2): trigger, batch trigger, channel queries.
+/// The signed Pusher HTTP API (docs/pusher-protocol.md §2): trigger, batch trigger, channel queries.
 ///
 /// Every request is signed per §2 ("Signing") with ``RequestSignature`` and validated before it
 /// is sent (names, counts, sizes), so a bad request costs no round trip. Connections are kept
@@ -333,7 +333,7 @@ public struct PusherHTTPError: Error, Sendable, Hashable, CustomStringConvertibl
     public static func unexpectedResponse(_ message: String) -> PusherHTTPError { .init(.unexpectedResponse, message) }
 
     /// Whether retrying (with backoff) may succeed: network errors, 5xx and 429 — not other
-    /// 4xx, not invalid requests (DESIGN §5.6).
+    /// 4xx, not invalid requests (docs/contract.md §5.6).
     public var isRetryable: Bool {
         switch kind {
         case .network: true

@@ -1,4 +1,4 @@
-/// The server's keep-alive rule for one connection (PUSHER-PROTOCOL §1, "Keep-alive").
+/// The server's keep-alive rule for one connection (docs/pusher-protocol.md §1, "Keep-alive").
 ///
 /// Any frame from the client counts as activity. After `activityTimeout` of silence the server
 /// sends `pusher:ping`; if the client then stays silent for `pongTimeout`, the server closes the

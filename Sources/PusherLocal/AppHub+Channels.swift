@@ -6,7 +6,7 @@ extension AppHub {
 
     /// `pusher:signin` with `auth` = KEY:HMAC(secret, `socket_id::user::user_data`) and
     /// `user_data` (a JSON object with a string `id`); answered with `pusher:signin_success`
-    /// (PUSHER-PROTOCOL §1, "User sign-in"). No `#server-to-user-` channel is kept.
+    /// (docs/pusher-protocol.md §1, "User sign-in"). No `#server-to-user-` channel is kept.
     mutating func signin(_ id: ConnectionID, data: JSONValue) -> [HubAction] {
         guard let connection = connections[id] else { return [] }
         guard let auth = data["auth"]?.stringValue, let userData = data["user_data"]?.stringValue else {
@@ -57,7 +57,7 @@ extension AppHub {
                 }
                 channelData = text
             }
-            // PUSHER-PROTOCOL §2 "Auth strings": KEY:hex(HMAC(secret, socket_id:channel[:channel_data])).
+            // docs/pusher-protocol.md §2 "Auth strings": KEY:hex(HMAC(secret, socket_id:channel[:channel_data])).
             // Refusals carry code null as hosted Pusher sends them: a 4000–4099 code would make
             // clients such as pysher drop the whole connection over one channel.
             guard PusherAuth.verifyChannelAuth(auth, key: app.key, secret: app.secret, socketID: connection.socketID, channel: channel, channelData: channelData) else {
@@ -92,7 +92,7 @@ extension AppHub {
                 member.connections += 1
                 record.members[presenceUser.id] = member
             } else {
-                // One member_added per user, however many connections it has (PUSHER-PROTOCOL §1, "Presence").
+                // One member_added per user, however many connections it has (docs/pusher-protocol.md §1, "Presence").
                 record.members[presenceUser.id] = Member(info: presenceUser.info, connections: 1)
                 record.memberOrder.append(presenceUser.id)
                 let added = "{\"user_id\":" + jsonQuoted(presenceUser.id) + ",\"user_info\":" + presenceUser.info.encoded + "}"
@@ -106,7 +106,7 @@ extension AppHub {
         channels[channel] = record
         actions.append(.send(id, ServerFrame.channelEvent(event: "pusher_internal:subscription_succeeded", channel: channel, data: succeeded)))
         if ChannelName(channel).isCache {
-            // Cache channels replay the last event or say pusher:cache_miss (PUSHER-PROTOCOL §1).
+            // Cache channels replay the last event or say pusher:cache_miss (docs/pusher-protocol.md §1).
             if let cached = cache[channel], now - cached.storedAt < cacheLifetime {
                 actions.append(.send(id, cached.frame))
                 counters.framesDelivered += 1
@@ -200,7 +200,7 @@ extension AppHub {
     }
 
     /// A `client-*` event: private/presence only, after subscription, ≤ 10 per second, never
-    /// echoed to the sender, `user_id` added on presence (PUSHER-PROTOCOL §1, "Client events").
+    /// echoed to the sender, `user_id` added on presence (docs/pusher-protocol.md §1, "Client events").
     mutating func clientEvent(_ id: ConnectionID, event: String, message: JSONValue, now: ContinuousClock.Instant) -> [HubAction] {
         guard var connection = connections[id] else { return [] }
         guard let channel = message["channel"]?.stringValue else {

@@ -24,7 +24,7 @@ extension AppHub {
     }
 
     /// Publishes a validated event to its channels, skipping the connection of `socketID`
-    /// (the bridge's tool against echo loops, PUSHER-PROTOCOL §2). One frame per channel.
+    /// (the bridge's tool against echo loops, docs/pusher-protocol.md §2). One frame per channel.
     public mutating func publish(_ request: PublishRequest, now: ContinuousClock.Instant) -> [HubAction] {
         let excluded = request.socketID.flatMap { socketIndex[$0] }
         var actions: [HubAction] = []

@@ -8,7 +8,7 @@ public struct ConnectionID: Hashable, Sendable, Comparable, CustomStringConverti
     public var description: String { "#\(rawValue)" }
 }
 
-/// A webhook event (PUSHER-PROTOCOL §2, "Webhooks"); the I/O owner batches, stamps `time_ms`,
+/// A webhook event (docs/pusher-protocol.md §2, "Webhooks"); the I/O owner batches, stamps `time_ms`,
 /// signs and posts it.
 public struct WebhookEvent: Sendable, Equatable {
     /// `channel_occupied`, `channel_vacated`, `member_added`, `member_removed`, `client_event`,
@@ -38,13 +38,13 @@ public enum HubAction: Sendable, Equatable {
     /// Send one encoded frame to many connections: a publish is encoded once, not once per
     /// subscriber.
     case deliver(String, to: [ConnectionID])
-    /// Close one connection with a WebSocket close code (PUSHER-PROTOCOL §1, "Close codes").
+    /// Close one connection with a WebSocket close code (docs/pusher-protocol.md §1, "Close codes").
     case close(ConnectionID, code: UInt16, reason: String)
     /// Post a webhook event.
     case webhook(WebhookEvent)
 }
 
-/// An HTTP API failure: status and a plain-text body (PUSHER-PROTOCOL §2, "Statuses").
+/// An HTTP API failure: status and a plain-text body (docs/pusher-protocol.md §2, "Statuses").
 public struct APIError: Error, Sendable, Equatable {
     public var status: Int
     public var message: String
@@ -96,7 +96,7 @@ public struct AppCounters: Sendable, Equatable {
 }
 
 /// The decisions of one Pusher app: connections, subscriptions, presence members, the cache of
-/// cache channels, client events and HTTP publishes (PUSHER-PROTOCOL §1–2).
+/// cache channels, client events and HTTP publishes (docs/pusher-protocol.md §1–2).
 ///
 /// A pure state machine: no I/O, no clock reads, no logging. Each event method returns the
 /// ``HubAction``s the I/O owner carries out. Time comes in as `now`.
@@ -153,7 +153,7 @@ public struct AppHub: Sendable {
     /// Whether `socketID` is in use by an open connection.
     public func isSocketIDInUse(_ socketID: String) -> Bool { socketIndex[socketID] != nil }
 
-    /// A connection was accepted and given `socketID`: greet it (PUSHER-PROTOCOL §1, "Handshake").
+    /// A connection was accepted and given `socketID`: greet it (docs/pusher-protocol.md §1, "Handshake").
     public mutating func connected(_ id: ConnectionID, socketID: String) -> [HubAction] {
         connections[id] = Connection(socketID: socketID)
         socketIndex[socketID] = id

@@ -34,7 +34,7 @@ public struct PusherLocalConfiguration: Sendable {
     /// The apps served (at least one; ids and keys unique).
     public var apps: [PusherLocalApp]
     /// `activity_timeout` announced to clients, and the silence after which the server pings a
-    /// client (PUSHER-PROTOCOL §1; hosted Pusher: 120 s).
+    /// client (docs/pusher-protocol.md §1; hosted Pusher: 120 s).
     public var activityTimeout: Duration
     /// How long a pinged client may stay silent before the server closes it with 4201.
     public var pongTimeout: Duration

@@ -1,4 +1,4 @@
-/// Builders for the server→client frames of protocol 7 (PUSHER-PROTOCOL §1).
+/// Builders for the server→client frames of protocol 7 (docs/pusher-protocol.md §1).
 ///
 /// Channel events carry `data` as a JSON-encoded *string* ("double encoding"); `pusher:error`
 /// carries an object, as hosted Pusher sends it. Every frame is built once as text and shared by

@@ -5,7 +5,7 @@ import PusherProtocol
 
 import struct Foundation.Date
 
-/// The HTTP side of pusher-local: Pusher's HTTP API under `/apps/ID/...` (PUSHER-PROTOCOL §2)
+/// The HTTP side of pusher-local: Pusher's HTTP API under `/apps/ID/...` (docs/pusher-protocol.md §2)
 /// and the development-only control endpoints under `/pusher-local/...`.
 struct HTTPAPIResponder: HTTPResponder {
     typealias Context = BasicRequestContext
@@ -60,7 +60,7 @@ struct HTTPAPIResponder: HTTPResponder {
         guard let appID = segments.first, let live = registry.byID[appID] else {
             throw APIError(status: 404, message: "Unknown app id")
         }
-        // PUSHER-PROTOCOL §2 "Signing": key, timestamp window (±600 s), body_md5, HMAC.
+        // docs/pusher-protocol.md §2 "Signing": key, timestamp window (±600 s), body_md5, HMAC.
         let now = Int(Date().timeIntervalSince1970)
         let signature = RequestSignature(key: live.app.key, secret: live.app.secret)
         if let failure = signature.verify(method: method.rawValue, path: path, params: query, body: body, now: now) {

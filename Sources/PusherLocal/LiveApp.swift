@@ -158,7 +158,7 @@ final class LiveApp: Sendable {
         }
     }
 
-    /// `digits.digits`, as Pusher's socket ids look (PUSHER-PROTOCOL §1, "Handshake").
+    /// `digits.digits`, as Pusher's socket ids look (docs/pusher-protocol.md §1, "Handshake").
     static func makeSocketID() -> String {
         "\(UInt32.random(in: 1...UInt32.max)).\(UInt32.random(in: 1...UInt32.max))"
     }

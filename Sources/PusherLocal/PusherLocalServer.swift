@@ -36,7 +36,7 @@ public struct PusherLocalError: Error, CustomStringConvertible, Sendable {
 }
 
 /// A local Pusher-compatible server (protocol 7 WebSocket + HTTP API) for development, the demo
-/// and tests (DESIGN §6). Run it as a `Service`, or in tests with
+/// and tests (docs/contract.md §6). Run it as a `Service`, or in tests with
 /// ``withRunning(_:logger:_:)``, which binds a free port and stops the server afterwards.
 ///
 /// It is a development server: one process, no clustering, no persistence, unbounded
@@ -263,7 +263,7 @@ struct ConnectionHandler: Sendable {
     static let protocols = 5...7
 
     /// Decides whether a path `/app/KEY?protocol=N` may connect, or which close code it gets
-    /// (PUSHER-PROTOCOL §1, "Close codes": 4001 unknown app, 4007 unsupported, 4008 missing protocol).
+    /// (docs/pusher-protocol.md §1, "Close codes": 4001 unknown app, 4007 unsupported, 4008 missing protocol).
     static func admission(path: String, registry: AppRegistry) -> Result<LiveApp, CloseRefusal> {
         let (pathPart, query) = splitPathAndQuery(path)
         let key = String(pathPart.dropFirst("/app/".count))
@@ -300,7 +300,7 @@ struct ConnectionHandler: Sendable {
     static let refusalPause: Duration = .milliseconds(100)
 
     /// Refuses a just-upgraded connection: `pusher:error` with the code, a short pause, then
-    /// the close frame with the same code (PUSHER-PROTOCOL §1, "Close codes").
+    /// the close frame with the same code (docs/pusher-protocol.md §1, "Close codes").
     static func refuse(_ outbound: WebSocketOutboundWriter, code: UInt16, reason: String) async {
         try? await outbound.write(.text(ServerFrame.error(reason, code: Int(code))))
         try? await Task.sleep(for: refusalPause)

@@ -5,7 +5,7 @@ import PusherProtocol
 
 import struct Foundation.Date
 
-/// Posts webhooks (PUSHER-PROTOCOL §2, "Webhooks"): `{"time_ms","events":[…]}` with
+/// Posts webhooks (docs/pusher-protocol.md §2, "Webhooks"): `{"time_ms","events":[…]}` with
 /// `X-Pusher-Key` and `X-Pusher-Signature` = hex HMAC-SHA256(secret, body).
 ///
 /// Events are queued without blocking the caller and posted by one task (``run()``) in order,

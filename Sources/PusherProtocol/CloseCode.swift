@@ -1,5 +1,5 @@
 /// What a client does after the server closes the connection with a code
-/// (PUSHER-PROTOCOL §1, "Close codes"; DESIGN §5.5).
+/// (docs/pusher-protocol.md §1, "Close codes"; docs/contract.md §5.5).
 public enum CloseCodeAction: Sendable, Hashable {
     /// 4000–4099: the server refuses this configuration. Do not retry unchanged: report an
     /// error, mark not ready, and retry only at the backoff cap (never a hot loop).

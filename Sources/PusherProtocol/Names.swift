@@ -1,4 +1,4 @@
-/// Pusher's published limits (PUSHER-PROTOCOL §1 "Names and sizes", §2).
+/// Pusher's published limits (docs/pusher-protocol.md §1 "Names and sizes", §2).
 public enum PusherLimits {
     /// Longest channel name.
     public static let channelNameLength = 164

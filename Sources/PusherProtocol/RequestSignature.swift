@@ -1,4 +1,4 @@
-/// Signing and verifying Pusher HTTP API requests (PUSHER-PROTOCOL §2, "Signing").
+/// Signing and verifying Pusher HTTP API requests (docs/pusher-protocol.md §2, "Signing").
 ///
 /// Every request carries `auth_key`, `auth_timestamp` (unix seconds), `auth_version=1.0`,
 /// `body_md5` (when there is a body) and finally `auth_signature`, the hex HMAC-SHA256 of

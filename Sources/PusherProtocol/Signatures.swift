@@ -1,6 +1,6 @@
 import Crypto
 
-/// Channel and user authorization strings (PUSHER-PROTOCOL §2, "Auth strings").
+/// Channel and user authorization strings (docs/pusher-protocol.md §2, "Auth strings").
 ///
 /// An auth string is `KEY:` followed by the lower-case hex HMAC-SHA256 of a string to sign:
 ///
@@ -47,7 +47,7 @@ public enum PusherAuth {
     }
 
     /// The key of a `private-encrypted-` channel: SHA-256(channel name ‖ 32-byte master key).
-    /// Sent base64-encoded as `shared_secret` in the auth response (PUSHER-PROTOCOL §1).
+    /// Sent base64-encoded as `shared_secret` in the auth response (docs/pusher-protocol.md §1).
     public static func sharedSecret(channel: String, masterKey: some Sequence<UInt8>) -> [UInt8] {
         var hasher = SHA256()
         hasher.update(data: Array(channel.utf8))

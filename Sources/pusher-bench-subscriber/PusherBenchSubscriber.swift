@@ -64,7 +64,7 @@ struct Tally: ~Copyable {
             seen[Int(seq)] = true
             unique += 1
         }
-        // Order is promised per channel only (DESIGN §5.6).
+        // Order is promised per channel only (docs/contract.md §5.6).
         let lane = Int(seq < 0 ? 0 : seq) % highest.count
         if seq < highest[lane] { reordered += 1 } else { highest[lane] = Int(seq) }
         latencies.append(realNanos - sent)

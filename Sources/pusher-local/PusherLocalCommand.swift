@@ -9,7 +9,7 @@ import Glibc
 import Darwin
 #endif
 
-/// `pusher-local`: a Pusher-compatible server for development and tests (DESIGN §6).
+/// `pusher-local`: a Pusher-compatible server for development and tests (docs/contract.md §6).
 struct PusherLocalCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pusher-local",

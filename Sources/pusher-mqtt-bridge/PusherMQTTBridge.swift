@@ -3,7 +3,7 @@ import BridgeCore
 import BridgeDaemon
 import Foundation
 
-/// `pusher-mqtt-bridge`: the command line (DESIGN §3). Logic lives in BridgeCore
+/// `pusher-mqtt-bridge`: the command line (docs/contract.md §3). Logic lives in BridgeCore
 /// (`ConfigLoader`, `CheckReport`, `RouteExplanation`) so unit tests cover it; this file only
 /// parses arguments, reads the clock and maps outcomes to sysexits codes.
 @main

@@ -54,7 +54,7 @@ import Testing
             await outbox.closeSpool()
         }
         // After a restart: everything above the durable watermark (m0), in order. m2 was acknowledged
-        // out of order, above the unacknowledged m1, so it comes again: at-least-once (DESIGN 5.6).
+        // out of order, above the unacknowledged m1, so it comes again: at-least-once (docs/contract.md §5.6).
         let reopened = try Outbox<OutgoingPusher>(name: "t", limits: limits, overflow: .dropOldest, spoolDirectory: directory, logger: Logger(label: "t"))
         #expect(await reopened.next(max: 10).map(\.item.event.data) == ["m1", "m2", "m3", "m4"])
         await reopened.closeSpool()

@@ -3,7 +3,7 @@ import Testing
 
 @testable import Durability
 
-/// Crash safety (DESIGN §5.6): whatever state a crash or a disk leaves behind, opening the spool
+/// Crash safety (docs/contract.md §5.6): whatever state a crash or a disk leaves behind, opening the spool
 /// recovers the valid records, reports the damage, and never traps.
 @Suite("Spool: recovery from torn and corrupt records")
 struct SpoolRecoveryTests {

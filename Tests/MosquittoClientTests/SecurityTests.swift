@@ -96,7 +96,7 @@ import Testing
         // MQTT 5 reason 0x86 Bad User Name or Password or 0x87 Not authorized.
         #expect(error.code == 0x86 || error.code == 0x87, "\(error)")
         #expect(!error.message.contains("not-the-right-one"), "the password must never appear in errors")
-        // libmosquitto's own loop would be dead now (MQTT-NOTES §6); ours keeps retrying.
+        // libmosquitto's own loop would be dead now (docs/mqtt-notes.md §6); ours keeps retrying.
         try await Task.sleep(for: .milliseconds(500))
         #expect(client.state != .stopped(error: nil))
 

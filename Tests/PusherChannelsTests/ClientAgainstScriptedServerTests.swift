@@ -107,7 +107,7 @@ private func quietLogger() -> Logger {
                 #expect(events[2].data == #"{"n":1}"#)
                 #expect(events[3] == PusherEvent(name: "secret", channel: "private-orders", data: "plain 1"))
                 let states = seen.compactMap { if case .connectionStateChanged(let s) = $0 { s.current } else { nil } }
-                // After the 4200 the client waits 0–500 ms (DESIGN §5.5), reported as reconnecting
+                // After the 4200 the client waits 0–500 ms (docs/contract.md §5.5), reported as reconnecting
                 // unless the draw was zero.
                 #expect(states.filter { $0 != .reconnecting } == [.connecting, .connected, .connecting, .connected])
                 #expect(states.count <= 5)

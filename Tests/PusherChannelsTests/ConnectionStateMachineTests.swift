@@ -51,7 +51,7 @@ func reconnectDelays(in actions: [Action]) -> [Duration] {
     actions.compactMap { if case .reconnectScheduled(let d, _) = $0 { d } else { nil } }
 }
 
-/// A reconnect "at once" (4200–4299, pong timeout): one delay drawn from 0...500 ms (DESIGN
+/// A reconnect "at once" (4200–4299, pong timeout): one delay drawn from 0...500 ms (docs/contract.md
 /// §5.5); once it has passed, the transport opens. Returns the delay.
 @discardableResult
 func reconnectsWithinSpread(
@@ -108,7 +108,7 @@ func sends(in actions: [Action]) -> [String] {
 
     /// Found by `make fuzz` (target pusher-frame): `Int64(seconds * 1000)` trapped on a huge
     /// `activity_timeout`, so one frame from a hostile or broken server crashed the process.
-    /// A server's value can only lower ours (PUSHER-PROTOCOL §1 "Keep-alive").
+    /// A server's value can only lower ours (docs/pusher-protocol.md §1 "Keep-alive").
     @Test(arguments: ["1e300", "1e16", "9223372036854775807", "1e999", "-5", "0"])
     func absurdServerActivityTimeoutKeepsOurs(_ value: String) {
         let (machine, actions) = Self.handshake(activityTimeout: value)
@@ -289,7 +289,7 @@ func sends(in actions: [Action]) -> [String] {
         #expect(reconnectDelays(in: second) == [.seconds(2)])
     }
 
-    /// DESIGN §5.5: "reconnect at once (a random spread of at most 500 ms, whatever
+    /// docs/contract.md §5.5: "reconnect at once (a random spread of at most 500 ms, whatever
     /// `initial_delay` is)". Machines with different seeds spread out; a long initial delay
     /// does not stretch the spread.
     @Test func closeCode4200SpreadsReconnectsOverAtMost500Milliseconds() {

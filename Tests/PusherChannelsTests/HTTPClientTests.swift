@@ -26,7 +26,7 @@ private final class APIRecorder: Sendable {
 }
 
 /// An HTTP server on 127.0.0.1 that checks every request's signature like Pusher does
-/// (PUSHER-PROTOCOL §2) and answers with canned bodies.
+/// (docs/pusher-protocol.md §2) and answers with canned bodies.
 private func withFakeAPI(_ body: @Sendable (Int, APIRecorder, HTTPClient) async throws -> Void) async throws {
     let recorder = APIRecorder()
     let verifier = RequestSignature(key: "key", secret: "secret")

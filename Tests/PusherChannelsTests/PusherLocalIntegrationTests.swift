@@ -9,7 +9,7 @@ import Testing
 
 @testable import PusherChannels
 
-/// Our client and HTTP API client against an in-process pusher-local (DESIGN §6): every channel
+/// Our client and HTTP API client against an in-process pusher-local (docs/contract.md §6): every channel
 /// kind, socket_id exclusion, cache replay, client events, reconnect after a server close and
 /// after a missing pong, presence without duplicates.
 @Suite(.timeLimit(.minutes(1))) struct PusherLocalIntegrationTests {

@@ -252,7 +252,7 @@ qos = 1
 
 
 def test_sigkill_mid_stream_mqtt_to_pusher_loss_window(pusher, broker, workdir, bridges):
-    """DESIGN 5.6: libmosquitto acknowledges before the bridge sees a message, so a SIGKILL can lose
+    """docs/contract.md §5.6: libmosquitto acknowledges before the bridge sees a message, so a SIGKILL can lose
     what was acknowledged but not yet spooled. Measure it: 2000 QoS 1 messages at ~1000/s, SIGKILL
     in the middle, restart; everything published while the bridge is down waits in its session."""
     config = bridge_config(pusher, broker, workdir, MQTT_TO_PUSHER)

@@ -56,7 +56,7 @@ def test_presence_members_become_retained_and_ghosts_are_cleared(pusher, broker,
     bridge = bridges(config, name="presence1")
     wait_until(lambda: members(broker.port).get("dash/operators/members/alice") == b'{"name":"Alice"}', 10, 0.2, "alice retained")
     bob = PresenceMember(pusher, "bob/1", {})
-    # user ids are escaped into one topic level (DESIGN 5.1); the bridge itself is not listed.
+    # user ids are escaped into one topic level (docs/contract.md §5.1); the bridge itself is not listed.
     wait_until(lambda: "dash/operators/members/bob%2F1" in members(broker.port), 10, 0.2, "bob retained")
     state = members(broker.port)
     assert state["dash/operators/count"] == b"2"

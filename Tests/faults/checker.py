@@ -7,9 +7,9 @@ receiver records (tag, arrival time) in arrival order, duplicates included. Per 
 
 - delivered: sent tags that arrived at least once;
 - lost: sent tags that never arrived;
-- duplicates: arrivals beyond the first of a tag (QoS 1 redelivery; DESIGN 5.6 allows them);
+- duplicates: arrivals beyond the first of a tag (QoS 1 redelivery; docs/contract.md §5.6 allows them);
 - reordered: tags whose first arrival came after the first arrival of a tag sent later
-  (order per channel/topic must be kept, DESIGN 5.6);
+  (order per channel/topic must be kept, docs/contract.md §5.6);
 - unexpected: arrivals of tags that were never sent (must be zero: nothing invented);
 - loss windows: runs of consecutive lost sequence numbers, with their send-time span, so a loss
   can be compared with the time the far side was unreachable.

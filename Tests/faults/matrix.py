@@ -9,7 +9,7 @@ both directions meet their expectation. The table is printed and written as JSON
 
 Pusher -> MQTT is counted at a paho-mqtt QoS 1 subscriber with a persistent session; MQTT ->
 Pusher at the Pusher HTTP API (what pusher-local accepted through the HTTP fault proxy: the
-boundary of DESIGN 5.6's guarantee), and, for information, at a pysher subscriber, which loses
+boundary of docs/contract.md §5.6's guarantee), and, for information, at a pysher subscriber, which loses
 events during its own reconnects (Pusher has no replay) when a row closes every connection.
 """
 
@@ -193,7 +193,7 @@ def rows() -> list[Row]:
             pusher_closes(4100, 20)),
         Row("close-4001", "pusher-local closes with 4001 x1",
             Expectation(int(R * 3.0), max_recovery_s=4,
-                        why="DESIGN 5.5: 4000-4099 -> not ready, retry only at max_delay (2 s +-20 %): <= rate x 3 s"),
+                        why="docs/contract.md §5.5: 4000-4099 -> not ready, retry only at max_delay (2 s +-20 %): <= rate x 3 s"),
             Expectation(0, max_recovery_s=4, why=f"the HTTP API is not affected: {ZERO}"),
             pusher_closes(4001, 1)),
         Row("blackhole-mqtt", "10 s blackhole between bridge and mosquitto (proxy)",
@@ -227,7 +227,7 @@ def rows() -> list[Row]:
             Expectation(int(R * 5), max_recovery_s=6,
                         why="Pusher has no replay: events while no bridge is subscribed are lost (<= rate x (2 s + start + subscribe)); every buffered one comes out of the spool"),
             Expectation(int(R * 0.1), max_recovery_s=6,
-                        why="DESIGN 5.6: only what libmosquitto acknowledged but the bridge had not spooled (<= rate x 100 ms); the rest waits in the session"),
+                        why="docs/contract.md §5.6: only what libmosquitto acknowledged but the bridge had not spooled (<= rate x 100 ms); the rest waits in the session"),
             bridge_sigkill()),
         Row("sighup", "SIGHUP x10 (rule-only changes), the 6th with an invalid config",
             Expectation(0, max_recovery_s=2, why=f"rule-only reloads keep both connections; a bad file is refused: {ZERO}"),

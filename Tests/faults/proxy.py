@@ -16,7 +16,7 @@ each HTTP/1.1 request and, by mode:
 - `hang`: reads the request and never answers (the client's request timeout fires);
 - `blackhole` / `reset`: as for TCP.
 It also records every event of every `batch_events`/`events` request whose upstream answer was
-2xx: that is "accepted by the Pusher HTTP API", the boundary of DESIGN 5.6's guarantee for MQTT ->
+2xx: that is "accepted by the Pusher HTTP API", the boundary of docs/contract.md §5.6's guarantee for MQTT ->
 Pusher, independent of any WebSocket subscriber's own reconnects.
 """
 

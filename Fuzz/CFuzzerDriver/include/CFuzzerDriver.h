@@ -1,6 +1,6 @@
 // libFuzzer's entry point for programs that bring their own main (libclang_rt.fuzzer_no_main).
 // SwiftPM links its own `main` into every executable, so `-sanitize=fuzzer` never fuzzes
-// (SWIFT-STACK.md "Fuzzing"): our main calls this driver instead.
+// (docs/swift-stack.md "Fuzzing"): our main calls this driver instead.
 #ifndef C_FUZZER_DRIVER_H
 #define C_FUZZER_DRIVER_H
 #include <stddef.h>

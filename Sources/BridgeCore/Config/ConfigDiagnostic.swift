@@ -1,4 +1,4 @@
-/// One problem found in a `bridges.conf`, formatted the way DESIGN §3 prescribes:
+/// One problem found in a `bridges.conf`, formatted the way docs/contract.md §3 prescribes:
 ///
 ///     FILE:LINE:COLUMN: error: message            (syntax errors)
 ///     FILE:LINE: error: KEYPATH: message          (semantic errors whose line is known)
@@ -36,7 +36,7 @@ public struct ConfigDiagnostic: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// A config that cannot be used: every problem found, in file order (DESIGN §3: "prints **every** error").
+/// A config that cannot be used: every problem found, in file order (docs/contract.md §3: "prints **every** error").
 public struct ConfigError: Error, Sendable, CustomStringConvertible {
     /// All problems, sorted by line (problems without a line last, in the order found).
     public var diagnostics: [ConfigDiagnostic]

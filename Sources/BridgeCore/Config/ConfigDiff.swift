@@ -1,4 +1,4 @@
-/// What changed between two valid configs, for `SIGHUP` reload (DESIGN §3: apply the difference
+/// What changed between two valid configs, for `SIGHUP` reload (docs/contract.md §3: apply the difference
 /// without dropping connections that did not change). Bridges are compared by name and by value.
 public struct ConfigDiff: Sendable, Equatable {
     /// Bridges whose settings are equal in both: keep them running untouched.

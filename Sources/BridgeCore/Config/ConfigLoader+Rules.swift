@@ -147,7 +147,7 @@ extension LoadContext {
             name: "", filter: filter, channel: channel, event: event, qos: qos, forwardRetained: forwardRetained, payload: payload, via: via)
     }
 
-    /// Channel-name rules (PUSHER-PROTOCOL §1 "Names and sizes") that hold whatever the message.
+    /// Channel-name rules (docs/pusher-protocol.md §1 "Names and sizes") that hold whatever the message.
     static func channelTemplateProblem(_ template: NameTemplate, filter: TopicFilter, via: PusherDelivery) -> String? {
         for byte in template.literalText.utf8 where !ChannelName.isChannelNameByte(byte) {
             let shown = byte < 0x80 ? String(UnicodeScalar(byte)) : "non-ASCII"

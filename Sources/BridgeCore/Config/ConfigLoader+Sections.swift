@@ -146,7 +146,7 @@ extension LoadContext {
         guard var pusher, let name, Self.isBridgeName(name) else { return nil }
         if pusher.userID == nil, pusher.authEndpoint == nil {
             // Presence subscriptions signed with the secret need an identity in channel_data
-            // (PUSHER-PROTOCOL §1); with an auth endpoint, the endpoint chooses it.
+            // (docs/pusher-protocol.md §1); with an auth endpoint, the endpoint chooses it.
             pusher.userID = "pusher-mqtt-bridge-\(name)"
         }
         let bridge = BridgeSettings(
@@ -155,7 +155,7 @@ extension LoadContext {
         return bridge
     }
 
-    /// Cross-checks between rules and the Pusher credentials they need (PUSHER-PROTOCOL §1 auth, §2 HTTP API).
+    /// Cross-checks between rules and the Pusher credentials they need (docs/pusher-protocol.md §1 auth, §2 HTTP API).
     func checkCredentials(_ bridge: BridgeSettings, path: ConfigKeyPath) {
         let pusher = bridge.pusher
         let canAuthorize = pusher.secret != nil || pusher.authEndpoint != nil

@@ -66,7 +66,7 @@ struct TableReader {
 
     func int(_ key: String, in range: ClosedRange<Int>, unit: String = "") -> Int? {
         guard let value = table[key] else { return nil }
-        // Decoded as Int and range-checked here: TOMLKit traps on out-of-range unsigned decoding (SWIFT-STACK).
+        // Decoded as Int and range-checked here: TOMLKit traps on out-of-range unsigned decoding (docs/swift-stack.md).
         guard let number = value.int else {
             mismatch(key, expected: "an integer", found: value)
             return nil

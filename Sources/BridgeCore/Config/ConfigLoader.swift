@@ -31,7 +31,7 @@ public struct ConfigEnvironment: Sendable {
     }
 }
 
-/// Reads and validates `bridges.conf` (DESIGN §3–§4) into a ``BridgeConfiguration``, collecting
+/// Reads and validates `bridges.conf` (docs/contract.md §3–§4) into a ``BridgeConfiguration``, collecting
 /// **every** problem rather than stopping at the first.
 ///
 /// Keys, types and defaults (all keys are strict: an unknown key is an error, with a

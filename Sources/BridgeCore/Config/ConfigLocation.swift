@@ -1,4 +1,4 @@
-/// Where the daemon and its commands find `bridges.conf` (DESIGN §3).
+/// Where the daemon and its commands find `bridges.conf` (docs/contract.md §3).
 public enum ConfigLocation {
     /// The packaged default.
     public static let defaultPath = "/etc/pusher-mqtt-bridge/bridges.conf"

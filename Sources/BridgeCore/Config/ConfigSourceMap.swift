@@ -1,6 +1,6 @@
 /// Lines of table headers and `key =` lines in a TOML text, by key path.
 ///
-/// TOMLKit 0.6.0 exposes no source positions after parsing, but DESIGN §3 asks for a line
+/// TOMLKit 0.6.0 exposes no source positions after parsing, but docs/contract.md §3 asks for a line
 /// wherever one can be known reliably. This scanner reads the same text the parser accepted and
 /// records, for plain TOML, where each table (`[bridge.pusher]`), each element of an array of
 /// tables (`[[bridge]]`, `[[bridge.rule]]`, numbered from 1 in file order) and each key starts.

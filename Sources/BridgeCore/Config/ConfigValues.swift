@@ -1,4 +1,4 @@
-/// Parsing of the value syntaxes DESIGN §4 defines on top of TOML: durations, sizes and
+/// Parsing of the value syntaxes docs/contract.md §4 defines on top of TOML: durations, sizes and
 /// `${VAR}` expansion. Each parser returns either the value or a sentence saying what is wrong.
 public enum ConfigValueSyntax {
     /// `"500ms"`, `"30s"`, `"2m"`, `"1h"`, also combined (`"1m30s"`) and fractional (`"1.5s"`).
@@ -65,7 +65,7 @@ public enum ConfigValueSyntax {
 
     /// Expands `${NAME}` from `environment`. `${NAME:-fallback}` uses `fallback` when `NAME` is
     /// unset or empty (as in the shell). `$${` writes a literal `${`. An unset variable without a
-    /// fallback, an unclosed `${` or an invalid name is a problem (DESIGN §4: "unset → config error").
+    /// fallback, an unclosed `${` or an invalid name is a problem (docs/contract.md §4: "unset → config error").
     public static func expand(_ text: String, environment: [String: String]) -> Result<String, ConfigValueProblem> {
         guard text.contains("${") else { return .success(text) }
         var output = ""

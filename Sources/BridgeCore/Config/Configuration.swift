@@ -1,7 +1,7 @@
 import Backoff
 import MQTTVocabulary
 
-/// A validated `bridges.conf` (DESIGN §4): the daemon settings and one or more bridges.
+/// A validated `bridges.conf` (docs/contract.md §4): the daemon settings and one or more bridges.
 ///
 /// Produced by ``ConfigLoader``; every value here has been checked, defaults are filled in,
 /// `${VAR}` references are expanded and `*_file` secrets are read. Plain values: compare two of
@@ -91,7 +91,7 @@ public struct BridgeSettings: Sendable, Equatable {
     public var pusher: PusherSettings
     /// `[bridge.mqtt]`.
     public var mqtt: MQTTSettings
-    /// `[bridge.reconnect]`, for both sides (DESIGN §5.5).
+    /// `[bridge.reconnect]`, for both sides (docs/contract.md §5.5).
     public var reconnect: ReconnectPolicy
     /// `[bridge.buffer]`, per direction.
     public var buffer: BufferSettings
@@ -125,7 +125,7 @@ public struct BridgeSettings: Sendable, Equatable {
 
     /// Every Pusher channel this bridge subscribes to, each once: the channels of Pusher → MQTT
     /// rules, of presence mirrors, and of `via = "client-event"` rules (a client event can only
-    /// be sent on a channel the connection is subscribed to, PUSHER-PROTOCOL §1).
+    /// be sent on a channel the connection is subscribed to, docs/pusher-protocol.md §1).
     public var pusherChannels: [String] {
         var seen = Set<String>()
         var channels: [String] = []
@@ -139,7 +139,7 @@ public struct BridgeSettings: Sendable, Equatable {
 
     /// Every MQTT subscription this bridge makes, each filter once.
     ///
-    /// Rules with `from = "mqtt"` subscribe with `no_local` (MQTT 5; DESIGN §5.4: never receive
+    /// Rules with `from = "mqtt"` subscribe with `no_local` (MQTT 5; docs/contract.md §5.4: never receive
     /// what the bridge itself published) and, unless `forward_retained`, with retain handling
     /// "do not send" so retained messages are not replayed into Pusher on (re)subscribe.
     /// Presence mirrors subscribe to `T/members/+` to find retained members left by an earlier
@@ -184,7 +184,7 @@ public struct BridgeSettings: Sendable, Equatable {
         return order.compactMap { byFilter[$0] }
     }
 
-    /// The presence identity to leave out of mirrored member lists (DESIGN §5.3).
+    /// The presence identity to leave out of mirrored member lists (docs/contract.md §5.3).
     public var ownPresenceUserID: String? { pusher.userID }
 }
 
@@ -225,7 +225,7 @@ public struct PusherSettings: Sendable, Equatable {
     public var userID: String?
     /// `user_info` as JSON text (an inline table in the config).
     public var userInfoJSON: String?
-    /// `max_event_bytes`, default 10 KiB: larger event data is dead-lettered (DESIGN §5.2).
+    /// `max_event_bytes`, default 10 KiB: larger event data is dead-lettered (docs/contract.md §5.2).
     public var maxEventBytes: Int
 
     public init(
@@ -285,7 +285,7 @@ public struct MQTTSettings: Sendable, Equatable {
     /// `keepalive`, default 30 s.
     public var keepalive: Duration
     /// `session_expiry`, default 1 h: the MQTT 5 Session Expiry Interval sent on CONNECT. MQTT 5
-    /// has no persistent session without it (MQTT-NOTES §4); ignored with protocol 4.
+    /// has no persistent session without it (docs/mqtt-notes.md §4); ignored with protocol 4.
     public var sessionExpiry: Duration
     /// `status_topic`, default `pusher-mqtt-bridge/<bridge>/status`.
     public var statusTopic: String
@@ -317,7 +317,7 @@ public struct MQTTSettings: Sendable, Equatable {
     }
 }
 
-/// What to drop when a full buffer receives another message (DESIGN §4 `[bridge.buffer] overflow`).
+/// What to drop when a full buffer receives another message (docs/contract.md §4 `[bridge.buffer] overflow`).
 public enum BufferOverflowPolicy: String, Sendable, Equatable, CaseIterable {
     /// Make room by dropping the oldest buffered messages: the freshest data wins (dashboards).
     case dropOldest = "drop-oldest"
@@ -344,7 +344,7 @@ public struct BufferSettings: Sendable, Equatable {
     }
 }
 
-/// `payload = "data" | "envelope"` (DESIGN §5.1).
+/// `payload = "data" | "envelope"` (docs/contract.md §5.1).
 public enum PayloadMode: String, Sendable, Equatable, CaseIterable {
     /// The message body as is.
     case data
@@ -445,7 +445,7 @@ public struct MQTTToPusherRule: Sendable, Equatable {
     }
 }
 
-/// A `[[bridge.presence]]`: members of a presence channel → retained MQTT messages (DESIGN §5.3).
+/// A `[[bridge.presence]]`: members of a presence channel → retained MQTT messages (docs/contract.md §5.3).
 public struct PresenceMirrorRule: Sendable, Equatable {
     /// A `presence-` channel.
     public var channel: String

@@ -1,4 +1,4 @@
-/// The bounds of one direction's buffer (DESIGN §4 `[bridge.buffer] max_messages`, `max_bytes`).
+/// The bounds of one direction's buffer (docs/contract.md §4 `[bridge.buffer] max_messages`, `max_bytes`).
 public struct BufferLimits: Sendable, Equatable {
     /// Most messages held at once; at least 1.
     public var maxMessages: Int
@@ -12,7 +12,7 @@ public struct BufferLimits: Sendable, Equatable {
     }
 }
 
-/// Running totals of a buffer since it was created, for metrics and logs (DESIGN §4: "every
+/// Running totals of a buffer since it was created, for metrics and logs (docs/contract.md §4: "every
 /// drop is counted and logged").
 public struct BufferCounters: Sendable, Equatable {
     /// Messages accepted.

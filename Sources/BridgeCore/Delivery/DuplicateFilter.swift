@@ -1,6 +1,6 @@
 import DequeModule
 
-/// Suppresses repeats of recently seen messages, for QoS 1 redelivery (DESIGN §5.6).
+/// Suppresses repeats of recently seen messages, for QoS 1 redelivery (docs/contract.md §5.6).
 ///
 /// The identity is a ``MessageDigest`` the caller builds, normally from
 /// (direction, channel or topic, payload) — e.g. `MessageDigest(parts: [Array("mqtt".utf8),

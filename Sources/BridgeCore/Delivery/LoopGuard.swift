@@ -1,6 +1,6 @@
 import DequeModule
 
-/// Recognises MQTT messages that are echoes of the bridge's own publishes (DESIGN §5.4, MQTT
+/// Recognises MQTT messages that are echoes of the bridge's own publishes (docs/contract.md §5.4, MQTT
 /// 3.1.1 only: MQTT 5 subscriptions use `no_local` and need no guard).
 ///
 /// A topic↔channel pair bridged in both directions would otherwise loop: Pusher event →
@@ -16,7 +16,7 @@ import DequeModule
 ///   cross (a sensor that repeats a value is not a loop).
 /// - **A record expires after `window`** (default 10 s): an echo normally returns within
 ///   milliseconds, but a QoS ≥ 1 publish may sit in libmosquitto's queue during a short
-///   broker outage (MQTT-NOTES §3). An echo arriving later than the window crosses once —
+///   broker outage (docs/mqtt-notes.md §3). An echo arriving later than the window crosses once —
 ///   the loop still cannot repeat, because that crossing publishes into Pusher with our own
 ///   `socket_id`, which Pusher does not send back to us.
 /// - **Bounded memory**: at most `capacity` records (default 10 000, 16 bytes of digest each);

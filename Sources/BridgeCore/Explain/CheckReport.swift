@@ -2,7 +2,7 @@ import Backoff
 import PusherProtocol
 
 /// The text `pusher-mqtt-bridge check` prints for a valid config: per bridge, where it connects,
-/// what it subscribes to, and the compiled rule table (DESIGN §3). Secrets are never shown.
+/// what it subscribes to, and the compiled rule table (docs/contract.md §3). Secrets are never shown.
 public enum CheckReport {
     /// The whole report for `configuration`, read from `file`.
     public static func render(_ configuration: BridgeConfiguration, file: String) -> String {

@@ -2,7 +2,7 @@ import PusherProtocol
 
 /// What `pusher-mqtt-bridge route` prints: for one hypothetical message, every bridge's verdict —
 /// which rules match and the exact targets and payloads they would send, which matches would be
-/// dead-lettered or skipped and why, and for rules that do not match, why not (DESIGN §3).
+/// dead-lettered or skipped and why, and for rules that do not match, why not (docs/contract.md §3).
 /// It runs the real ``RuleTable`` so the answer is what the daemon would do.
 public enum RouteExplanation {
     /// Explains an MQTT message on `topic` with `payload`.
@@ -104,7 +104,7 @@ public enum RouteExplanation {
         return lines.joined(separator: "\n")
     }
 
-    /// What happens to a message a rule matched but cannot deliver (DESIGN §5.2).
+    /// What happens to a message a rule matched but cannot deliver (docs/contract.md §5.2).
     private static func describe(_ deadLetter: DeadLetter, deadLetterTopic: String?) -> [String] {
         var lines = ["  rule \(deadLetter.rule): MATCH, DEAD LETTER: \(deadLetter.reason)"]
         if let deadLetterTopic {

@@ -2,7 +2,7 @@ import PusherProtocol
 
 /// One member of a presence channel as the Pusher client core reports it.
 public struct PresenceMember: Sendable, Hashable {
-    /// The member's id, normalised to a string (numeric ids arrive as numbers, PUSHER-PROTOCOL §1).
+    /// The member's id, normalised to a string (numeric ids arrive as numbers, docs/pusher-protocol.md §1).
     public var userID: String
     /// `user_info` as JSON text, `nil` when the member has none.
     public var infoJSON: String?
@@ -13,7 +13,7 @@ public struct PresenceMember: Sendable, Hashable {
     }
 }
 
-/// Mirrors one presence channel into retained MQTT messages (DESIGN §5.3), as a pure state machine.
+/// Mirrors one presence channel into retained MQTT messages (docs/contract.md §5.3), as a pure state machine.
 ///
 /// For `[[bridge.presence]] channel = C, topic = T`:
 /// - `T/members/<user_id>` (retained) = the member's `user_info` JSON, `{}` when none;
@@ -28,7 +28,7 @@ public struct PresenceMember: Sendable, Hashable {
 /// there **with the retain flag set** to ``retainedMessageFound(topic:payload:)``; it may arrive
 /// before or after `subscription_succeeded`.
 ///
-/// `<user_id>` is escaped per level (DESIGN §5.1), so `a/b` lives at `T/members/a%2Fb`.
+/// `<user_id>` is escaped per level (docs/contract.md §5.1), so `a/b` lives at `T/members/a%2Fb`.
 /// Output is deterministic: members in ascending `user_id` order, clears after publishes, the
 /// count last.
 public struct PresenceMirror: Sendable {
@@ -42,7 +42,7 @@ public struct PresenceMirror: Sendable {
 
     private enum Phase {
         /// No member list yet, or the Pusher connection dropped: events are not trusted until the
-        /// next `subscription_succeeded` (presence state is rebuilt from scratch, PUSHER-PROTOCOL §1).
+        /// next `subscription_succeeded` (presence state is rebuilt from scratch, docs/pusher-protocol.md §1).
         case awaitingMemberList
         /// Following the channel's member events.
         case live

@@ -1,4 +1,4 @@
-/// A target name with placeholders, compiled once at config load (DESIGN §4):
+/// A target name with placeholders, compiled once at config load (docs/contract.md §4):
 /// `dash/prices/{event}`, `sensor-{1}`, `{topic}`.
 ///
 /// Placeholders: `{channel}` `{event}` `{user_id}` `{bridge}` for Pusher → MQTT rules;
@@ -155,7 +155,7 @@ public struct NameTemplate: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Renders the template. With `escapingLevels`, every placeholder value is escaped so that it
-    /// stays inside one topic level (DESIGN §5.1); without, values are inserted as they are and the
+    /// stays inside one topic level (docs/contract.md §5.1); without, values are inserted as they are and the
     /// caller validates the result (Pusher names have their own syntax, §5.2).
     /// Returns `false` when a placeholder has no value (e.g. `{user_id}` on an event without one).
     @inlinable

@@ -8,7 +8,7 @@ public struct PusherEventPublish: Sendable, Equatable {
     public var channel: String
     /// The rendered, validated event name.
     public var event: String
-    /// The event's `data` (DESIGN §5.1), at most `max_event_bytes`.
+    /// The event's `data` (docs/contract.md §5.1), at most `max_event_bytes`.
     public var data: String
     /// HTTP API or client event.
     public var via: PusherDelivery
@@ -45,7 +45,7 @@ public struct MQTTPublish: Sendable, Equatable {
     }
 }
 
-/// Why a message matched by a rule cannot be delivered (DESIGN §5.2).
+/// Why a message matched by a rule cannot be delivered (docs/contract.md §5.2).
 public enum DeadLetterReason: Sendable, Equatable, CustomStringConvertible {
     /// The rendered channel name breaks Pusher's channel-name rules.
     case invalidChannelName(String, problem: String)
@@ -104,7 +104,7 @@ public enum MessageSource: Sendable, Equatable, CustomStringConvertible {
 }
 
 /// A message that matched a rule but cannot be delivered: count it, log it (rate-limited) and,
-/// when `dead_letter_topic` is set, publish ``jsonPayload`` there (DESIGN §5.2).
+/// when `dead_letter_topic` is set, publish ``jsonPayload`` there (docs/contract.md §5.2).
 public struct DeadLetter: Sendable, Equatable {
     public var rule: String
     public var reason: DeadLetterReason

@@ -1,7 +1,7 @@
 import MQTTVocabulary
 import PusherProtocol
 
-/// One bridge's rules, compiled for the per-message path (DESIGN §4, §5.1, §5.2).
+/// One bridge's rules, compiled for the per-message path (docs/contract.md §4, §5.1, §5.2).
 ///
 /// - MQTT → Pusher: a ``TopicTrie`` over the rules' filters finds every matching rule with its
 ///   captures; the channel and event templates are rendered without escaping and validated
@@ -181,7 +181,7 @@ public struct RuleTable: Sendable {
     }
 
     /// `{"channel","event","data","user_id"?,"bridge","received_at"}` with `data` embedded as JSON
-    /// when it is JSON, else as a string (DESIGN §5.1).
+    /// when it is JSON, else as a string (docs/contract.md §5.1).
     static func pusherEnvelope(channel: String, event: String, data: String, userID: String?, bridge: String, receivedAt: UTCTimestamp)
         -> [UInt8]
     {

@@ -1,4 +1,4 @@
-/// Escaping of placeholder values so that each stays inside one topic level (DESIGN §5.1):
+/// Escaping of placeholder values so that each stays inside one topic level (docs/contract.md §5.1):
 /// `%`, `/`, `+`, `#` and control characters (U+0000–U+001F, U+007F) are percent-encoded with
 /// upper-case hex (`a/b` → `a%2Fb`). Everything else, including non-ASCII UTF-8, passes through,
 /// so a level can be decoded back exactly with ``unescape(_:)``.

@@ -1,5 +1,5 @@
 /// MQTT filters indexed level by level, so matching a topic costs O(levels × branching of the
-/// filters that share its prefix) — independent of the number of rules (DESIGN §2 "fast").
+/// filters that share its prefix) — independent of the number of rules (docs/contract.md §2 "fast").
 ///
 /// Each node has literal children (keyed by the level's bytes), at most one `+` child, the rules
 /// whose filter ends here, and the rules whose filter has `#` here. Matching walks literal and

@@ -1,5 +1,5 @@
 /// A point in time as the bridge stamps messages: milliseconds since 1970 UTC. Passed in by the
-/// caller (time is data, STYLE §2); rendered as RFC 3339 with milliseconds (`received_at`, DESIGN §5.1).
+/// caller (time is data, docs/style.md §2); rendered as RFC 3339 with milliseconds (`received_at`, docs/contract.md §5.1).
 public struct UTCTimestamp: Sendable, Hashable, Comparable {
     /// Milliseconds since 1970-01-01T00:00:00Z.
     public var millisecondsSince1970: Int64

@@ -3,7 +3,7 @@ import CoreMetrics
 import Locking
 import Prometheus
 
-/// The daemon's metrics (DESIGN §5.7), created through swift-metrics on a Prometheus registry.
+/// The daemon's metrics (docs/contract.md §5.7), created through swift-metrics on a Prometheus registry.
 ///
 /// Metric objects are created once per label set and cached here; hot paths keep the object
 /// they got (``messages(bridge:rule:direction:outcome:)``) instead of looking it up per message.

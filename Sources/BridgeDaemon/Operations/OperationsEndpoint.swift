@@ -4,7 +4,7 @@ import NIOCore
 import ServiceLifecycle
 
 /// Whether the daemon is ready to serve: `/readyz` answers 200 only when every bridge has both
-/// sides connected (DESIGN §5.7); the body names what is not.
+/// sides connected (docs/contract.md §5.7); the body names what is not.
 public struct Readiness: Sendable, Equatable {
     /// Bridges or sides that are not connected, e.g. `factory: pusher disconnected`.
     public var notReady: [String]

@@ -35,7 +35,7 @@ enum ClientSettings {
         let p = settings.pusher
         guard let appID = p.appID, let secret = p.secret else { return nil }
         // Events for private-encrypted- channels are encrypted with the channel's key, derived
-        // from the master key (PUSHER-PROTOCOL §1, "Encrypted channels").
+        // from the master key (docs/pusher-protocol.md §1, "Encrypted channels").
         var masterKey: [UInt8]?
         if let base64 = p.encryptionMasterKey?.value {
             masterKey = try PusherInlineSigner(key: p.key, secret: secret.value, encryptionMasterKeyBase64: base64).encryptionMasterKey

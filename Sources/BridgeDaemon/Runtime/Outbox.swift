@@ -44,7 +44,7 @@ struct OutboxAdmission: Sendable, Equatable {
 /// plus what the daemon needs around it: a lock, and an async wait for the one consumer.
 ///
 /// A message stays in the backlog until the far side accepted it (``acknowledge(_:)``), so what
-/// is in flight at a crash is delivered again after the restart (at-least-once, DESIGN §5.6).
+/// is in flight at a crash is delivered again after the restart (at-least-once, docs/contract.md §5.6).
 final class Outbox<Item: OutboxItem>: Sendable {
     private struct State: ~Copyable {
         var backlog: DeliveryBacklog

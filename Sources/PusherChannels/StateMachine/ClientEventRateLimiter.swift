@@ -1,7 +1,7 @@
 import DequeModule
 import PusherProtocol
 
-/// At most `limit` client events in any `window` (PUSHER-PROTOCOL §1 "Client events": 10 per
+/// At most `limit` client events in any `window` (docs/pusher-protocol.md §1 "Client events": 10 per
 /// second per connection; the server closes or rejects with 4301 beyond), refused locally
 /// before the server would.
 struct ClientEventRateLimiter: Sendable {

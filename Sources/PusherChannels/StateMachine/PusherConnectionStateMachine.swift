@@ -15,7 +15,7 @@ import PusherProtocol
 /// and ``ProtocolEventData`` (the JSON of the protocol's own events). This type routes events
 /// between them and keeps the public API.
 ///
-/// What it decides (PUSHER-PROTOCOL §1, DESIGN §5.5):
+/// What it decides (docs/pusher-protocol.md §1, docs/contract.md §5.5):
 /// - handshake: wait for `pusher:connection_established` (at most `handshakeTimeout`);
 /// - keep-alive: after `min(activityTimeout, server's activity_timeout)` of silence send
 ///   `pusher:ping`; no frame within `pongTimeout` → drop and reconnect; answer server pings;
@@ -99,7 +99,7 @@ public struct PusherConnectionStateMachine: Sendable {
         /// Report an error to the application.
         case error(PusherError)
         /// A frame was not used (unknown event, unknown channel, malformed data); log at debug
-        /// and count it (DESIGN §5.2).
+        /// and count it (docs/contract.md §5.2).
         case ignoredFrame(event: String, reason: String)
     }
 
@@ -186,7 +186,7 @@ public struct PusherConnectionStateMachine: Sendable {
         case .connecting:
             return receivedDuringHandshake(frame, now: now)
         case .connected(let connected):
-            // Any frame counts as activity (PUSHER-PROTOCOL §1 "Keep-alive").
+            // Any frame counts as activity (docs/pusher-protocol.md §1 "Keep-alive").
             connection.receivedActivity(now: now)
             return receivedWhileConnected(frame, socketID: connected.socketID)
         case .idle, .dropping, .disconnecting, .waiting:
@@ -268,7 +268,7 @@ public struct PusherConnectionStateMachine: Sendable {
         guard record.kind == .privateEncrypted else {
             return [.deliver(PusherEvent(name: frame.event, channel: channel, data: frame.data, userID: frame.userID))]
         }
-        // Encrypted channel: decrypt non-protocol events (PUSHER-PROTOCOL §1 "Encrypted channels").
+        // Encrypted channel: decrypt non-protocol events (docs/pusher-protocol.md §1 "Encrypted channels").
         return channels.updateRecord(channel) { $0.key.received(frame, channel: channel, socketID: socketID) } ?? []
     }
 
@@ -323,7 +323,7 @@ public struct PusherConnectionStateMachine: Sendable {
 
     // MARK: client events
 
-    /// The application wants to send client event `event` on `channel` (PUSHER-PROTOCOL §1
+    /// The application wants to send client event `event` on `channel` (docs/pusher-protocol.md §1
     /// "Client events": `client-*`, private/presence only, after subscription, ≤ 10 per second).
     public mutating func clientEventRequested(
         channel: String,

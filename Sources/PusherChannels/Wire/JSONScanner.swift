@@ -2,7 +2,7 @@ import PusherProtocol
 /// A small, allocation-light JSON reader for the shapes Pusher frames use.
 ///
 /// Why not `JSONDecoder`: a frame's `data` must reach the application *exactly as received*
-/// (PUSHER-PROTOCOL §1 "Double encoding": a JSON string whose contents are handed over
+/// (docs/pusher-protocol.md §1 "Double encoding": a JSON string whose contents are handed over
 /// unescaped, or — from some servers — an object whose raw text is handed over), and presence
 /// `user_info` values are arbitrary JSON that we keep as text. `Codable` cannot give the raw
 /// text of a value, and decoding every frame twice would halve throughput. This scanner walks a

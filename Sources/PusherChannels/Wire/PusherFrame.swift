@@ -1,4 +1,4 @@
-/// One text frame received from a Pusher server, decoded once (PUSHER-PROTOCOL §1).
+/// One text frame received from a Pusher server, decoded once (docs/pusher-protocol.md §1).
 ///
 /// Every frame is one JSON object with an `event`, usually a `channel`, a `data` that servers
 /// send as a JSON-encoded *string* (and sometimes, e.g. in `pusher:error`, as an object), and
@@ -76,7 +76,7 @@ public struct PusherFrameError: Error, Sendable, Equatable, CustomStringConverti
     public var description: String { message }
 }
 
-/// Frames the client sends (PUSHER-PROTOCOL §1: client → server `data` is an object).
+/// Frames the client sends (docs/pusher-protocol.md §1: client → server `data` is an object).
 enum ClientFrame {
     static let ping = #"{"event":"pusher:ping","data":{}}"#
     static let pong = #"{"event":"pusher:pong","data":{}}"#

@@ -2,7 +2,7 @@ import CSodium
 import Foundation
 
 /// NaCl secretbox (XSalsa20-Poly1305) through libsodium, for `private-encrypted-` channels
-/// (PUSHER-PROTOCOL §1 "Encrypted channels"). The only code in the package that touches CSodium.
+/// (docs/pusher-protocol.md §1 "Encrypted channels"). The only code in the package that touches CSodium.
 public enum SecretBox {
     /// Key length (32 bytes).
     public static let keyBytes = Int(crypto_secretbox_KEYBYTES)

@@ -2,7 +2,7 @@ import Testing
 
 @testable import BridgeCore
 
-/// A manual clock's instant: time as data, no sleeping (STYLE §2).
+/// A manual clock's instant: time as data, no sleeping (docs/style.md §2).
 struct TestInstant: InstantProtocol {
     var offset: Duration
     func advanced(by duration: Duration) -> TestInstant { TestInstant(offset: offset + duration) }

@@ -1,4 +1,4 @@
-/// The key of one `private-encrypted-` channel and its refetch (PUSHER-PROTOCOL §1 "Encrypted
+/// The key of one `private-encrypted-` channel and its refetch (docs/pusher-protocol.md §1 "Encrypted
 /// channels").
 ///
 /// The key comes with the subscription's auth (`shared_secret`). When an event does not decrypt

@@ -1,4 +1,4 @@
-/// The members of one presence channel and our own entry (PUSHER-PROTOCOL §1 "Presence").
+/// The members of one presence channel and our own entry (docs/pusher-protocol.md §1 "Presence").
 ///
 /// Every `subscription_succeeded` *replaces* the list: appending duplicates members after a
 /// reconnect (PusherSwift #370). `member_added` for a known id updates it in place;
@@ -17,7 +17,7 @@ struct PresenceRoster: Sendable, Equatable {
     ) -> [PusherConnectionStateMachine.Action] {
         var actions: [PusherConnectionStateMachine.Action] = []
         // The list replaces local state: appending duplicates members after a reconnect
-        // (PusherSwift #370, PUSHER-PROTOCOL §1 "Presence").
+        // (PusherSwift #370, docs/pusher-protocol.md §1 "Presence").
         switch ProtocolEventData.presenceMembers(from: data) {
         case .success(let members):
             self.members = members

@@ -189,7 +189,7 @@ struct SubscriptionTable: Sendable {
     }
 
     /// Servers report a refused subscription as a plain pusher:error (code null or 4009) without
-    /// naming the channel field (PUSHER-PROTOCOL §1 "Subscribe"): attribute it when we can.
+    /// naming the channel field (docs/pusher-protocol.md §1 "Subscribe"): attribute it when we can.
     func blamedChannel(for error: PusherError, channel: String?) -> String? {
         if let channel, records[channel] != nil { return channel }
         let subscribing = records.values.filter { $0.state == .subscribing }.map(\.name)

@@ -198,7 +198,7 @@ struct ConnectionLifecycle: Sendable {
         return actions
     }
 
-    /// A frame arrived; while connected it counts as activity (PUSHER-PROTOCOL §1 "Keep-alive").
+    /// A frame arrived; while connected it counts as activity (docs/pusher-protocol.md §1 "Keep-alive").
     mutating func receivedActivity(now: ContinuousClock.Instant) {
         guard case .connected(var connected) = phase else { return }
         connected.receivedActivity(now: now)

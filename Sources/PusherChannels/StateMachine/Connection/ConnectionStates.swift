@@ -12,7 +12,7 @@ struct ConnectingState: Sendable, Equatable {
     func deadline(handshakeTimeout: Duration) -> ContinuousClock.Instant { since + handshakeTimeout }
 }
 
-/// Connected: the keep-alive of one connection (PUSHER-PROTOCOL §1 "Keep-alive").
+/// Connected: the keep-alive of one connection (docs/pusher-protocol.md §1 "Keep-alive").
 ///
 /// After `activityTimeout` without any frame it asks for a `pusher:ping`; when no frame at all
 /// arrives within `pongTimeout` after that ping, the connection is dead.

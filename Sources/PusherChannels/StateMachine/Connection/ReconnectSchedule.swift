@@ -1,7 +1,7 @@
 import Backoff
 import PusherProtocol
 
-/// When to reconnect after losing a connection, by close code class (DESIGN §5.5), with the
+/// When to reconnect after losing a connection, by close code class (docs/contract.md §5.5), with the
 /// attempt counter and the seeded jitter. Pure: time comes in as `now:`.
 ///
 /// - 4000–4099 refused: only at the backoff cap, or not at all without `retryAfterRefusal`;
@@ -59,7 +59,7 @@ struct ReconnectSchedule: Sendable {
     ) -> Decision {
         if let connectedAt, now - connectedAt >= policy.stableAfter { attempt = 0 }
         // 4200–4299 on a connection that worked for a while is the server asking for a new one
-        // (DESIGN §5.5: "reconnect at once"), not a failed attempt: start the count over, or 20
+        // (docs/contract.md §5.5: "reconnect at once"), not a failed attempt: start the count over, or 20
         // such closes within `stableAfter` would climb to the backoff cap (seen in the fault
         // matrix, Tests/faults, row close-4200). A server that closes sooner still gets backoff.
         if case .reconnectImmediately = action, let connectedAt, now - connectedAt >= Self.immediateReconnectAfterUptime {
@@ -72,15 +72,15 @@ struct ReconnectSchedule: Sendable {
         let delay: Duration =
             switch action {
             // 4200–4299: at once, spread at random over at most 500 ms whatever the policy's
-            // initial delay (DESIGN §5.5), so a fleet the server closes together does not return
+            // initial delay (docs/contract.md §5.5), so a fleet the server closes together does not return
             // together — unless the last attempt already failed, so a server that closes every
             // new connection with 4200 cannot make us spin.
             case .reconnectImmediately:
                 attempt == 0 ? Self.immediateReconnectSpread * jitter.next() : policy.delay(attempt: attempt, unitRandom: jitter.next())
-            // 4100–4199: backoff, at least 1 s (PUSHER-PROTOCOL §1 "Close codes").
+            // 4100–4199: backoff, at least 1 s (docs/pusher-protocol.md §1 "Close codes").
             case .backoff: max(.seconds(1), policy.delay(attempt: attempt, unitRandom: jitter.next()))
             case .backoffUnknown: policy.delay(attempt: attempt, unitRandom: jitter.next())
-            // 4000–4099: never a hot loop; only at the cap (DESIGN §5.5).
+            // 4000–4099: never a hot loop; only at the cap (docs/contract.md §5.5).
             case .doNotRetryUnchanged: policy.delay(attempt: Int(Int32.max), unitRandom: jitter.next())
             }
         attempt += 1
