@@ -47,7 +47,9 @@ enum CoreTargets {
         let lines = input.lines
         guard let source = lines.first else { return 0 }
         let values: [Substring] = lines.dropFirst().prefix(8).map { Substring($0) } + Array(repeating: Substring("v"), count: 8)
-        let contexts: [NameTemplate.Context] = [.pusherEvent, .mqttMessage(captures: 3, multiLevel: true), .mqttMessage(captures: 0, multiLevel: false)]
+        let contexts: [NameTemplate.Context] = [
+            .pusherEvent, .mqttMessage(captures: 3, multiLevel: true), .mqttMessage(captures: 0, multiLevel: false),
+        ]
         for context in contexts {
             guard case .success(let template) = NameTemplate.parse(source, context: context) else { continue }
             let rewritten = serialise(template.segments)
@@ -68,7 +70,9 @@ enum CoreTargets {
                 let inLiteral = literal.utf8.count { $0 == byte }
                 let inOutput = escaped.utf8.count { $0 == byte }
                 if inOutput != inLiteral {
-                    violated("rendering \(source.debugDescription) gave \(inOutput) '\(UnicodeScalar(byte))' for the literal's \(inLiteral): \(escaped.debugDescription)")
+                    violated(
+                        "rendering \(source.debugDescription) gave \(inOutput) '\(UnicodeScalar(byte))' for the literal's \(inLiteral): \(escaped.debugDescription)"
+                    )
                 }
             }
             guard let plain = template.render(templateValues, escapingLevels: false) else {
@@ -114,8 +118,12 @@ enum CoreTargets {
         for (index, filter) in filters.enumerated() { trie.insert(filter, rule: index) }
         for topic in topics {
             let escaped = TopicLevelEscaping.escape(topic)
-            if TopicLevelEscaping.unescape(escaped).map({ $0.utf8.elementsEqual(topic.utf8) }) != true { violated("escaping \(topic.debugDescription) does not round-trip") }
-            if escaped.utf8.contains(where: { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "#") || $0 < 0x20 || $0 == 0x7F }) {
+            if TopicLevelEscaping.unescape(escaped).map({ $0.utf8.elementsEqual(topic.utf8) }) != true {
+                violated("escaping \(topic.debugDescription) does not round-trip")
+            }
+            if escaped.utf8.contains(where: {
+                $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "#") || $0 < 0x20 || $0 == 0x7F
+            }) {
                 violated("escaped level \(escaped.debugDescription) still has a separator, wildcard or control byte")
             }
             guard TopicName.problem(with: topic) == nil else { continue }
@@ -134,10 +142,14 @@ enum CoreTargets {
                 }
             }
             if !sameBytes(fromTrie, fromReference) {
-                violated("topic \(topic.debugDescription), filters \(filters.map(\.text)): trie \(fromTrie.sorted()) vs reference \(fromReference.sorted())")
+                violated(
+                    "topic \(topic.debugDescription), filters \(filters.map(\.text)): trie \(fromTrie.sorted()) vs reference \(fromReference.sorted())"
+                )
             }
             if !sameBytes(fromFilter, fromReference) {
-                violated("topic \(topic.debugDescription), filters \(filters.map(\.text)): TopicFilter.match \(fromFilter.sorted()) vs reference \(fromReference.sorted())")
+                violated(
+                    "topic \(topic.debugDescription), filters \(filters.map(\.text)): TopicFilter.match \(fromFilter.sorted()) vs reference \(fromReference.sorted())"
+                )
             }
         }
         return 0
@@ -206,18 +218,24 @@ enum CoreTargets {
         }
         guard let parsed else { return 0 }
         let encoded = parsed.encoded
-        guard let again = try? JSONValue.parse(encoded), again == parsed else { violated("re-encoding \(input.text.debugDescription) as \(encoded.debugDescription) changes it") }
+        guard let again = try? JSONValue.parse(encoded), again == parsed else {
+            violated("re-encoding \(input.text.debugDescription) as \(encoded.debugDescription) changes it")
+        }
         if !BridgeCore.JSONText.isValid(encoded) { violated("re-encoded \(encoded.debugDescription) is not valid") }
         let text = input.text
         switch parsed {
         case .object(let members):
-            guard let scanned = try? JSONScanner.objectMembers(of: text) else { violated("the client's scanner rejects the object \(text.debugDescription)") }
+            guard let scanned = try? JSONScanner.objectMembers(of: text) else {
+                violated("the client's scanner rejects the object \(text.debugDescription)")
+            }
             if scanned.map(\.key) != members.map(\.key) { violated("the client's scanner reads other keys from \(text.debugDescription)") }
             for (member, (_, value)) in zip(members, scanned) {
                 if case .string(let s) = member.value, value != .string(s) { violated("the client's scanner reads \(value) for \(member)") }
             }
         case .array(let items):
-            guard let scanned = try? JSONScanner.arrayElements(of: text) else { violated("the client's scanner rejects the array \(text.debugDescription)") }
+            guard let scanned = try? JSONScanner.arrayElements(of: text) else {
+                violated("the client's scanner rejects the array \(text.debugDescription)")
+            }
             if scanned.count != items.count { violated("the client's scanner reads \(scanned.count) elements from \(items.count)") }
         default:
             break

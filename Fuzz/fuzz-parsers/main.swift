@@ -1,5 +1,4 @@
 import CFuzzerDriver
-
 import Foundation
 
 // `fuzz-parsers TARGET [libFuzzer flags and corpus directories]`: the first argument picks the

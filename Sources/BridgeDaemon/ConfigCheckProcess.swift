@@ -1,10 +1,11 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import Foundation
 import Locking
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// One short-lived child process, run to completion with a deadline: `posix_spawn`, its stdout and
 /// stderr read from one pipe, `waitpid`. Everything blocking happens on a thread of its own, so

@@ -130,7 +130,8 @@ public final class Daemon: Sendable {
             new = loaded
         case .failure(let error):
             metrics.errors(bridge: "", kind: "reload").increment()
-            logger.error("reload refused: the new config is invalid; the old one keeps running", metadata: ["errors": "\(error.diagnostics.count)"])
+            logger.error(
+                "reload refused: the new config is invalid; the old one keeps running", metadata: ["errors": "\(error.diagnostics.count)"])
             for diagnostic in error.diagnostics { logger.error("\(diagnostic.description)") }
             return
         }

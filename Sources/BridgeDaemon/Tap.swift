@@ -23,9 +23,11 @@ public enum Tap {
             let body = members.map { JSONText.quoted($0.userID) + ":" + info($0.userInfo) }.joined(separator: ",")
             return "{\"channel\":\(JSONText.quoted(channel)),\"event\":\"pusher:subscription_succeeded\",\"members\":{\(body)}}"
         case .memberAdded(let channel, let member):
-            return "{\"channel\":\(JSONText.quoted(channel)),\"event\":\"pusher:member_added\",\"user_id\":\(JSONText.quoted(member.userID)),\"user_info\":\(info(member.userInfo))}"
+            return
+                "{\"channel\":\(JSONText.quoted(channel)),\"event\":\"pusher:member_added\",\"user_id\":\(JSONText.quoted(member.userID)),\"user_info\":\(info(member.userInfo))}"
         case .memberRemoved(let channel, let member):
-            return "{\"channel\":\(JSONText.quoted(channel)),\"event\":\"pusher:member_removed\",\"user_id\":\(JSONText.quoted(member.userID))}"
+            return
+                "{\"channel\":\(JSONText.quoted(channel)),\"event\":\"pusher:member_removed\",\"user_id\":\(JSONText.quoted(member.userID))}"
         }
     }
 
@@ -37,7 +39,9 @@ public enum Tap {
 
     /// Subscribes `channels` with `settings`' Pusher options and calls `emit` with every line until
     /// the task is cancelled. Connection changes and errors are logged (stderr).
-    public static func run(settings: BridgeSettings, channels: [String], logger: Logger, emit: @escaping @Sendable (String) -> Void) async throws {
+    public static func run(settings: BridgeSettings, channels: [String], logger: Logger, emit: @escaping @Sendable (String) -> Void)
+        async throws
+    {
         let client = PusherClient(options: try ClientSettings.pusherOptions(settings), logger: logger)
         for channel in channels { _ = client.subscribe(channel) }
         client.connect()

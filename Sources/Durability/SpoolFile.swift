@@ -1,9 +1,9 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// One open file of a spool — a segment, the lock file, or the spool directory itself (opened to
@@ -66,11 +66,11 @@ final class SpoolFile: Sendable {
 
     deinit {
         #if canImport(Glibc)
-        _ = Glibc.close(descriptor)
+            _ = Glibc.close(descriptor)
         #elseif canImport(Musl)
-        _ = Musl.close(descriptor)
+            _ = Musl.close(descriptor)
         #else
-        _ = Darwin.close(descriptor)
+            _ = Darwin.close(descriptor)
         #endif
     }
 
@@ -136,9 +136,9 @@ final class SpoolFile: Sendable {
     /// virtual disk, far longer on a busy one — keep it off the cooperative pool and out of locks.
     func synchronize() throws {
         #if os(Linux)
-        let result = isDirectory ? fsync(descriptor) : fdatasync(descriptor)
+            let result = isDirectory ? fsync(descriptor) : fdatasync(descriptor)
         #else
-        let result = fsync(descriptor)
+            let result = fsync(descriptor)
         #endif
         if result != 0 {
             throw SpoolError.io(isDirectory ? "fsync directory" : "fdatasync", path: path, errno: errno)

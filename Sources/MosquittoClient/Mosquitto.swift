@@ -1,8 +1,8 @@
 import CMosquitto
 
 #if canImport(Glibc)
-import Glibc
-import MQTTVocabulary
+    import Glibc
+    import MQTTVocabulary
 #endif
 
 // The C boundary: the only file besides MosquittoConnection.swift and its extensions that

@@ -60,7 +60,10 @@ extension AppHub {
             // docs/pusher-protocol.md §2 "Auth strings": KEY:hex(HMAC(secret, socket_id:channel[:channel_data])).
             // Refusals carry code null as hosted Pusher sends them: a 4000–4099 code would make
             // clients such as pysher drop the whole connection over one channel.
-            guard PusherAuth.verifyChannelAuth(auth, key: app.key, secret: app.secret, socketID: connection.socketID, channel: channel, channelData: channelData) else {
+            guard
+                PusherAuth.verifyChannelAuth(
+                    auth, key: app.key, secret: app.secret, socketID: connection.socketID, channel: channel, channelData: channelData)
+            else {
                 return refuse(
                     id,
                     "Invalid signature: Expected HMAC SHA256 hex digest of \(PusherAuth.channelStringToSign(socketID: connection.socketID, channel: channel, channelData: channelData)), but got \(auth)",
@@ -97,14 +100,18 @@ extension AppHub {
                 record.memberOrder.append(presenceUser.id)
                 let added = "{\"user_id\":" + jsonQuoted(presenceUser.id) + ",\"user_info\":" + presenceUser.info.encoded + "}"
                 if !others.isEmpty {
-                    actions.append(.deliver(ServerFrame.channelEvent(event: "pusher_internal:member_added", channel: channel, data: added), to: others.sorted()))
+                    actions.append(
+                        .deliver(
+                            ServerFrame.channelEvent(event: "pusher_internal:member_added", channel: channel, data: added),
+                            to: others.sorted()))
                 }
                 actions.append(.webhook(WebhookEvent(name: "member_added", channel: channel, userID: presenceUser.id)))
             }
             succeeded = Self.presenceData(record)
         }
         channels[channel] = record
-        actions.append(.send(id, ServerFrame.channelEvent(event: "pusher_internal:subscription_succeeded", channel: channel, data: succeeded)))
+        actions.append(
+            .send(id, ServerFrame.channelEvent(event: "pusher_internal:subscription_succeeded", channel: channel, data: succeeded)))
         if ChannelName(channel).isCache {
             // Cache channels replay the last event or say pusher:cache_miss (docs/pusher-protocol.md §1).
             if let cached = cache[channel], now - cached.storedAt < cacheLifetime {
@@ -178,7 +185,10 @@ extension AppHub {
                 record.memberOrder.removeAll { $0 == userID }
                 if !record.subscribers.isEmpty {
                     let removed = "{\"user_id\":" + jsonQuoted(userID) + "}"
-                    actions.append(.deliver(ServerFrame.channelEvent(event: "pusher_internal:member_removed", channel: channel, data: removed), to: record.subscribers.sorted()))
+                    actions.append(
+                        .deliver(
+                            ServerFrame.channelEvent(event: "pusher_internal:member_removed", channel: channel, data: removed),
+                            to: record.subscribers.sorted()))
                 }
                 actions.append(.webhook(WebhookEvent(name: "member_removed", channel: channel, userID: userID)))
             }
@@ -218,7 +228,8 @@ extension AppHub {
         // A fixed one-second window per connection; the 11th event in a window is refused with 4301.
         if let start = connection.clientEventWindowStart, now - start < .seconds(1) {
             if connection.clientEventsInWindow >= PusherLimits.clientEventsPerSecond {
-                return refuseClientEvent(id, "Client event rejected due to rate limit", code: Int(PusherCloseCode.clientEventRejected.rawValue))
+                return refuseClientEvent(
+                    id, "Client event rejected due to rate limit", code: Int(PusherCloseCode.clientEventRejected.rawValue))
             }
             connection.clientEventsInWindow += 1
         } else {
@@ -247,7 +258,10 @@ extension AppHub {
                 actions.append(.deliver(frame, to: recipients.sorted()))
             }
         }
-        actions.append(.webhook(WebhookEvent(name: "client_event", channel: channel, userID: userID, event: event, data: data, socketID: connection.socketID)))
+        actions.append(
+            .webhook(
+                WebhookEvent(
+                    name: "client_event", channel: channel, userID: userID, event: event, data: data, socketID: connection.socketID)))
         return actions
     }
 }

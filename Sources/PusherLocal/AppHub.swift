@@ -190,7 +190,9 @@ public struct AppHub: Sendable {
     // MARK: frames from clients
 
     /// A text frame arrived from a client.
-    public mutating func received(_ text: String, from id: ConnectionID, now: ContinuousClock.Instant, answerPings: Bool = true) -> [HubAction] {
+    public mutating func received(_ text: String, from id: ConnectionID, now: ContinuousClock.Instant, answerPings: Bool = true)
+        -> [HubAction]
+    {
         guard connections[id] != nil else { return [] }
         let message: JSONValue
         do {

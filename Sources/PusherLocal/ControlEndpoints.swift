@@ -34,7 +34,9 @@ struct ControlEndpoints {
         case (.post, "disconnect"):
             let code = try Self.closeCode(param("code") ?? "4200")
             let count = control.disconnectAll(code: code, reason: param("reason") ?? "closed by pusher-local control")
-            logger.info("Control: disconnect", metadata: ["pusher.app": "\(live.app.id)", "pusher.close_code": "\(code)", "connections": "\(count)"])
+            logger.info(
+                "Control: disconnect",
+                metadata: ["pusher.app": "\(live.app.id)", "pusher.close_code": "\(code)", "connections": "\(count)"])
             return HTTPAPIResponder.json("{\"closed\":\(count)}")
         case (.post, "raw"):
             let count = control.sendRaw(body)
@@ -56,7 +58,8 @@ struct ControlEndpoints {
             live.state.withLock { $0.faults.refusal = nil }
             return HTTPAPIResponder.json("{\"refuse\":null}")
         case (.post, "stream"):
-            let spec = try StreamSpec(channel: param("channel"), event: param("event"), count: param("count"), size: param("size"), rate: param("rate"))
+            let spec = try StreamSpec(
+                channel: param("channel"), event: param("event"), count: param("count"), size: param("size"), rate: param("rate"))
             let result = await spec.run(on: live)
             return HTTPAPIResponder.json(result)
         default:
@@ -104,11 +107,15 @@ struct StreamSpec: Sendable {
     var rate: Double
 
     init(channel: String?, event: String?, count: String?, size: String?, rate: String?) throws(APIError) {
-        guard let channel, ChannelName.problem(with: channel) == nil else { throw APIError.badRequest("channel= a valid channel name is needed") }
+        guard let channel, ChannelName.problem(with: channel) == nil else {
+            throw APIError.badRequest("channel= a valid channel name is needed")
+        }
         self.channel = channel
         self.event = event ?? "bench"
         if let problem = EventName.problem(with: self.event) { throw APIError.badRequest("event: \(problem)") }
-        guard let count = Int(count ?? "1000"), (1...100_000_000).contains(count) else { throw APIError.badRequest("count must be 1...100000000") }
+        guard let count = Int(count ?? "1000"), (1...100_000_000).contains(count) else {
+            throw APIError.badRequest("count must be 1...100000000")
+        }
         guard let size = Int(size ?? "100"), (0...PusherLimits.eventDataBytes).contains(size) else {
             throw APIError.badRequest("size must be 0...\(PusherLimits.eventDataBytes)")
         }
@@ -138,7 +145,8 @@ struct StreamSpec: Sendable {
                 if due > clock.now { try? await Task.sleep(until: due, clock: clock) }
             }
             let nanos = Int64(Date().timeIntervalSince1970 * 1e9)
-            let request = PublishRequest(name: event, data: Self.data(seq: seq, sentAtNanos: nanos, size: size, padding: padding), channels: [channel])
+            let request = PublishRequest(
+                name: event, data: Self.data(seq: seq, sentAtNanos: nanos, size: size, padding: padding), channels: [channel])
             let now = clock.now
             live.perform { state in ((), state.hub.publish(request, now: now)) }
             sent += 1

@@ -38,7 +38,8 @@ struct HTTPAPIResponder: HTTPResponder {
             }
             return Self.text(404, "Not found: \(path)")
         } catch let error as APIError {
-            logger.debug("HTTP request refused", metadata: ["http.path": "\(path)", "http.status": "\(error.status)", "reason": "\(error.message)"])
+            logger.debug(
+                "HTTP request refused", metadata: ["http.path": "\(path)", "http.status": "\(error.status)", "reason": "\(error.message)"])
             return Self.text(error.status, error.message)
         }
     }
@@ -52,11 +53,15 @@ struct HTTPAPIResponder: HTTPResponder {
     }
 
     static func json(_ text: String, status: Int = 200) -> Response {
-        Response(status: HTTPResponse.Status(code: status), headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: text)))
+        Response(
+            status: HTTPResponse.Status(code: status), headers: [.contentType: "application/json"],
+            body: .init(byteBuffer: ByteBuffer(string: text)))
     }
 
     /// `/apps/ID/events`, `/apps/ID/batch_events`, `/apps/ID/channels[/C[/users]]`.
-    func api(_ method: HTTPRequest.Method, path: String, segments: [String], query: [(String, String)], body: [UInt8]) async throws -> Response {
+    func api(_ method: HTTPRequest.Method, path: String, segments: [String], query: [(String, String)], body: [UInt8]) async throws
+        -> Response
+    {
         guard let appID = segments.first, let live = registry.byID[appID] else {
             throw APIError(status: 404, message: "Unknown app id")
         }

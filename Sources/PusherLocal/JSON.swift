@@ -1,4 +1,5 @@
 import PusherProtocol
+
 /// A parsed JSON value that keeps object members in their received order and numbers as their
 /// original text, so a value can be passed on (client event data, `user_info`) unchanged in
 /// meaning and as close to the received bytes as JSON allows.

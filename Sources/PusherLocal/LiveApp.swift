@@ -148,7 +148,8 @@ final class LiveApp: Sendable {
             let before = state.hub.counters
             let actions = state.hub.received(text, from: id, now: now, answerPings: state.faults.answerPings)
             let after = state.hub.counters
-            let refused = after.badFrames > before.badFrames || after.refusedSubscriptions > before.refusedSubscriptions
+            let refused =
+                after.badFrames > before.badFrames || after.refusedSubscriptions > before.refusedSubscriptions
                 || after.refusedClientEvents > before.refusedClientEvents
             return (refused, actions)
         }

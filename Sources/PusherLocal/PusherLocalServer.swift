@@ -98,7 +98,10 @@ public struct PusherLocalServer: Service {
                 let running = RunningPusherLocal(host: configuration.host, port: port, configuration: configuration, registry: registry)
                 logger.info(
                     "pusher-local listening",
-                    metadata: ["server.host": "\(configuration.host)", "server.port": "\(port)", "pusher.apps": "\(configuration.apps.map(\.description))"]
+                    metadata: [
+                        "server.host": "\(configuration.host)", "server.port": "\(port)",
+                        "pusher.apps": "\(configuration.apps.map(\.description))",
+                    ]
                 )
                 await onListening(running)
             },
@@ -247,7 +250,8 @@ public struct PusherLocalStats: Sendable, Equatable {
 extension LiveApp {
     func stats() -> PusherLocalStats {
         state.withLock { state in
-            PusherLocalStats(connections: state.hub.connectionCount, subscriptions: state.hub.subscriptionsPerChannel, counters: state.hub.counters)
+            PusherLocalStats(
+                connections: state.hub.connectionCount, subscriptions: state.hub.subscriptionsPerChannel, counters: state.hub.counters)
         }
     }
 }
@@ -275,7 +279,8 @@ struct ConnectionHandler: Sendable {
             return .failure(CloseRefusal(code: PusherCloseCode.noProtocolVersionSupplied.rawValue, reason: "No protocol version supplied"))
         }
         guard let number = Int(version), protocols.contains(number) else {
-            return .failure(CloseRefusal(code: PusherCloseCode.unsupportedProtocolVersion.rawValue, reason: "Unsupported protocol version \(version)"))
+            return .failure(
+                CloseRefusal(code: PusherCloseCode.unsupportedProtocolVersion.rawValue, reason: "Unsupported protocol version \(version)"))
         }
         return .success(live)
     }
@@ -334,7 +339,8 @@ struct ConnectionHandler: Sendable {
         connectionLogger[metadataKey: "pusher.socket_id"] = .string(socketID)
         let logger = connectionLogger
         logger.debug("Connection opened")
-        let monitor = ActivityClock(ActivityMonitor(activityTimeout: configuration.activityTimeout, pongTimeout: configuration.pongTimeout, now: .now))
+        let monitor = ActivityClock(
+            ActivityMonitor(activityTimeout: configuration.activityTimeout, pongTimeout: configuration.pongTimeout, now: .now))
         let maxFrameSize = configuration.maxFrameSize
         await withTaskGroup(of: Role.self) { group in
             group.addTask {

@@ -47,7 +47,8 @@ public struct RequestSignature: Sendable {
 
     /// `METHOD\nPATH\nQUERY` as Pusher defines it; `auth_signature` is left out if present.
     public static func stringToSign(method: String, path: String, params: [(String, String)]) -> String {
-        let query = params
+        let query =
+            params
             .filter { $0.0.lowercased() != "auth_signature" }
             .map { ($0.0.lowercased(), $0.1) }
             .sorted { $0.0 < $1.0 }

@@ -19,7 +19,8 @@ public enum PusherAuth {
         channel: String,
         channelData: String? = nil
     ) -> String {
-        key + ":" + hmacSHA256Hex(secret: secret, message: channelStringToSign(socketID: socketID, channel: channel, channelData: channelData))
+        key + ":"
+            + hmacSHA256Hex(secret: secret, message: channelStringToSign(socketID: socketID, channel: channel, channelData: channelData))
     }
 
     /// `socket_id:channel` or `socket_id:channel:channel_data`.

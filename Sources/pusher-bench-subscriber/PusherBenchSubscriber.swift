@@ -18,9 +18,9 @@
 // stream or task per event), so the subscriber costs little next to the bridge it measures.
 
 import Foundation
+import Locking
 import Logging
 import PusherChannels
-import Locking
 
 /// What arrived so far: counts, the sequence numbers seen and one latency per event.
 struct Tally: ~Copyable {

@@ -4,9 +4,9 @@ import PusherLocal
 import ServiceLifecycle
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// `pusher-local`: a Pusher-compatible server for development and tests (docs/contract.md §6).
@@ -42,7 +42,9 @@ struct PusherLocalCommand: AsyncParsableCommand {
     @Option(name: .customLong("app"), help: "Another app as ID:KEY:SECRET (repeatable).")
     var apps: [String] = []
 
-    @Option(name: .customLong("activity-timeout"), help: "activity_timeout announced to clients, in seconds; silent clients are pinged after it.")
+    @Option(
+        name: .customLong("activity-timeout"),
+        help: "activity_timeout announced to clients, in seconds; silent clients are pinged after it.")
     var activityTimeout = 120
 
     @Option(name: .customLong("pong-timeout"), help: "Seconds a pinged client may stay silent before it is closed with 4201.")

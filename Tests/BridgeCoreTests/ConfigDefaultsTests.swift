@@ -40,7 +40,8 @@ struct ConfigDefaultsTests {
 
     @Test func clusterAndTLSChoosePorts() throws {
         let configuration = try Fixture.parse(
-            "[daemon]\nmetrics = \"\"\n[[bridge]]\nname = \"eu\"\n[bridge.pusher]\nkey = \"k\"\ncluster = \"eu\"\n[bridge.mqtt]\ntls = true\n")
+            "[daemon]\nmetrics = \"\"\n[[bridge]]\nname = \"eu\"\n[bridge.pusher]\nkey = \"k\"\ncluster = \"eu\"\n[bridge.mqtt]\ntls = true\n"
+        )
         let bridge = try #require(configuration.bridges.first)
         #expect(configuration.daemon.metrics == nil)
         #expect(bridge.pusher.host == "ws-eu.pusher.com")
@@ -49,7 +50,8 @@ struct ConfigDefaultsTests {
 
     @Test func authEndpointLeavesTheIdentityToTheEndpoint() throws {
         let configuration = try Fixture.parse(
-            "[[bridge]]\nname = \"a\"\n[bridge.pusher]\nkey = \"k\"\nauth_endpoint = \"https://example.com/auth\"\nauth_headers = { Authorization = \"Bearer t\" }\n")
+            "[[bridge]]\nname = \"a\"\n[bridge.pusher]\nkey = \"k\"\nauth_endpoint = \"https://example.com/auth\"\nauth_headers = { Authorization = \"Bearer t\" }\n"
+        )
         let pusher = try #require(configuration.bridges.first?.pusher)
         #expect(pusher.userID == nil)
         #expect(pusher.authHeaders == ["Authorization": "Bearer t"])

@@ -62,7 +62,9 @@ private let badConfigs: [BadConfig] = [
     BadConfig(
         name: "a date-time without a digit after 'T' would crash toml++ (found by make fuzz)",
         text: "[[bridge]]\nname =1979-05-27T\u{10}7:32:00Z\nkey = \"${PUSHE8R_KE6Y}\"\nsnt = \"{#}\"\n",
-        expected: ["/etc/bridges.conf:2:18: error: Error while parsing date-time: expected 2-digit hour, saw a control or non-ASCII character"]),
+        expected: [
+            "/etc/bridges.conf:2:18: error: Error while parsing date-time: expected 2-digit hour, saw a control or non-ASCII character"
+        ]),
     BadConfig(
         name: "a date-time with a letter after 't' would crash toml++",
         text: "[daemon]\nx = [1979-05-27tx7:32:00Z]\n",
@@ -70,7 +72,9 @@ private let badConfigs: [BadConfig] = [
     BadConfig(
         name: "a lone [ is a syntax error",
         text: "[daemon]\n[\n",
-        expected: ["/etc/bridges.conf:2:2: error: Error while parsing table header: expected bare key starting character or string delimiter, saw end of line"]),
+        expected: [
+            "/etc/bridges.conf:2:2: error: Error while parsing table header: expected bare key starting character or string delimiter, saw end of line"
+        ]),
     BadConfig(
         name: "unknown implicit parent table has the header's line",
         text: "[a.b]\nx = 1\n[[bridge]]\nname = \"x\"\n[bridge.pusher]\nkey = \"k\"\n",
@@ -285,7 +289,8 @@ private let badConfigs: [BadConfig] = [
         ]),
     BadConfig(
         name: "master key must be 32 bytes; user_info too large; cluster and host",
-        text: head.replacingOccurrences(of: "tls = false", with: "tls = false\ncluster = \"eu\"\nencryption_master_key_base64 = \"c2hvcnQ=\"")
+        text: head.replacingOccurrences(
+            of: "tls = false", with: "tls = false\ncluster = \"eu\"\nencryption_master_key_base64 = \"c2hvcnQ=\"")
             + "\n",
         expected: [
             "/etc/bridges.conf:7: error: bridge.factory.pusher.host: set either cluster (hosted Pusher) or host (a custom server), not both",
@@ -318,7 +323,9 @@ struct ConfigErrorTests {
     }
 
     @Test func environmentExpansionInStringsArraysAndInlineTables() throws {
-        let text = head.replacingOccurrences(of: "secret = \"app-secret\"", with: "secret = \"${SECRET}\"\nuser_info = { team = \"${TEAM}\", n = 2 }")
+        let text =
+            head.replacingOccurrences(
+                of: "secret = \"app-secret\"", with: "secret = \"${SECRET}\"\nuser_info = { team = \"${TEAM}\", n = 2 }")
             + "\nusername = \"$${literal}\"\n"
         let configuration = try Fixture.parse(text, environment: Fixture.environment(variables: ["SECRET": "xyz", "TEAM": "ops"]))
         let bridge = try #require(configuration.bridges.first)

@@ -7,7 +7,9 @@ struct PresenceMirrorTests {
     typealias Action = PresenceMirror.Action
     let rule = PresenceMirrorRule(channel: "presence-operators", topic: "dash/ops", qos: 1)
 
-    func member(_ topic: String, _ json: String) -> Action { .publishRetained(topic: "dash/ops/members/" + topic, payload: Array(json.utf8), qos: 1) }
+    func member(_ topic: String, _ json: String) -> Action {
+        .publishRetained(topic: "dash/ops/members/" + topic, payload: Array(json.utf8), qos: 1)
+    }
     func clear(_ topic: String) -> Action { .clearRetained(topic: "dash/ops/members/" + topic, qos: 1) }
     func count(_ n: Int) -> Action { .publishRetained(topic: "dash/ops/count", payload: Array(String(n).utf8), qos: 1) }
 

@@ -52,7 +52,10 @@ struct PropertyTests {
         await propertyCheck(count: 500, input: Self.anyText) { text in
             let escaped = TopicLevelEscaping.escape(text)
             #expect(TopicLevelEscaping.unescape(escaped) == text)
-            #expect(!escaped.utf8.contains { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "#") || $0 < 0x20 || $0 == 0x7F })
+            #expect(
+                !escaped.utf8.contains {
+                    $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "#") || $0 < 0x20 || $0 == 0x7F
+                })
         }
     }
 
@@ -77,7 +80,8 @@ struct PropertyTests {
         await propertyCheck(count: 100, input: Self.filters.array(of: 1...20), Self.topics) { filterTexts, topic in
             var extra = ""
             for (index, text) in filterTexts.enumerated() {
-                extra += "[[bridge.rule]]\nname = \"r\(index)\"\nfrom = \"mqtt\"\ntopic = \"\(text)\"\nchannel = \"c\(index)\"\nevent = \"e\"\nqos = 0\n"
+                extra +=
+                    "[[bridge.rule]]\nname = \"r\(index)\"\nfrom = \"mqtt\"\ntopic = \"\(text)\"\nchannel = \"c\(index)\"\nevent = \"e\"\nqos = 0\n"
             }
             guard let configuration = try? Fixture.parse(Fixture.config(extra: extra)), let bridge = configuration.bridges.first else {
                 Issue.record("config with \(filterTexts) did not load")

@@ -47,7 +47,10 @@ struct RobustnessPropertyTests {
     }
 
     static let jsonish = Gen.int(in: 0..<24).array(of: 0...16).map { indices in
-        let alphabet = ["{", "}", "[", "]", "\"", ":", ",", "1", "-", ".", "e", "0", " ", "true", "null", "a", "\\", "\\u00e9", "é", "\n", "\"k\":", "2.5", "fals", "\u{1}"]
+        let alphabet = [
+            "{", "}", "[", "]", "\"", ":", ",", "1", "-", ".", "e", "0", " ", "true", "null", "a", "\\", "\\u00e9", "é", "\n", "\"k\":",
+            "2.5", "fals", "\u{1}",
+        ]
         return indices.map { alphabet[$0] }.joined()
     }
 

@@ -52,7 +52,8 @@ struct RuleTableTests {
                 PusherEventPublish(rule: "temperatures", channel: "sensor-kitchen", event: "temperature", data: "21.5", via: .http),
                 PusherEventPublish(
                     rule: "all-sensors", channel: "firehose", event: "reading",
-                    data: #"{"topic":"sensors/kitchen/temperature","payload":21.5,"qos":1,"retain":false,"received_at":"2026-11-18T11:06:40.123Z"}"#,
+                    data:
+                        #"{"topic":"sensors/kitchen/temperature","payload":21.5,"qos":1,"retain":false,"received_at":"2026-11-18T11:06:40.123Z"}"#,
                     via: .http),
             ])
         #expect(routing.deadLetters.isEmpty)
@@ -76,7 +77,8 @@ struct RuleTableTests {
 
     @Test func invalidUTF8IsDeadLettered() throws {
         let payload: [UInt8] = [0xFF, 0xFE]
-        let routing = try Self.table().route(topic: "sensors/x/temperature", payload: payload, qos: 1, retain: false, receivedAt: Fixture.time)
+        let routing = try Self.table().route(
+            topic: "sensors/x/temperature", payload: payload, qos: 1, retain: false, receivedAt: Fixture.time)
         #expect(routing.events.isEmpty)
         #expect(routing.deadLetters.map(\.reason) == [.invalidUTF8, .invalidUTF8])
         let json = String(decoding: routing.deadLetters[0].jsonPayload, as: UTF8.self)
@@ -147,7 +149,8 @@ struct RuleTableTests {
     }
 
     @Test func missingUserIDIsDeadLettered() throws {
-        let routing = try Self.table().route(channel: "presence-chat", event: "client-msg", data: "hi", userID: nil, receivedAt: Fixture.time)
+        let routing = try Self.table().route(
+            channel: "presence-chat", event: "client-msg", data: "hi", userID: nil, receivedAt: Fixture.time)
         #expect(routing.deadLetters.map(\.reason) == [.missingPlaceholderValue("user_id")])
     }
 
@@ -159,8 +162,10 @@ struct RuleTableTests {
             ))
         let bridge = try #require(configuration.bridges.first)
         #expect(bridge.pusherChannels == ["private-chat"])
-        let routing = RuleTable(bridge: bridge).route(topic: "chat/msg", payload: Array("hi".utf8), qos: 1, retain: false, receivedAt: Fixture.time)
-        #expect(routing.events == [PusherEventPublish(rule: "ce", channel: "private-chat", event: "client-msg", data: "hi", via: .clientEvent)])
+        let routing = RuleTable(bridge: bridge).route(
+            topic: "chat/msg", payload: Array("hi".utf8), qos: 1, retain: false, receivedAt: Fixture.time)
+        #expect(
+            routing.events == [PusherEventPublish(rule: "ce", channel: "private-chat", event: "client-msg", data: "hi", via: .clientEvent)])
     }
 
     @Test func subscriptionsAndChannelsForTheDaemon() throws {
@@ -218,7 +223,8 @@ struct ConfigDiffTests {
             "[[bridge]]\nname = \"\(name)\"\n[bridge.pusher]\nkey = \"k\"\n[bridge.mqtt]\nport = \(port)\n"
         }
         let old = try Fixture.parse(bridge("a", port: 1883) + bridge("b", port: 1883) + bridge("c", port: 1883))
-        let new = try Fixture.parse("[daemon]\nlog_level = \"debug\"\n" + bridge("a", port: 1883) + bridge("b", port: 1884) + bridge("d", port: 1883))
+        let new = try Fixture.parse(
+            "[daemon]\nlog_level = \"debug\"\n" + bridge("a", port: 1883) + bridge("b", port: 1884) + bridge("d", port: 1883))
         let diff = ConfigDiff(from: old, to: new)
         #expect(diff.unchanged == ["a"])
         #expect(diff.changed == ["b"])

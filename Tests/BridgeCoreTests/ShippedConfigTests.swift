@@ -59,7 +59,8 @@ struct ShippedConfigTests {
             text.contains(
                 #"data (118 bytes): {"topic":"sensors/kitchen/temperature","payload":21.5,"qos":0,"retain":false,"received_at":"2026-11-18T11:06:40.123Z"}"#
             ))
-        #expect(text.contains("rule lights-to-pusher: no match (filter \"home/lights/+\"): level 1 is \"sensors\", the filter wants \"home\""))
+        #expect(
+            text.contains("rule lights-to-pusher: no match (filter \"home/lights/+\"): level 1 is \"sensors\", the filter wants \"home\""))
     }
 
     @Test func routeExplainsWhyNothingMatchesAndDeadLetters() throws {
@@ -67,7 +68,8 @@ struct ShippedConfigTests {
         let none = RouteExplanation.explain(topic: "sensors/kitchen/humidity", payload: [], in: configuration, receivedAt: Fixture.time)
         #expect(none.contains("level 3 is \"humidity\", the filter wants \"temperature\""))
         #expect(none.contains("=> nothing is sent: no rule matches"))
-        let dead = RouteExplanation.explain(topic: "sensors/living room/temperature", payload: [], in: configuration, receivedAt: Fixture.time)
+        let dead = RouteExplanation.explain(
+            topic: "sensors/living room/temperature", payload: [], in: configuration, receivedAt: Fixture.time)
         #expect(dead.contains("rule temperatures: MATCH, DEAD LETTER: rendered channel \"sensor-living room\" is invalid"))
         #expect(dead.contains("would be published to pusher-mqtt-bridge/demo/dead-letter: {\"reason\":"))
     }
@@ -78,7 +80,8 @@ struct ShippedConfigTests {
             channel: "market-data", event: "new-price", data: #"{"eur":2}"#, in: configuration, receivedAt: Fixture.time)
         #expect(text.contains("rule prices: MATCH -> mqtt topic \"dash/prices/new-price\" qos 1"))
         #expect(text.contains("user properties: pusher-channel=market-data, pusher-event=new-price"))
-        let other = RouteExplanation.explain(channel: "market-data", event: "old-price", data: "", in: configuration, receivedAt: Fixture.time)
+        let other = RouteExplanation.explain(
+            channel: "market-data", event: "old-price", data: "", in: configuration, receivedAt: Fixture.time)
         #expect(other.contains("rule prices: no match: takes only events \"new-price\""))
     }
 }

@@ -7,7 +7,8 @@ struct SmallPartsTests {
     @Test func configLocationPrefersFlagThenEnvironmentThenDefault() {
         #expect(ConfigLocation.resolve(explicit: "a.conf", environment: ["PUSHER_MQTT_BRIDGE_CONFIG": "b.conf"]) == "a.conf")
         #expect(ConfigLocation.resolve(explicit: nil, environment: ["PUSHER_MQTT_BRIDGE_CONFIG": "b.conf"]) == "b.conf")
-        #expect(ConfigLocation.resolve(explicit: nil, environment: ["PUSHER_MQTT_BRIDGE_CONFIG": ""]) == "/etc/pusher-mqtt-bridge/bridges.conf")
+        #expect(
+            ConfigLocation.resolve(explicit: nil, environment: ["PUSHER_MQTT_BRIDGE_CONFIG": ""]) == "/etc/pusher-mqtt-bridge/bridges.conf")
         #expect(ConfigLocation.resolve(explicit: nil, environment: [:]) == "/etc/pusher-mqtt-bridge/bridges.conf")
     }
 
@@ -22,7 +23,9 @@ struct SmallPartsTests {
         #expect(JSONText.isValid(letter.jsonPayload))
     }
 
-    @Test(arguments: [([UInt8](), ""), ([0x66], "Zg=="), ([0x66, 0x6F], "Zm8="), ([0x66, 0x6F, 0x6F], "Zm9v"), ([0xFF, 0xFE, 0xFD, 0xFC], "//79/A==")])
+    @Test(arguments: [
+        ([UInt8](), ""), ([0x66], "Zg=="), ([0x66, 0x6F], "Zm8="), ([0x66, 0x6F, 0x6F], "Zm9v"), ([0xFF, 0xFE, 0xFD, 0xFC], "//79/A=="),
+    ])
     func base64(_ bytes: [UInt8], _ encoded: String) {
         #expect(Base64.encode(bytes) == encoded)
     }

@@ -4,14 +4,15 @@ import Testing
 
 @Suite("Topic filters")
 struct TopicFilterTests {
-    @Test(arguments: [
-        ("sensors/+/temperature", "sensors/kitchen/temperature", ["kitchen"], nil),
-        ("sensors/#", "sensors", [], ""),
-        ("sensors/#", "sensors/a/b", [], "a/b"),
-        ("+/+", "/x", ["", "x"], nil),
-        ("#", "a/b/c", [], "a/b/c"),
-        ("a/+/#", "a/b", ["b"], ""),
-    ] as [(String, String, [String], String?)])
+    @Test(
+        arguments: [
+            ("sensors/+/temperature", "sensors/kitchen/temperature", ["kitchen"], nil),
+            ("sensors/#", "sensors", [], ""),
+            ("sensors/#", "sensors/a/b", [], "a/b"),
+            ("+/+", "/x", ["", "x"], nil),
+            ("#", "a/b/c", [], "a/b/c"),
+            ("a/+/#", "a/b", ["b"], ""),
+        ] as [(String, String, [String], String?)])
     func matches(filter: String, topic: String, captures: [String], multiLevel: String?) throws {
         let parsed = try TopicFilter.parse(filter).get()
         let match = try #require(parsed.match(topic))
@@ -44,16 +45,17 @@ struct TopicFilterTests {
     /// bytes (§4.7.3). A combining mark after `/` or `$` must not glue levels together, and `é`
     /// (U+00E9) and `e` + U+0301 are different levels. Checked through the filter's matcher and
     /// the rule table's trie alike.
-    @Test(arguments: [
-        ("+/+", "a/\u{301}b", true, ["a", "\u{301}b"]),
-        ("a/\u{301}b", "a/\u{301}b", true, []),
-        ("#", "$\u{59C}", false, []),
-        ("+", "$\u{59C}", false, []),
-        ("$\u{59C}", "$\u{59C}", true, []),
-        ("caf\u{E9}/+", "cafe\u{301}/x", false, []),
-        ("cafe\u{301}/+", "cafe\u{301}/x", true, ["x"]),
-        ("x/+/y", "x/\u{301}/y", true, ["\u{301}"]),
-    ] as [(String, String, Bool, [String])])
+    @Test(
+        arguments: [
+            ("+/+", "a/\u{301}b", true, ["a", "\u{301}b"]),
+            ("a/\u{301}b", "a/\u{301}b", true, []),
+            ("#", "$\u{59C}", false, []),
+            ("+", "$\u{59C}", false, []),
+            ("$\u{59C}", "$\u{59C}", true, []),
+            ("caf\u{E9}/+", "cafe\u{301}/x", false, []),
+            ("cafe\u{301}/+", "cafe\u{301}/x", true, ["x"]),
+            ("x/+/y", "x/\u{301}/y", true, ["\u{301}"]),
+        ] as [(String, String, Bool, [String])])
     func levelsAreSplitAndComparedAsBytes(filter: String, topic: String, matches: Bool, captures: [String]) throws {
         let parsed = try TopicFilter.parse(filter).get()
         let match = parsed.match(topic)

@@ -1,6 +1,7 @@
-@testable import BridgeDaemon
 import Logging
 import Testing
+
+@testable import BridgeDaemon
 
 @Suite struct LogFormatTests {
     @Test func textLinesCarrySortedMetadata() {

@@ -35,7 +35,9 @@ import Testing
             let metricsResponse = try await client.execute(HTTPClientRequest(url: base + "/metrics"), timeout: .seconds(5))
             #expect(metricsResponse.status == .ok)
             let text = String(buffer: try await metricsResponse.body.collect(upTo: 1 << 20))
-            #expect(text.contains(#"pusher_mqtt_bridge_messages_total{bridge="factory",rule="prices",direction="pusher_to_mqtt",outcome="delivered"} 3"#))
+            #expect(
+                text.contains(
+                    #"pusher_mqtt_bridge_messages_total{bridge="factory",rule="prices",direction="pusher_to_mqtt",outcome="delivered"} 3"#))
             #expect(text.contains(#"pusher_mqtt_bridge_connection_up{bridge="factory",side="mqtt"} 1"#))
             #expect(text.contains("pusher_mqtt_bridge_delivery_seconds_bucket"))
 

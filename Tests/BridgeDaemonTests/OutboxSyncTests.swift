@@ -1,4 +1,3 @@
-@testable import BridgeDaemon
 import BridgeCore
 import Durability
 import Foundation
@@ -6,11 +5,14 @@ import Logging
 import PusherChannels
 import Testing
 
+@testable import BridgeDaemon
+
 /// `Outbox.sync()` waits for the disk without the outbox lock: a sync held in the middle of its
 /// flush must not stop appends, hand-outs or acknowledgements.
 @Suite(.timeLimit(.minutes(1))) struct OutboxSyncTests {
     static func item(_ n: Int) -> OutgoingPusher {
-        OutgoingPusher(event: PusherEventPublish(rule: "r", channel: "c", event: "e", data: "m\(n)", via: .http), receivedAtMillis: Int64(n))
+        OutgoingPusher(
+            event: PusherEventPublish(rule: "r", channel: "c", event: "e", data: "m\(n)", via: .http), receivedAtMillis: Int64(n))
     }
 
     @Test func appendsProceedWhileASyncIsFlushing() async throws {
@@ -43,7 +45,8 @@ import Testing
         openGate.finish()
         await syncing
         await outbox.closeSpool()
-        let reopened = try Outbox<OutgoingPusher>(name: "t", limits: limits, overflow: .dropOldest, spoolDirectory: directory, logger: Logger(label: "t"))
+        let reopened = try Outbox<OutgoingPusher>(
+            name: "t", limits: limits, overflow: .dropOldest, spoolDirectory: directory, logger: Logger(label: "t"))
         #expect(await reopened.next(max: 10).map(\.item.event.data) == ["m1", "m2", "m3", "m4"])
         await reopened.closeSpool()
     }

@@ -1,27 +1,32 @@
-@testable import BridgeDaemon
 import BridgeCore
 import Foundation
 import Logging
 import PusherChannels
 import Testing
 
+@testable import BridgeDaemon
+
 @Suite struct OutgoingMessageCodecTests {
     @Test func mqttRecordsRoundTrip() {
         let message = OutgoingMQTT(
-            publish: MQTTPublish(rule: "prices", topic: "dash/prices/ü", payload: [0, 255, 10], qos: 1, retain: true,
-                                 userProperties: [.init("pusher-channel", "market-data"), .init("pusher-event", "new-price")]),
+            publish: MQTTPublish(
+                rule: "prices", topic: "dash/prices/ü", payload: [0, 255, 10], qos: 1, retain: true,
+                userProperties: [.init("pusher-channel", "market-data"), .init("pusher-event", "new-price")]),
             receivedAtMillis: 1_795_297_102_123)
         #expect(OutgoingMQTT.decode(message.encoded()) == message)
     }
 
     @Test func pusherRecordsRoundTrip() {
-        let event = OutgoingPusher(event: PusherEventPublish(rule: "t", channel: "sensor-1", event: "temperature", data: "{\"v\":\"☃\"}", via: .clientEvent),
-                                   receivedAtMillis: 42)
+        let event = OutgoingPusher(
+            event: PusherEventPublish(rule: "t", channel: "sensor-1", event: "temperature", data: "{\"v\":\"☃\"}", via: .clientEvent),
+            receivedAtMillis: 42)
         #expect(OutgoingPusher.decode(event.encoded()) == event)
     }
 
     @Test func truncatedOrForeignRecordsAreRejectedNotTrapped() {
-        let bytes = OutgoingPusher(event: PusherEventPublish(rule: "r", channel: "c", event: "e", data: "d", via: .http), receivedAtMillis: 1).encoded()
+        let bytes = OutgoingPusher(
+            event: PusherEventPublish(rule: "r", channel: "c", event: "e", data: "d", via: .http), receivedAtMillis: 1
+        ).encoded()
         for cut in 0..<bytes.count {
             #expect(OutgoingPusher.decode(Array(bytes[..<cut])) == nil)
         }
@@ -35,7 +40,8 @@ import Testing
 
 @Suite struct OutboxTests {
     static func item(_ n: Int) -> OutgoingPusher {
-        OutgoingPusher(event: PusherEventPublish(rule: "r", channel: "c", event: "e", data: "m\(n)", via: .http), receivedAtMillis: Int64(n))
+        OutgoingPusher(
+            event: PusherEventPublish(rule: "r", channel: "c", event: "e", data: "m\(n)", via: .http), receivedAtMillis: Int64(n))
     }
 
     @Test func handsOutInOrderAndKeepsUnacknowledgedAcrossRestart() async throws {
@@ -43,7 +49,8 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let limits = BufferLimits(maxMessages: 100, maxBytes: 1 << 20)
         do {
-            let outbox = try Outbox<OutgoingPusher>(name: "t", limits: limits, overflow: .dropOldest, spoolDirectory: directory, logger: Logger(label: "t"))
+            let outbox = try Outbox<OutgoingPusher>(
+                name: "t", limits: limits, overflow: .dropOldest, spoolDirectory: directory, logger: Logger(label: "t"))
             for n in 0..<5 { outbox.append(Self.item(n)) }
             let first = await outbox.next(max: 3)
             #expect(first.map(\.item.event.data) == ["m0", "m1", "m2"])
@@ -55,13 +62,16 @@ import Testing
         }
         // After a restart: everything above the durable watermark (m0), in order. m2 was acknowledged
         // out of order, above the unacknowledged m1, so it comes again: at-least-once (docs/contract.md §5.6).
-        let reopened = try Outbox<OutgoingPusher>(name: "t", limits: limits, overflow: .dropOldest, spoolDirectory: directory, logger: Logger(label: "t"))
+        let reopened = try Outbox<OutgoingPusher>(
+            name: "t", limits: limits, overflow: .dropOldest, spoolDirectory: directory, logger: Logger(label: "t"))
         #expect(await reopened.next(max: 10).map(\.item.event.data) == ["m1", "m2", "m3", "m4"])
         await reopened.closeSpool()
     }
 
     @Test func overflowDropsAreReported() async {
-        let outbox = try! Outbox<OutgoingPusher>(name: "t", limits: BufferLimits(maxMessages: 2, maxBytes: 1 << 20), overflow: .dropNewest, spoolDirectory: nil, logger: Logger(label: "t"))
+        let outbox = try! Outbox<OutgoingPusher>(
+            name: "t", limits: BufferLimits(maxMessages: 2, maxBytes: 1 << 20), overflow: .dropNewest, spoolDirectory: nil,
+            logger: Logger(label: "t"))
         #expect(outbox.append(Self.item(0)).dropped == 0)
         #expect(outbox.append(Self.item(1)).dropped == 0)
         #expect(outbox.append(Self.item(2)).dropped == 1)
@@ -69,7 +79,9 @@ import Testing
     }
 
     @Test func nextWaitsForAnAppendAndEndsWhenClosed() async {
-        let outbox = try! Outbox<OutgoingPusher>(name: "t", limits: BufferLimits(maxMessages: 10, maxBytes: 1 << 20), overflow: .dropOldest, spoolDirectory: nil, logger: Logger(label: "t"))
+        let outbox = try! Outbox<OutgoingPusher>(
+            name: "t", limits: BufferLimits(maxMessages: 10, maxBytes: 1 << 20), overflow: .dropOldest, spoolDirectory: nil,
+            logger: Logger(label: "t"))
         async let waited = outbox.next(max: 10)
         try? await Task.sleep(for: .milliseconds(50))
         outbox.append(Self.item(7))
@@ -109,9 +121,11 @@ import Testing
 
     @Test func presenceLines() {
         let members = [PusherMember(userID: "a", userInfo: "{\"n\":1}"), PusherMember(userID: "b")]
-        #expect(Tap.line(for: .subscriptionSucceeded(channel: "presence-x", members: members, me: nil))
-            == #"{"channel":"presence-x","event":"pusher:subscription_succeeded","members":{"a":{"n":1},"b":{}}}"#)
-        #expect(Tap.line(for: .memberRemoved(channel: "presence-x", member: PusherMember(userID: "a")))
-            == #"{"channel":"presence-x","event":"pusher:member_removed","user_id":"a"}"#)
+        #expect(
+            Tap.line(for: .subscriptionSucceeded(channel: "presence-x", members: members, me: nil))
+                == #"{"channel":"presence-x","event":"pusher:subscription_succeeded","members":{"a":{"n":1},"b":{}}}"#)
+        #expect(
+            Tap.line(for: .memberRemoved(channel: "presence-x", member: PusherMember(userID: "a")))
+                == #"{"channel":"presence-x","event":"pusher:member_removed","user_id":"a"}"#)
     }
 }

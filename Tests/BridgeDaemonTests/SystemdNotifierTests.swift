@@ -3,7 +3,7 @@ import Foundation
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A Unix datagram socket standing in for systemd's notify socket.
@@ -65,7 +65,8 @@ final class NotifyListener {
     @Test func watchdogIntervalIsHalfOfWatchdogUsec() {
         #expect(SystemdNotifier(environment: ["WATCHDOG_USEC": "20000000"]).watchdogInterval == .seconds(10))
         #expect(SystemdNotifier(environment: ["WATCHDOG_USEC": "20000000", "WATCHDOG_PID": "1"]).watchdogInterval == nil)
-        #expect(SystemdNotifier(environment: ["WATCHDOG_USEC": "20000000", "WATCHDOG_PID": "\(getpid())"]).watchdogInterval == .seconds(10))
+        #expect(
+            SystemdNotifier(environment: ["WATCHDOG_USEC": "20000000", "WATCHDOG_PID": "\(getpid())"]).watchdogInterval == .seconds(10))
         #expect(SystemdNotifier(environment: ["WATCHDOG_USEC": "zero"]).watchdogInterval == nil)
     }
 

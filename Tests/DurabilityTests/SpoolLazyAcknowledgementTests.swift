@@ -11,7 +11,8 @@ import Testing
 @Suite("Spool: lazy acknowledgement records and the payload cache")
 struct SpoolLazyAcknowledgementTests {
     func configuration(batch: Int = 256, cache: Int = 4 << 20, segmentBytes: Int = 1 << 20) -> SpoolConfiguration {
-        SpoolConfiguration(fsync: .never, segmentBytes: segmentBytes, maxPayloadBytes: 1 << 20, memoryCacheBytes: cache, acknowledgementBatch: batch)
+        SpoolConfiguration(
+            fsync: .never, segmentBytes: segmentBytes, maxPayloadBytes: 1 << 20, memoryCacheBytes: cache, acknowledgementBatch: batch)
     }
 
     @Test("a crash before the watermark was written redelivers (at-least-once), never loses")
@@ -73,11 +74,14 @@ struct SpoolLazyAcknowledgementTests {
             let spool = try Spool(directory: directory, configuration: configuration(cache: 300, segmentBytes: 2_000))
             let sizes = [100, 100, 90, 250, 10, 700, 1, 0, 120]
             for (index, size) in sizes.enumerated() { try spool.append(payload(for: UInt64(index + 1), size: size)) }
-            #expect(try allPending(spool) == sizes.enumerated().map { SpoolRecord(sequence: UInt64($0 + 1), payload: payload(for: UInt64($0 + 1), size: $1)) })
+            #expect(
+                try allPending(spool)
+                    == sizes.enumerated().map { SpoolRecord(sequence: UInt64($0 + 1), payload: payload(for: UInt64($0 + 1), size: $1)) })
             // Acknowledging frees cache room for new appends; reads stay exact across rotation.
             #expect(try spool.acknowledge(upTo: 6) == 6)
             for sequence in 10...20 as ClosedRange<UInt64> { try spool.append(payload(for: sequence, size: 150)) }
-            let expected = (7...9).map { SpoolRecord(sequence: UInt64($0), payload: payload(for: UInt64($0), size: sizes[$0 - 1])) }
+            let expected =
+                (7...9).map { SpoolRecord(sequence: UInt64($0), payload: payload(for: UInt64($0), size: sizes[$0 - 1])) }
                 + (10...20).map { SpoolRecord(sequence: UInt64($0), payload: payload(for: UInt64($0), size: 150)) }
             #expect(try allPending(spool) == expected)
             try spool.close()
@@ -107,7 +111,8 @@ struct SpoolBurstAppendTests {
             let reopened = try Spool(directory: directory, configuration: configuration)
             #expect(reopened.recovery.deliveredWatermark == 1)
             #expect(reopened.recovery.damage.isEmpty)
-            let expected = (2...5).map { SpoolRecord(sequence: $0, payload: payload(for: $0, size: 20)) }
+            let expected =
+                (2...5).map { SpoolRecord(sequence: $0, payload: payload(for: $0, size: 20)) }
                 + (6...12).map { SpoolRecord(sequence: $0, payload: payload(for: $0, size: 90)) }
             #expect(try allPending(reopened) == expected)
         }
@@ -121,7 +126,11 @@ struct SpoolBurstAppendTests {
             let first = try backlog.enqueue(contentsOf: [[1], [2]])
             #expect(first == [.stored(sequence: 1), .stored(sequence: 2)])
             let second = try backlog.enqueue(contentsOf: [[3], [4], [5]])
-            #expect(second == [.stored(sequence: 3), .storedDroppingOldest(sequence: 4, dropped: [1]), .storedDroppingOldest(sequence: 5, dropped: [2])])
+            #expect(
+                second == [
+                    .stored(sequence: 3), .storedDroppingOldest(sequence: 4, dropped: [1]),
+                    .storedDroppingOldest(sequence: 5, dropped: [2]),
+                ])
             #expect(try backlog.pending(limit: 10).map(\.payload) == [[3], [4], [5]])
         }
     }

@@ -299,7 +299,9 @@ func sends(in actions: [Action]) -> [String] {
             var clock = ManualClock()
             connect(&machine, clock)
             clock.advance(.seconds(3))
-            if let delay = reconnectsWithinSpread(&machine, &clock, after: machine.transportClosed(code: 4200 + UInt16(seed), now: clock.now)) {
+            if let delay = reconnectsWithinSpread(
+                &machine, &clock, after: machine.transportClosed(code: 4200 + UInt16(seed), now: clock.now))
+            {
                 delays.insert(delay)
             }
         }

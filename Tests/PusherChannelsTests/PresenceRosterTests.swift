@@ -50,23 +50,27 @@ import Testing
 
     @Test func memberAddedUpdatesAKnownIDInPlace() {
         var roster = PresenceRoster()
-        #expect(roster.memberAdded(channel: "p", data: #"{"user_id":7,"user_info":"hi"}"#)
-            == [.presence(.memberAdded(channel: "p", member: PusherMember(userID: "7", userInfo: #""hi""#)))])
+        #expect(
+            roster.memberAdded(channel: "p", data: #"{"user_id":7,"user_info":"hi"}"#)
+                == [.presence(.memberAdded(channel: "p", member: PusherMember(userID: "7", userInfo: #""hi""#)))])
         #expect(roster.memberAdded(channel: "p", data: #"{"user_id":"7","user_info":{"n":2}}"#) == [])
         #expect(roster.members == [PusherMember(userID: "7", userInfo: #"{"n":2}"#)])
-        #expect(roster.memberAdded(channel: "p", data: #"{"user_info":{}}"#)
-            == [.ignoredFrame(event: "pusher_internal:member_added", reason: "member_added without user_id")])
+        #expect(
+            roster.memberAdded(channel: "p", data: #"{"user_info":{}}"#)
+                == [.ignoredFrame(event: "pusher_internal:member_added", reason: "member_added without user_id")])
     }
 
     @Test func memberRemovedReportsTheEntryItHad() {
         var roster = PresenceRoster()
         _ = roster.memberAdded(channel: "p", data: #"{"user_id":"1","user_info":{"a":1}}"#)
         _ = roster.memberAdded(channel: "p", data: #"{"user_id":"2"}"#)
-        #expect(roster.memberRemoved(channel: "p", data: #"{"user_id":"1"}"#)
-            == [.presence(.memberRemoved(channel: "p", member: PusherMember(userID: "1", userInfo: #"{"a":1}"#)))])
+        #expect(
+            roster.memberRemoved(channel: "p", data: #"{"user_id":"1"}"#)
+                == [.presence(.memberRemoved(channel: "p", member: PusherMember(userID: "1", userInfo: #"{"a":1}"#)))])
         #expect(roster.memberRemoved(channel: "p", data: #"{"user_id":"1"}"#) == [])
-        #expect(roster.memberRemoved(channel: "p", data: "nonsense")
-            == [.ignoredFrame(event: "pusher_internal:member_removed", reason: "member_removed without user_id")])
+        #expect(
+            roster.memberRemoved(channel: "p", data: "nonsense")
+                == [.ignoredFrame(event: "pusher_internal:member_removed", reason: "member_removed without user_id")])
         #expect(roster.members.map(\.userID) == ["2"])
     }
 

@@ -52,7 +52,10 @@ import Testing
     @Test func aProvidedAuthIsUsedOnceThenTheAuthorizerIsAsked() {
         var table = SubscriptionTable()
         _ = table.subscribeRequested("private-a", auth: PusherChannelAuth(auth: "k:mine"), socketID: nil)
-        #expect(table.connectionEstablished(socketID: "1.1") == [.send(ClientFrame.subscribe(channel: "private-a", auth: "k:mine", channelData: nil))])
+        #expect(
+            table.connectionEstablished(socketID: "1.1") == [
+                .send(ClientFrame.subscribe(channel: "private-a", auth: "k:mine", channelData: nil))
+            ])
         table.connectionLost()
         #expect(table["private-a"]?.state == .pending)
         #expect(table.connectionEstablished(socketID: "2.2") == [.authorize(channel: "private-a", socketID: "2.2")])
@@ -124,8 +127,12 @@ import Testing
         #expect(table.blamedChannel(for: error, channel: nil) == "private-b")
         #expect(
             table.serverError(error, channel: nil)
-                == [.subscriptionFailed(channel: "private-b", error: .subscriptionFailed(
-                    channel: "private-b", message: "Invalid signature for private-b", code: 4009))])
+                == [
+                    .subscriptionFailed(
+                        channel: "private-b",
+                        error: .subscriptionFailed(
+                            channel: "private-b", message: "Invalid signature for private-b", code: 4009))
+                ])
         // Two were waiting and the message names neither: no guess.
         _ = table.subscribeRequested("private-c", auth: PusherChannelAuth(auth: "k:bad"), socketID: "1.1")
         let vague = PusherError.serverError(message: "Invalid signature", code: 4009)

@@ -53,7 +53,10 @@ struct AppHubTests {
         var hub = AppHub(app: app, activityTimeoutSeconds: 7)
         let actions = hub.connected(a, socketID: "12.34")
         let frame = try #require(frames(actions, to: a).first)
-        #expect(frame == "{\"event\":\"pusher:connection_established\",\"data\":\"{\\\"socket_id\\\":\\\"12.34\\\",\\\"activity_timeout\\\":7}\"}")
+        #expect(
+            frame
+                == "{\"event\":\"pusher:connection_established\",\"data\":\"{\\\"socket_id\\\":\\\"12.34\\\",\\\"activity_timeout\\\":7}\"}"
+        )
     }
 
     @Test func pingIsAnsweredUnlessSwitchedOff() {
@@ -96,8 +99,12 @@ struct AppHubTests {
 
     @Test func encryptedChannelsNeedAuthLikePrivate() {
         var hub = hub([a])
-        #expect(frames(hub.received(subscribeText(a, "private-encrypted-x", badAuth: true), from: a, now: t0), to: a).first?.contains("pusher:error") == true)
-        #expect(frames(hub.received(subscribeText(a, "private-encrypted-x"), from: a, now: t0), to: a).first?.contains("subscription_succeeded") == true)
+        #expect(
+            frames(hub.received(subscribeText(a, "private-encrypted-x", badAuth: true), from: a, now: t0), to: a).first?.contains(
+                "pusher:error") == true)
+        #expect(
+            frames(hub.received(subscribeText(a, "private-encrypted-x"), from: a, now: t0), to: a).first?.contains("subscription_succeeded")
+                == true)
     }
 
     @Test func doubleSubscriptionIsAnError() {
@@ -118,11 +125,16 @@ struct AppHubTests {
         var hub = hub([a, b, c])
         let first = hub.received(subscribeText(a, "presence-room", user: "\"alice\"", info: "{\"name\":\"Alice\"}"), from: a, now: t0)
         let succeeded = try #require(frames(first, to: a).first)
-        #expect(succeeded.contains(jsonQuoted("{\"presence\":{\"ids\":[\"alice\"],\"hash\":{\"alice\":{\"name\":\"Alice\"}},\"count\":1}}")))
+        #expect(
+            succeeded.contains(jsonQuoted("{\"presence\":{\"ids\":[\"alice\"],\"hash\":{\"alice\":{\"name\":\"Alice\"}},\"count\":1}}")))
         #expect(webhooks(first) == ["channel_occupied", "member_added"])
 
         let second = hub.received(subscribeText(b, "presence-room", user: "\"bob\""), from: b, now: t0)
-        #expect(frames(second, to: a) == [ServerFrame.channelEvent(event: "pusher_internal:member_added", channel: "presence-room", data: "{\"user_id\":\"bob\",\"user_info\":{}}")])
+        #expect(
+            frames(second, to: a) == [
+                ServerFrame.channelEvent(
+                    event: "pusher_internal:member_added", channel: "presence-room", data: "{\"user_id\":\"bob\",\"user_info\":{}}")
+            ])
         #expect(frames(second, to: b).count == 1)  // only its own subscription_succeeded
 
         // alice on a second connection: no second member_added, count stays 2.
@@ -135,7 +147,10 @@ struct AppHubTests {
         // alice leaves one connection: nothing; leaves the last: member_removed to bob.
         #expect(frames(hub.disconnected(a), to: b).isEmpty)
         let gone = hub.disconnected(c)
-        #expect(frames(gone, to: b) == [ServerFrame.channelEvent(event: "pusher_internal:member_removed", channel: "presence-room", data: "{\"user_id\":\"alice\"}")])
+        #expect(
+            frames(gone, to: b) == [
+                ServerFrame.channelEvent(event: "pusher_internal:member_removed", channel: "presence-room", data: "{\"user_id\":\"alice\"}")
+            ])
         #expect(webhooks(gone) == ["member_removed"])
         #expect(hub.users("presence-room") == ["bob"])
     }
@@ -150,9 +165,13 @@ struct AppHubTests {
     @Test func presenceChannelDataIsValidated() {
         var hub = hub([a])
         let longID = "\"" + String(repeating: "u", count: 129) + "\""
-        #expect(frames(hub.received(subscribeText(a, "presence-v", user: longID), from: a, now: t0), to: a).first?.contains("longer than 128") == true)
+        #expect(
+            frames(hub.received(subscribeText(a, "presence-v", user: longID), from: a, now: t0), to: a).first?.contains("longer than 128")
+                == true)
         let bigInfo = "{\"x\":\"" + String(repeating: "i", count: 1001) + "\"}"
-        #expect(frames(hub.received(subscribeText(a, "presence-v", user: "\"u\"", info: bigInfo), from: a, now: t0), to: a).first?.contains("larger than 1000") == true)
+        #expect(
+            frames(hub.received(subscribeText(a, "presence-v", user: "\"u\"", info: bigInfo), from: a, now: t0), to: a).first?.contains(
+                "larger than 1000") == true)
         #expect(hub.subscriptionCount("presence-v") == 0)
     }
 
@@ -187,7 +206,10 @@ struct AppHubTests {
         _ = hub.received(subscribeText(a, "private-chat"), from: a, now: t0)
         _ = hub.received(subscribeText(b, "private-chat"), from: b, now: t0)
         let actions = hub.received(clientEventText("private-chat", data: "{\"x\":true,\"a\":[1,2.5]}"), from: a, now: t0)
-        #expect(frames(actions, to: b) == [ServerFrame.channelEvent(event: "client-typing", channel: "private-chat", data: "{\"x\":true,\"a\":[1,2.5]}")])
+        #expect(
+            frames(actions, to: b) == [
+                ServerFrame.channelEvent(event: "client-typing", channel: "private-chat", data: "{\"x\":true,\"a\":[1,2.5]}")
+            ])
         #expect(frames(actions, to: a).isEmpty)
         #expect(webhooks(actions) == ["client_event"])
     }
@@ -197,7 +219,10 @@ struct AppHubTests {
         _ = hub.received(subscribeText(a, "presence-chat", user: "\"alice\""), from: a, now: t0)
         _ = hub.received(subscribeText(b, "presence-chat", user: "\"bob\""), from: b, now: t0)
         let actions = hub.received(clientEventText("presence-chat", data: "\"hi\""), from: a, now: t0)
-        #expect(frames(actions, to: b) == [ServerFrame.channelEvent(event: "client-typing", channel: "presence-chat", data: "hi", userID: "alice")])
+        #expect(
+            frames(actions, to: b) == [
+                ServerFrame.channelEvent(event: "client-typing", channel: "presence-chat", data: "hi", userID: "alice")
+            ])
     }
 
     @Test func clientEventsAreRefusedOnPublicAndEncryptedChannels() {
@@ -249,7 +274,10 @@ struct AppHubTests {
 
     @Test func badFramesGetAnErrorAndAreCounted() {
         var hub = hub([a])
-        for text in ["not json", "{\"data\":{}}", "[1,2]", "{\"event\":\"pusher:subscribe\",\"data\":5}", "{\"event\":\"hello\"}", "{\"event\":\"pusher:nonsense\"}"] {
+        for text in [
+            "not json", "{\"data\":{}}", "[1,2]", "{\"event\":\"pusher:subscribe\",\"data\":5}", "{\"event\":\"hello\"}",
+            "{\"event\":\"pusher:nonsense\"}",
+        ] {
             let actions = hub.received(text, from: a, now: t0)
             #expect(frames(actions, to: a).first?.contains("pusher:error") == true, "\(text)")
         }
@@ -267,7 +295,8 @@ struct AppHubTests {
     @Test func publishDeliversOneFrameToEverySubscriberExceptTheExcludedSocket() {
         var hub = hub([a, b, c])
         for id in [a, b] { _ = hub.received(subscribeText(id, "news"), from: id, now: t0) }
-        let actions = hub.publish(PublishRequest(name: "update", data: "{\"v\":1}", channels: ["news", "empty"], socketID: socketID(a)), now: t0)
+        let actions = hub.publish(
+            PublishRequest(name: "update", data: "{\"v\":1}", channels: ["news", "empty"], socketID: socketID(a)), now: t0)
         #expect(actions == [.deliver(ServerFrame.channelEvent(event: "update", channel: "news", data: "{\"v\":1}"), to: [b])])
         #expect(hub.counters.eventsPublished == 2)
         #expect(hub.counters.framesDelivered == 1)
@@ -320,7 +349,8 @@ struct AppHubTests {
         }
         let good = PusherAuth.userAuth(key: app.key, secret: app.secret, socketID: socketID(a), userData: userData)
         let reply = try #require(frames(hub.received(frame(good), from: a, now: t0), to: a).first)
-        #expect(reply == "{\"event\":\"pusher:signin_success\",\"data\":" + jsonQuoted("{\"user_data\":" + jsonQuoted(userData) + "}") + "}")
+        #expect(
+            reply == "{\"event\":\"pusher:signin_success\",\"data\":" + jsonQuoted("{\"user_data\":" + jsonQuoted(userData) + "}") + "}")
         let bad = PusherAuth.userAuth(key: app.key, secret: "wrong", socketID: socketID(a), userData: userData)
         #expect(frames(hub.received(frame(bad), from: a, now: t0), to: a).first?.contains("Invalid signature") == true)
     }

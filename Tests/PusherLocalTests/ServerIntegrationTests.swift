@@ -20,7 +20,9 @@ struct ServerIntegrationTests {
                 #expect(try await socket.nextEvent().event == "pusher:pong")
 
                 try await subscribe(socket, socketID: socketID, channel: "news")
-                let reply = try await apiRequest(running, method: "POST", path: "/apps/1/events", body: "{\"name\":\"update\",\"channel\":\"news\",\"data\":\"{\\\"v\\\":1}\"}")
+                let reply = try await apiRequest(
+                    running, method: "POST", path: "/apps/1/events",
+                    body: "{\"name\":\"update\",\"channel\":\"news\",\"data\":\"{\\\"v\\\":1}\"}")
                 #expect(reply.status == 200)
                 #expect(reply.body == "{}")
                 let event = try await socket.nextEvent()
@@ -104,9 +106,13 @@ struct ServerIntegrationTests {
             try await withSocket(running.webSocketURL()) { socket in
                 let id = try await establish(socket)
                 try await subscribe(socket, socketID: id, channel: "presence-info", userID: "u1")
-                let body = "{\"name\":\"e\",\"channels\":[\"presence-info\",\"empty\"],\"data\":\"d\",\"info\":\"user_count,subscription_count\"}"
+                let body =
+                    "{\"name\":\"e\",\"channels\":[\"presence-info\",\"empty\"],\"data\":\"d\",\"info\":\"user_count,subscription_count\"}"
                 let reply = try await apiRequest(running, method: "POST", path: "/apps/1/events", body: body)
-                #expect(reply.body == "{\"channels\":{\"presence-info\":{\"user_count\":1,\"subscription_count\":1},\"empty\":{\"subscription_count\":0}}}")
+                #expect(
+                    reply.body
+                        == "{\"channels\":{\"presence-info\":{\"user_count\":1,\"subscription_count\":1},\"empty\":{\"subscription_count\":0}}}"
+                )
             }
         }
     }
@@ -117,7 +123,8 @@ struct ServerIntegrationTests {
             let wrong = try await apiRequest(running, method: "POST", path: "/apps/1/events", body: body, secret: "not-the-secret")
             #expect(wrong.status == 401)
             #expect(wrong.body.contains("Invalid signature"))
-            let old = try await apiRequest(running, method: "POST", path: "/apps/1/events", body: body, timestamp: Int(Date().timeIntervalSince1970) - 601)
+            let old = try await apiRequest(
+                running, method: "POST", path: "/apps/1/events", body: body, timestamp: Int(Date().timeIntervalSince1970) - 601)
             #expect(old.status == 401)
             #expect(old.body.contains("Timestamp expired"))
             // Signed for one body, sent with another.
@@ -125,7 +132,8 @@ struct ServerIntegrationTests {
             let signed = RequestSignature(key: app.key, secret: app.secret).signedParameters(
                 method: "POST", path: "/apps/1/events", body: Array(body.utf8), timestamp: Int(Date().timeIntervalSince1970))
             let query = signed.map { "\($0.0)=\($0.1)" }.joined(separator: "&")
-            let tampered = try await rawRequest(running, method: "POST", target: "/apps/1/events?" + query, body: body.replacingOccurrences(of: "\"d\"", with: "\"x\""))
+            let tampered = try await rawRequest(
+                running, method: "POST", target: "/apps/1/events?" + query, body: body.replacingOccurrences(of: "\"d\"", with: "\"x\""))
             #expect(tampered.status == 401)
             #expect(tampered.body.contains("body_md5"))
             let unsigned = try await rawRequest(running, method: "POST", target: "/apps/1/events", body: body)
@@ -145,7 +153,8 @@ struct ServerIntegrationTests {
             #expect(try await apiRequest(running, method: "POST", path: "/apps/1/events", body: badName).status == 400)
             let notJSON = "{\"name\":"
             #expect(try await apiRequest(running, method: "POST", path: "/apps/1/events", body: notJSON).status == 400)
-            let batch = "{\"batch\":[" + (0...10).map { _ in "{\"name\":\"e\",\"channel\":\"c\",\"data\":\"d\"}" }.joined(separator: ",") + "]}"
+            let batch =
+                "{\"batch\":[" + (0...10).map { _ in "{\"name\":\"e\",\"channel\":\"c\",\"data\":\"d\"}" }.joined(separator: ",") + "]}"
             #expect(try await apiRequest(running, method: "POST", path: "/apps/1/batch_events", body: batch).status == 400)
         }
     }
@@ -163,7 +172,8 @@ struct ServerIntegrationTests {
                     #expect(try await b.nextEvent().dataString == "excluded")
                     #expect(try await a.expectSilence() == nil)
 
-                    let batch = "{\"batch\":[{\"name\":\"one\",\"channel\":\"room\",\"data\":\"1\"},{\"name\":\"two\",\"channel\":\"room\",\"data\":\"2\",\"info\":\"subscription_count\"}]}"
+                    let batch =
+                        "{\"batch\":[{\"name\":\"one\",\"channel\":\"room\",\"data\":\"1\"},{\"name\":\"two\",\"channel\":\"room\",\"data\":\"2\",\"info\":\"subscription_count\"}]}"
                     let reply = try await apiRequest(running, method: "POST", path: "/apps/1/batch_events", body: batch)
                     #expect(reply.status == 200)
                     #expect(reply.body == "{\"batch\":[{},{\"subscription_count\":2}]}")
@@ -182,10 +192,13 @@ struct ServerIntegrationTests {
                 try await subscribe(a, socketID: id, channel: "news")
                 let all = try await apiRequest(running, method: "GET", path: "/apps/1/channels")
                 #expect(all.body == "{\"channels\":{\"news\":{},\"presence-team\":{}}}")
-                let presence = try await apiRequest(running, method: "GET", path: "/apps/1/channels", params: [("filter_by_prefix", "presence-"), ("info", "user_count")])
+                let presence = try await apiRequest(
+                    running, method: "GET", path: "/apps/1/channels", params: [("filter_by_prefix", "presence-"), ("info", "user_count")])
                 #expect(presence.body == "{\"channels\":{\"presence-team\":{\"user_count\":1}}}")
-                #expect(try await apiRequest(running, method: "GET", path: "/apps/1/channels", params: [("info", "user_count")]).status == 400)
-                let one = try await apiRequest(running, method: "GET", path: "/apps/1/channels/presence-team", params: [("info", "user_count,subscription_count")])
+                #expect(
+                    try await apiRequest(running, method: "GET", path: "/apps/1/channels", params: [("info", "user_count")]).status == 400)
+                let one = try await apiRequest(
+                    running, method: "GET", path: "/apps/1/channels/presence-team", params: [("info", "user_count,subscription_count")])
                 #expect(one.body == "{\"occupied\":true,\"user_count\":1,\"subscription_count\":1}")
                 let empty = try await apiRequest(running, method: "GET", path: "/apps/1/channels/nobody")
                 #expect(empty.body == "{\"occupied\":false}")
@@ -280,7 +293,8 @@ struct ServerIntegrationTests {
             try await withSocket(running.webSocketURL()) { socket in
                 let id = try await establish(socket)
                 try await subscribe(socket, socketID: id, channel: "bench")
-                let reply = try await rawRequest(running, method: "POST", target: "/pusher-local/apps/1/stream?channel=bench&count=50&size=200")
+                let reply = try await rawRequest(
+                    running, method: "POST", target: "/pusher-local/apps/1/stream?channel=bench&count=50&size=200")
                 #expect(reply.status == 200)
                 #expect(reply.body.contains("\"sent\":50"))
                 for seq in 0..<50 {
@@ -327,7 +341,8 @@ struct ServerIntegrationTests {
         try await withServer(testConfiguration()) { running in
             try await withSocket(running.webSocketURL(key: "other-key")) { socket in
                 let id = try await establish(socket)
-                try await subscribe(socket, socketID: id, channel: "private-x", app: PusherLocalApp(id: "2", key: "other-key", secret: "other-secret"))
+                try await subscribe(
+                    socket, socketID: id, channel: "private-x", app: PusherLocalApp(id: "2", key: "other-key", secret: "other-secret"))
                 #expect(running.stats(appID: "2")?.subscriptions == ["private-x": 1])
                 #expect(running.stats(appID: "1")?.connections == 0)
             }

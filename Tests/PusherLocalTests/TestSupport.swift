@@ -185,7 +185,9 @@ func establish(_ socket: TestSocket) async throws -> String {
 }
 
 /// Runs pusher-local in-process for one test, logging only warnings and errors.
-func withServer<T: Sendable>(_ configuration: PusherLocalConfiguration, _ body: @Sendable (RunningPusherLocal) async throws -> T) async throws -> T {
+func withServer<T: Sendable>(_ configuration: PusherLocalConfiguration, _ body: @Sendable (RunningPusherLocal) async throws -> T)
+    async throws -> T
+{
     var logger = Logger(label: "pusher-local-test")
     logger.logLevel = ProcessInfo.processInfo.environment["TEST_CLIENT_TRACE"] != nil ? .trace : .warning
     return try await PusherLocalServer.withRunning(configuration, logger: logger, body)
@@ -223,12 +225,15 @@ func apiRequest(
         body: bytes,
         timestamp: timestamp ?? Int(Date().timeIntervalSince1970)
     )
-    let query = signed.map { $0.0 + "=" + ($0.1.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? $0.1) }.joined(separator: "&")
+    let query = signed.map { $0.0 + "=" + ($0.1.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? $0.1) }.joined(
+        separator: "&")
     return try await rawRequest(running, method: method, target: path + "?" + query, body: body)
 }
 
 /// An unsigned HTTP request.
-func rawRequest(_ running: RunningPusherLocal, method: String, target: String, body: String? = nil) async throws -> (status: Int, body: String) {
+func rawRequest(_ running: RunningPusherLocal, method: String, target: String, body: String? = nil) async throws -> (
+    status: Int, body: String
+) {
     var request = HTTPClientRequest(url: running.httpURL + target)
     request.method = .init(rawValue: method)
     if let body {
@@ -243,7 +248,9 @@ func rawRequest(_ running: RunningPusherLocal, method: String, target: String, b
 /// Subscribes `socket` to `channel` (signing private/presence with the demo secret) and waits
 /// for `pusher_internal:subscription_succeeded`.
 @discardableResult
-func subscribe(_ socket: TestSocket, socketID: String, channel: String, userID: String? = nil, app: PusherLocalApp = .demo) async throws -> ReceivedEvent {
+func subscribe(_ socket: TestSocket, socketID: String, channel: String, userID: String? = nil, app: PusherLocalApp = .demo) async throws
+    -> ReceivedEvent
+{
     socket.send(subscribeFrame(socketID: socketID, channel: channel, userID: userID, app: app))
     return try await socket.waitFor("pusher_internal:subscription_succeeded")
 }

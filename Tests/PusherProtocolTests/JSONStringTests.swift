@@ -37,7 +37,9 @@ import Testing
         #expect((try? JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed])) is NSNumber)
     }
 
-    @Test(arguments: ["", "-", "02", "-01", "+1", ".5", "1.", "1.e3", "1e", "1e+", "0x10", "NaN", "Infinity", "-Infinity", "--1", "1.2.3", " 1"])
+    @Test(arguments: [
+        "", "-", "02", "-01", "+1", ".5", "1.", "1.e3", "1e", "1e+", "0x10", "NaN", "Infinity", "-Infinity", "--1", "1.2.3", " 1",
+    ])
     func invalidNumbersAreRefused(_ text: String) {
         #expect(!JSONNumber.isValid(text))
     }
@@ -46,7 +48,7 @@ import Testing
         let bytes = Array(#"[12,0.5e2}02"#.utf8)
         #expect(JSONNumber.end(in: bytes, from: 1) == 3)
         #expect(JSONNumber.end(in: bytes, from: 4) == 9)
-        #expect(JSONNumber.end(in: bytes, from: 10) == 11) // "0", then the caller sees "2"
+        #expect(JSONNumber.end(in: bytes, from: 10) == 11)  // "0", then the caller sees "2"
         #expect(JSONNumber.end(in: bytes, from: 0) == nil)
     }
 }

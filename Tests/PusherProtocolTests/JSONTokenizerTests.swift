@@ -29,10 +29,11 @@ import Testing
 
     @Test func tokensCarryTheirKindAndSourceText() throws {
         let tokens = try Self.tokens(#" {"a" : [1, -2.5e3, "x\n", true, false, null], "b":{}} "#)
-        #expect(tokens.map(\.0) == [
-            .beginObject, .memberName, .beginArray, .number, .number, .string, .true, .false, .null, .endArray,
-            .memberName, .beginObject, .endObject, .endObject,
-        ])
+        #expect(
+            tokens.map(\.0) == [
+                .beginObject, .memberName, .beginArray, .number, .number, .string, .true, .false, .null, .endArray,
+                .memberName, .beginObject, .endObject, .endObject,
+            ])
         #expect(tokens.map(\.1) == ["{", #""a""#, "[", "1", "-2.5e3", #""x\n""#, "true", "false", "null", "]", #""b""#, "{", "}", "}"])
     }
 

@@ -57,13 +57,19 @@ struct Vectors: Decodable {
             #expect(signed.last?.1 == v.auth_signature)
             // The server side accepts it, and refuses any tampering.
             #expect(signer.verify(method: v.method, path: v.path, params: signed, body: body ?? [], now: v.timestamp + 599) == nil)
-            #expect(signer.verify(method: v.method, path: v.path, params: signed, body: body ?? [], now: v.timestamp + 601)
-                == .timestampExpired(timestamp: v.timestamp, now: v.timestamp + 601))
-            #expect(signer.verify(method: v.method, path: v.path + "x", params: signed, body: body ?? [], now: v.timestamp) == .signatureMismatch)
+            #expect(
+                signer.verify(method: v.method, path: v.path, params: signed, body: body ?? [], now: v.timestamp + 601)
+                    == .timestampExpired(timestamp: v.timestamp, now: v.timestamp + 601))
+            #expect(
+                signer.verify(method: v.method, path: v.path + "x", params: signed, body: body ?? [], now: v.timestamp)
+                    == .signatureMismatch)
             let wrongSecret = RequestSignature(key: v.key, secret: v.secret + "!")
-            #expect(wrongSecret.verify(method: v.method, path: v.path, params: signed, body: body ?? [], now: v.timestamp) == .signatureMismatch)
+            #expect(
+                wrongSecret.verify(method: v.method, path: v.path, params: signed, body: body ?? [], now: v.timestamp) == .signatureMismatch
+            )
             if let b = body, !b.isEmpty {
-                #expect(signer.verify(method: v.method, path: v.path, params: signed, body: b + [0x20], now: v.timestamp) == .bodyMD5Mismatch)
+                #expect(
+                    signer.verify(method: v.method, path: v.path, params: signed, body: b + [0x20], now: v.timestamp) == .bodyMD5Mismatch)
             }
         }
     }
@@ -71,9 +77,12 @@ struct Vectors: Decodable {
     @Test func verifyReportsMissingAndForeignParameters() {
         let signer = RequestSignature(key: "k", secret: "s")
         var signed = signer.signedParameters(method: "POST", path: "/apps/1/events", body: Array("{}".utf8), timestamp: 100)
-        #expect(RequestSignature(key: "other", secret: "s").verify(method: "POST", path: "/apps/1/events", params: signed, body: Array("{}".utf8), now: 100) == .unknownKey("k"))
+        #expect(
+            RequestSignature(key: "other", secret: "s").verify(
+                method: "POST", path: "/apps/1/events", params: signed, body: Array("{}".utf8), now: 100) == .unknownKey("k"))
         signed.removeAll { $0.0 == "body_md5" }
-        #expect(signer.verify(method: "POST", path: "/apps/1/events", params: signed, body: Array("{}".utf8), now: 100) == .missing("body_md5"))
+        #expect(
+            signer.verify(method: "POST", path: "/apps/1/events", params: signed, body: Array("{}".utf8), now: 100) == .missing("body_md5"))
         #expect(signer.verify(method: "POST", path: "/apps/1/events", params: [], body: [], now: 100) == .missing("auth_key"))
     }
 
@@ -81,10 +90,17 @@ struct Vectors: Decodable {
         let vectors = try Vectors.load().channel_auth
         #expect(vectors.count == 4)
         for v in vectors {
-            #expect(PusherAuth.channelStringToSign(socketID: v.socket_id, channel: v.channel, channelData: v.channel_data) == v.string_to_sign)
-            #expect(PusherAuth.channelAuth(key: v.key, secret: v.secret, socketID: v.socket_id, channel: v.channel, channelData: v.channel_data) == v.auth)
-            #expect(PusherAuth.verifyChannelAuth(v.auth, key: v.key, secret: v.secret, socketID: v.socket_id, channel: v.channel, channelData: v.channel_data))
-            #expect(!PusherAuth.verifyChannelAuth(v.auth, key: v.key, secret: v.secret, socketID: v.socket_id + "1", channel: v.channel, channelData: v.channel_data))
+            #expect(
+                PusherAuth.channelStringToSign(socketID: v.socket_id, channel: v.channel, channelData: v.channel_data) == v.string_to_sign)
+            #expect(
+                PusherAuth.channelAuth(key: v.key, secret: v.secret, socketID: v.socket_id, channel: v.channel, channelData: v.channel_data)
+                    == v.auth)
+            #expect(
+                PusherAuth.verifyChannelAuth(
+                    v.auth, key: v.key, secret: v.secret, socketID: v.socket_id, channel: v.channel, channelData: v.channel_data))
+            #expect(
+                !PusherAuth.verifyChannelAuth(
+                    v.auth, key: v.key, secret: v.secret, socketID: v.socket_id + "1", channel: v.channel, channelData: v.channel_data))
             if let master = v.encryption_master_key_base64, let expected = v.shared_secret_base64 {
                 let key = try #require(Data(base64Encoded: master))
                 #expect(key.count == 32)
@@ -104,7 +120,8 @@ struct Vectors: Decodable {
     @Test func secretboxKeyDerivationVector() throws {
         // The secretbox vector's key is SHA-256 of two byte strings, the same rule as shared_secret.
         let v = try #require(Vectors.load().secretbox.first)
-        let key = PusherAuth.sharedSecret(channel: "pvUPIk0YG6MnxCEMIUUVFrbDmQwbhICXUcy", masterKey: Array("OTk5OTk5OTk5OTk5OTk5OTk5OTk5OTk5".utf8))
+        let key = PusherAuth.sharedSecret(
+            channel: "pvUPIk0YG6MnxCEMIUUVFrbDmQwbhICXUcy", masterKey: Array("OTk5OTk5OTk5OTk5OTk5OTk5OTk5OTk5".utf8))
         #expect(key.map { String(format: "%02x", $0) }.joined() == v.key_hex)
     }
 }

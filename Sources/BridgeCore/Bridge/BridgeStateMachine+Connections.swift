@@ -3,7 +3,8 @@ extension BridgeStateMachine {
     ///
     /// Going down from connected tells every presence mirror: the member lists are stale until
     /// the next `subscription_succeeded` replaces them.
-    public mutating func pusherConnectionChanged(to state: String, connected: Bool, wasConnected: Bool, receivedAtMillis: Int64) -> [Action] {
+    public mutating func pusherConnectionChanged(to state: String, connected: Bool, wasConnected: Bool, receivedAtMillis: Int64) -> [Action]
+    {
         connectivity.pusherState = state
         connectivity.pusherConnected = connected
         var actions: [Action] = []

@@ -23,12 +23,15 @@ extension BridgeStateMachine {
     }
 
     /// A presence channel's member list arrived (on every subscribe and resubscribe).
-    public mutating func presenceSubscribed(channel: String, members: [PresenceMember], receivedAtMillis: Int64, into actions: inout [Action]) {
+    public mutating func presenceSubscribed(
+        channel: String, members: [PresenceMember], receivedAtMillis: Int64, into actions: inout [Action]
+    ) {
         withMirror(channel, receivedAtMillis: receivedAtMillis, into: &actions) { $0.subscriptionSucceeded(members: members) }
     }
 
     /// A member joined a presence channel.
-    public mutating func presenceMemberAdded(channel: String, member: PresenceMember, receivedAtMillis: Int64, into actions: inout [Action]) {
+    public mutating func presenceMemberAdded(channel: String, member: PresenceMember, receivedAtMillis: Int64, into actions: inout [Action])
+    {
         withMirror(channel, receivedAtMillis: receivedAtMillis, into: &actions) { $0.memberAdded(member) }
     }
 
@@ -128,7 +131,9 @@ extension BridgeStateMachine {
     }
 
     /// Every mirror's commands for one connection event, channel by channel.
-    mutating func forEachMirror(receivedAtMillis: Int64, into actions: inout [Action], _ body: (inout PresenceMirror) -> [PresenceMirror.Action]) {
+    mutating func forEachMirror(
+        receivedAtMillis: Int64, into actions: inout [Action], _ body: (inout PresenceMirror) -> [PresenceMirror.Action]
+    ) {
         for channel in mirrors.keys.sorted() {
             withMirror(channel, receivedAtMillis: receivedAtMillis, into: &actions, body)
         }

@@ -19,19 +19,25 @@ extension LoadContext {
                 elsewhere: Dictionary(uniqueKeysWithValues: onlyMQTT.map { ($0, "'\($0)' only applies to rules with from = \"mqtt\"") }))
             let rule = readPusherRule(reader)
             guard let rule, let name, Self.isRuleName(name) else { return nil }
-            return .pusherToMQTT(PusherToMQTTRule(name: name, channel: rule.channel, events: rule.events, topic: rule.topic, qos: rule.qos, retain: rule.retain, payload: rule.payload))
+            return .pusherToMQTT(
+                PusherToMQTTRule(
+                    name: name, channel: rule.channel, events: rule.events, topic: rule.topic, qos: rule.qos, retain: rule.retain,
+                    payload: rule.payload))
         case "mqtt":
             let onlyPusher = Set(Self.pusherRuleKeys).subtracting(Self.mqttRuleKeys)
             reader.rejectUnknownKeys(
                 allowed: Self.mqttRuleKeys,
-                elsewhere: Dictionary(uniqueKeysWithValues: onlyPusher.map { ($0, "'\($0)' only applies to rules with from = \"pusher\"") }))
+                elsewhere: Dictionary(uniqueKeysWithValues: onlyPusher.map { ($0, "'\($0)' only applies to rules with from = \"pusher\"") })
+            )
             let rule = readMQTTRule(reader)
             guard var rule, let name, Self.isRuleName(name) else { return nil }
             rule.name = name
             return .mqttToPusher(rule)
         default:
             var message = "\"\(from)\" is not one of \"pusher\", \"mqtt\""
-            if let suggestion = Spelling.suggestion(for: from, among: ["pusher", "mqtt"]) { message += " (did you mean \"\(suggestion)\"?)" }
+            if let suggestion = Spelling.suggestion(for: from, among: ["pusher", "mqtt"]) {
+                message += " (did you mean \"\(suggestion)\"?)"
+            }
             report(reader.path.key("from"), message)
             reader.rejectUnknownKeys(allowed: Array(Set(Self.pusherRuleKeys + Self.mqttRuleKeys)))
             return nil
@@ -43,7 +49,8 @@ extension LoadContext {
         let channel = reader.nonEmptyString("channel", required: true)
         if let channel {
             if channel.contains("{") {
-                report(reader.path.key("channel"), "rules with from = \"pusher\" name one exact channel; Pusher has no wildcard subscriptions")
+                report(
+                    reader.path.key("channel"), "rules with from = \"pusher\" name one exact channel; Pusher has no wildcard subscriptions")
                 valid = false
             } else if let problem = ChannelName.problem(with: channel) {
                 report(reader.path.key("channel"), problem)
@@ -144,7 +151,8 @@ extension LoadContext {
         let payload = reader.choice("payload", PayloadMode.self) ?? .data
         guard let filter, let channel, let event else { return nil }
         return MQTTToPusherRule(
-            name: "", filter: filter, channel: channel, event: event, qos: qos, forwardRetained: forwardRetained, payload: payload, via: via)
+            name: "", filter: filter, channel: channel, event: event, qos: qos, forwardRetained: forwardRetained, payload: payload, via: via
+        )
     }
 
     /// Channel-name rules (docs/pusher-protocol.md §1 "Names and sizes") that hold whatever the message.

@@ -86,7 +86,9 @@ extension LoadContext {
             } else if let address = Self.listenAddress(metrics) {
                 daemon.metrics = address
             } else {
-                report(reader.path.key("metrics"), "expected \"host:port\" with a port 1…65535, or \"\" to turn metrics off; found \"\(metrics)\"")
+                report(
+                    reader.path.key("metrics"),
+                    "expected \"host:port\" with a port 1…65535, or \"\" to turn metrics off; found \"\(metrics)\"")
             }
         }
         if let directory = reader.nonEmptyString("state_dir") { daemon.stateDirectory = resolve(directory, against: configDirectory) }
@@ -135,7 +137,8 @@ extension LoadContext {
             let presenceReader = TableReader(table: table, path: reader.path.key("presence").element(offset + 1, name: nil), context: self)
             guard let mirror = readPresence(presenceReader) else { continue }
             if presence.contains(where: { $0.channel == mirror.channel }) {
-                report(presenceReader.path.key("channel"), "channel \"\(mirror.channel)\" is already mirrored by another [[bridge.presence]]")
+                report(
+                    presenceReader.path.key("channel"), "channel \"\(mirror.channel)\" is already mirrored by another [[bridge.presence]]")
             }
             if presence.contains(where: { $0.topic == mirror.topic }) {
                 report(presenceReader.path.key("topic"), "topic \"\(mirror.topic)\" is already used by another [[bridge.presence]]")
@@ -186,7 +189,9 @@ extension LoadContext {
                         report(rulePath, "publishes into Pusher through the HTTP API, which needs pusher.app_id")
                     }
                     if pusher.secret == nil {
-                        report(rulePath, "publishes into Pusher through the HTTP API, which needs pusher.secret (or secret_file) to sign requests")
+                        report(
+                            rulePath,
+                            "publishes into Pusher through the HTTP API, which needs pusher.secret (or secret_file) to sign requests")
                     }
                 case .clientEvent:
                     channelNeeds(rule.channel.literalText, at: rulePath.key("channel"))
@@ -247,7 +252,8 @@ extension LoadContext {
         if let timeout = reader.duration("activity_timeout", minimum: .seconds(1)) { settings.activityTimeout = timeout }
         if let timeout = reader.duration("pong_timeout", minimum: .milliseconds(100)) { settings.pongTimeout = timeout }
         if let masterKey = reader.secret("encryption_master_key_base64") {
-            let keyPath = reader.path.key(reader.has("encryption_master_key_base64") ? "encryption_master_key_base64" : "encryption_master_key_base64_file")
+            let keyPath = reader.path.key(
+                reader.has("encryption_master_key_base64") ? "encryption_master_key_base64" : "encryption_master_key_base64_file")
             if let decoded = Self.base64Decoded(masterKey.value), decoded.count == 32 {
                 settings.encryptionMasterKey = masterKey
             } else {
@@ -339,12 +345,16 @@ extension LoadContext {
         if let initial = reader.duration("initial_delay") { policy.initialDelay = initial }
         if let maximum = reader.duration("max_delay") { policy.maxDelay = maximum }
         if let multiplier = reader.double("multiplier") {
-            if multiplier >= 1, multiplier.isFinite { policy.multiplier = multiplier } else {
+            if multiplier >= 1, multiplier.isFinite {
+                policy.multiplier = multiplier
+            } else {
                 report(reader.path.key("multiplier"), "must be a number ≥ 1, found \(multiplier)")
             }
         }
         if let jitter = reader.double("jitter") {
-            if (0...1).contains(jitter) { policy.jitter = jitter } else {
+            if (0...1).contains(jitter) {
+                policy.jitter = jitter
+            } else {
                 report(reader.path.key("jitter"), "must be between 0 and 1, found \(jitter)")
             }
         }

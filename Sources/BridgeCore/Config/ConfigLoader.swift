@@ -86,7 +86,8 @@ public enum ConfigLoader {
         let text = text.utf8.starts(with: bom) ? String(decoding: text.utf8.dropFirst(3), as: UTF8.self) : text
         let sourceMap = ConfigSourceMap(text: text)
         if let unsafe = sourceMap.unsafeHeader ?? ConfigSourceMap.unsafeValue(in: text) {
-            throw ConfigError(diagnostics: [ConfigDiagnostic(file: file, line: unsafe.line, column: unsafe.column, message: unsafe.message)])
+            throw ConfigError(diagnostics: [ConfigDiagnostic(file: file, line: unsafe.line, column: unsafe.column, message: unsafe.message)]
+            )
         }
         let root: TOMLTable
         do {

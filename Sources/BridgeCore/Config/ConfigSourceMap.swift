@@ -151,7 +151,8 @@ struct ConfigSourceMap: Sendable {
             atLineStart = false
             if let bad = Self.dateWithoutTime(bytes, at: i) {
                 let column = String(decoding: bytes[lineStart..<bad], as: UTF8.self).unicodeScalars.count + 1
-                let shown = bytes[bad] >= 0x21 && bytes[bad] < 0x7F ? "'\(String(UnicodeScalar(bytes[bad])))'" : "a control or non-ASCII character"
+                let shown =
+                    bytes[bad] >= 0x21 && bytes[bad] < 0x7F ? "'\(String(UnicodeScalar(bytes[bad])))'" : "a control or non-ASCII character"
                 return (line, column, "Error while parsing date-time: expected 2-digit hour, saw \(shown)")
             }
             switch b {

@@ -336,7 +336,9 @@ public struct BufferSettings: Sendable, Equatable {
     /// `persist`, default true: spool to `state_dir`.
     public var persist: Bool
 
-    public init(maxMessages: Int = 100_000, maxBytes: Int = 64 * 1024 * 1024, overflow: BufferOverflowPolicy = .dropOldest, persist: Bool = true) {
+    public init(
+        maxMessages: Int = 100_000, maxBytes: Int = 64 * 1024 * 1024, overflow: BufferOverflowPolicy = .dropOldest, persist: Bool = true
+    ) {
         self.maxMessages = maxMessages
         self.maxBytes = maxBytes
         self.overflow = overflow
@@ -406,7 +408,10 @@ public struct PusherToMQTTRule: Sendable, Equatable {
     public var retain: Bool
     public var payload: PayloadMode
 
-    public init(name: String, channel: String, events: EventSelection = .all, topic: NameTemplate, qos: Int = 1, retain: Bool = false, payload: PayloadMode = .data) {
+    public init(
+        name: String, channel: String, events: EventSelection = .all, topic: NameTemplate, qos: Int = 1, retain: Bool = false,
+        payload: PayloadMode = .data
+    ) {
         self.name = name
         self.channel = channel
         self.events = events

@@ -35,7 +35,8 @@ public enum CheckReport {
         if pusher.encryptionMasterKey != nil { auth.append("encryption master key") }
         lines.append(
             "  pusher  \(pusher.useTLS ? "wss" : "ws")://\(pusher.host):\(pusher.port)/app/\(pusher.key)"
-                + (pusher.appID.map { ", app_id \($0)" } ?? "") + ", HTTP API \(pusher.useTLS ? "https" : "http")://\(pusher.restHost):\(pusher.restPort)"
+                + (pusher.appID.map { ", app_id \($0)" } ?? "")
+                + ", HTTP API \(pusher.useTLS ? "https" : "http")://\(pusher.restHost):\(pusher.restPort)"
                 + ", auth: \(auth.isEmpty ? "none (public channels only)" : auth.joined(separator: ", "))"
                 + ", max_event_bytes \(pusher.maxEventBytes)")
         lines.append(

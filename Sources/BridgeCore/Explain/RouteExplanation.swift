@@ -22,7 +22,8 @@ public enum RouteExplanation {
             var explained = Set<String>()
             for event in routing.events {
                 explained.insert(event.rule)
-                lines.append("  rule \(event.rule): MATCH -> pusher channel \"\(event.channel)\" event \"\(event.event)\" via \(event.via.rawValue)")
+                lines.append(
+                    "  rule \(event.rule): MATCH -> pusher channel \"\(event.channel)\" event \"\(event.event)\" via \(event.via.rawValue)")
                 lines.append("    data (\(event.data.utf8.count) bytes): \(event.data)")
             }
             for deadLetter in routing.deadLetters {
@@ -45,7 +46,8 @@ public enum RouteExplanation {
                 lines.append("  => nothing is sent: no rule matches")
             }
             for mirror in settings.presence where TopicFilter.matchesPresenceMembers(mirror, topic: topic) {
-                lines.append("  presence mirror \(mirror.channel): a retained message here is checked against the member list (ghosts are cleared)")
+                lines.append(
+                    "  presence mirror \(mirror.channel): a retained message here is checked against the member list (ghosts are cleared)")
             }
         }
         return lines.joined(separator: "\n")
@@ -56,7 +58,9 @@ public enum RouteExplanation {
         channel: String, event: String, data: String, userID: String? = nil, in configuration: BridgeConfiguration, bridge: String? = nil,
         receivedAt: UTCTimestamp
     ) -> String {
-        var lines = ["pusher event \"\(event)\" on channel \"\(channel)\" (\(data.utf8.count) bytes of data\(userID.map { ", user_id \($0)" } ?? ""))"]
+        var lines = [
+            "pusher event \"\(event)\" on channel \"\(channel)\" (\(data.utf8.count) bytes of data\(userID.map { ", user_id \($0)" } ?? ""))"
+        ]
         if let problem = ChannelName.problem(with: channel) {
             lines.append("note: this is not a valid channel name: \(problem)")
         }
@@ -69,7 +73,8 @@ public enum RouteExplanation {
             for publish in routing.publishes {
                 explained.insert(publish.rule)
                 lines.append(
-                    "  rule \(publish.rule): MATCH -> mqtt topic \"\(publish.topic)\" qos \(publish.qos)\(publish.retain ? " retained" : "")")
+                    "  rule \(publish.rule): MATCH -> mqtt topic \"\(publish.topic)\" qos \(publish.qos)\(publish.retain ? " retained" : "")"
+                )
                 lines.append("    payload (\(publish.payload.count) bytes): \(String(decoding: publish.payload, as: UTF8.self))")
                 if !publish.userProperties.isEmpty {
                     lines.append(
@@ -98,7 +103,8 @@ public enum RouteExplanation {
             }
             for mirror in settings.presence where mirror.channel == channel {
                 lines.append(
-                    "  presence mirror: member events of this channel become retained \(mirror.topic)/members/<user_id> and \(mirror.topic)/count")
+                    "  presence mirror: member events of this channel become retained \(mirror.topic)/members/<user_id> and \(mirror.topic)/count"
+                )
             }
         }
         return lines.joined(separator: "\n")

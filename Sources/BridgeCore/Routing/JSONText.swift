@@ -1,4 +1,5 @@
 import PusherProtocol
+
 /// Just enough JSON for the per-message path, without a Foundation round trip (docs/contract.md §5.1):
 /// a validating scanner (RFC 8259) that decides whether `data` can be embedded as a JSON value,
 /// and a string writer. Both work on UTF-8 bytes and allocate nothing but their output.

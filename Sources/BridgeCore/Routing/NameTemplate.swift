@@ -118,7 +118,9 @@ public struct NameTemplate: Sendable, Hashable, CustomStringConvertible {
             default:
                 if Int(name) != nil || name == "#" || name == "topic" {
                     return .failure(
-                        .init("{\(name)} is only available in rules with from = \"mqtt\"; here use {channel}, {event}, {user_id} or {bridge}"))
+                        .init(
+                            "{\(name)} is only available in rules with from = \"mqtt\"; here use {channel}, {event}, {user_id} or {bridge}")
+                    )
                 }
                 return .failure(unknown(name, candidates: ["channel", "event", "user_id", "bridge"]))
             }
@@ -135,13 +137,15 @@ public struct NameTemplate: Sendable, Hashable, CustomStringConvertible {
                 if let number = Int(name), name.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
                     guard number >= 1 else { return .failure(.init("captures are numbered from {1}")) }
                     guard number <= captures else {
-                        let available = captures == 0 ? "has no '+' wildcard" : "has only \(captures) '+' wildcard\(captures == 1 ? "" : "s")"
+                        let available =
+                            captures == 0 ? "has no '+' wildcard" : "has only \(captures) '+' wildcard\(captures == 1 ? "" : "s")"
                         return .failure(.init("{\(number)} does not exist: the filter \(available)"))
                     }
                     return .success(.capture(number))
                 }
                 if ["channel", "event", "user_id"].contains(name) {
-                    return .failure(.init("{\(name)} is only available in rules with from = \"pusher\"; here use {1}…{n}, {#}, {topic} or {bridge}"))
+                    return .failure(
+                        .init("{\(name)} is only available in rules with from = \"pusher\"; here use {1}…{n}, {#}, {topic} or {bridge}"))
                 }
                 return .failure(unknown(name, candidates: ["topic", "bridge", "1", "#"]))
             }

@@ -175,7 +175,8 @@ public struct RuleTable: Sendable {
                 if let userID { properties.append(MQTTUserProperty("pusher-user-id", userID)) }
             }
             routing.publishes.append(
-                MQTTPublish(rule: rule.name, topic: topic, payload: payload, qos: rule.qos, retain: rule.retain, userProperties: properties))
+                MQTTPublish(rule: rule.name, topic: topic, payload: payload, qos: rule.qos, retain: rule.retain, userProperties: properties)
+            )
         }
         return routing
     }

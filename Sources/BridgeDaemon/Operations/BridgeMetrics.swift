@@ -78,7 +78,8 @@ public final class BridgeMetrics: Sendable {
 
     /// Records one end-to-end delivery time into `pusher_mqtt_bridge_delivery_seconds`.
     public func recordDelivery(_ duration: Duration) {
-        deliveryTimer.recordNanoseconds(Int64(duration.components.seconds) * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
+        deliveryTimer.recordNanoseconds(
+            Int64(duration.components.seconds) * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
     }
 
     /// The Prometheus text exposition of every metric.

@@ -24,7 +24,9 @@ extension BridgeRuntime {
             mqttUp.set(open: connected)
             let now = ContinuousClock.now
             let receivedAt = UTCTimestamp.now().millisecondsSince1970
-            let actions = machine.withLock { $0.mqttConnectionChanged(to: description, connected: connected, now: now, receivedAtMillis: receivedAt) }
+            let actions = machine.withLock {
+                $0.mqttConnectionChanged(to: description, connected: connected, now: now, receivedAtMillis: receivedAt)
+            }
             if connected { logger.info("mqtt connected", metadata: ["mqtt.session_present": "\(sessionPresent)"]) }
             execute(actions)
         }

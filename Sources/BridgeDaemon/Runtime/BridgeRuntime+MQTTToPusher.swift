@@ -78,7 +78,8 @@ extension BridgeRuntime {
                     let now = UTCTimestamp.now().millisecondsSince1970
                     for entry in batch {
                         toPusher.acknowledge(entry)
-                        metrics.messages(bridge: name, rule: entry.item.event.rule, direction: .mqttToPusher, outcome: .delivered).increment()
+                        metrics.messages(bridge: name, rule: entry.item.event.rule, direction: .mqttToPusher, outcome: .delivered)
+                            .increment()
                         metrics.recordDelivery(.milliseconds(max(0, now - entry.item.receivedAtMillis)))
                     }
                 case .deadLetter(let reason):
@@ -90,7 +91,8 @@ extension BridgeRuntime {
                             let letter = DeadLetter(
                                 rule: event.rule, reason: reason, source: .pusher(channel: event.channel, event: event.event),
                                 payload: Array(event.data.utf8))
-                            machine.deadLettered(letter, direction: .mqttToPusher, receivedAtMillis: entry.item.receivedAtMillis, now: now, into: &actions)
+                            machine.deadLettered(
+                                letter, direction: .mqttToPusher, receivedAtMillis: entry.item.receivedAtMillis, now: now, into: &actions)
                         }
                     }
                     for entry in batch { toPusher.acknowledge(entry) }
@@ -99,7 +101,9 @@ extension BridgeRuntime {
                     metrics.errors(bridge: name, kind: "pusher_http").increment()
                 case .retry(let delay, _, let reason):
                     metrics.errors(bridge: name, kind: "pusher_http").increment()
-                    logger.warning("Pusher HTTP API failed; retrying", metadata: ["error": "\(reason)", "retry_in": "\(delay)", "events": "\(batch.count)"])
+                    logger.warning(
+                        "Pusher HTTP API failed; retrying",
+                        metadata: ["error": "\(reason)", "retry_in": "\(delay)", "events": "\(batch.count)"])
                     try? await Task.sleep(for: delay)
                     if Task.isCancelled { return }
                     continue retrying

@@ -133,7 +133,9 @@ extension BridgeRuntime {
     func complete(_ entry: OutboxEntry<OutgoingMQTT>, with completion: MQTTPublishCompletion) {
         if let error = completion.error {
             metrics.errors(bridge: name, kind: "mqtt_publish").increment()
-            logger.warning("MQTT publish failed; kept for the next start", metadata: ["mqtt.topic": "\(entry.item.publish.topic)", "error": "\(error)"])
+            logger.warning(
+                "MQTT publish failed; kept for the next start",
+                metadata: ["mqtt.topic": "\(entry.item.publish.topic)", "error": "\(error)"])
             return
         }
         toMQTT.acknowledge(entry)

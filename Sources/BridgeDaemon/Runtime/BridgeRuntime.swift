@@ -147,7 +147,8 @@ final class BridgeRuntime: Service, Sendable {
         try? await withDeadline(deadline) { await self.toPusher.waitUntilEmpty() }
         let left = toMQTT.pending + toPusher.pending
         if left > 0 {
-            logger.notice("stopped with undelivered messages", metadata: ["messages": "\(left)", "spooled": "\(connection.buffer.persist)"])
+            logger.notice(
+                "stopped with undelivered messages", metadata: ["messages": "\(left)", "spooled": "\(connection.buffer.persist)"])
         }
         commands.continuation.finish()
         finished.continuation.yield()

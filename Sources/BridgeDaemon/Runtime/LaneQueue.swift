@@ -3,7 +3,7 @@ import DequeModule
 import Locking
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A small bounded FIFO between one producer and one consumer task: `push` waits while it is

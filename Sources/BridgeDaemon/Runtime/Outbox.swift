@@ -124,7 +124,9 @@ final class Outbox<Item: OutboxItem>: Sendable {
             do {
                 admissions = try state.backlog.enqueue(contentsOf: items.map { $0.encoded() }).map(OutboxAdmission.init)
             } catch {
-                logger.error("spool write failed: messages not stored", metadata: ["outbox": "\(name)", "error": "\(error)", "messages": "\(items.count)"])
+                logger.error(
+                    "spool write failed: messages not stored",
+                    metadata: ["outbox": "\(name)", "error": "\(error)", "messages": "\(items.count)"])
                 admissions = Array(repeating: OutboxAdmission(dropped: 0, spoolFailed: true), count: items.count)
             }
             defer { state.waiter = nil }
@@ -154,7 +156,8 @@ final class Outbox<Item: OutboxItem>: Sendable {
                     if let item = Item.decode(record.payload) {
                         entries.append(OutboxEntry(sequence: record.sequence, item: item))
                     } else {
-                        logger.error("unreadable spool record skipped", metadata: ["outbox": "\(name)", "spool.sequence": "\(record.sequence)"])
+                        logger.error(
+                            "unreadable spool record skipped", metadata: ["outbox": "\(name)", "spool.sequence": "\(record.sequence)"])
                         _ = try? state.backlog.acknowledge(record.sequence)
                     }
                 }
@@ -191,7 +194,9 @@ final class Outbox<Item: OutboxItem>: Sendable {
     func acknowledge(_ entry: OutboxEntry<Item>) {
         let drained = state.withLock { state in
             do { _ = try state.backlog.acknowledge(entry.sequence) } catch {
-                logger.warning("spool acknowledgement failed; the message may be delivered again", metadata: ["outbox": "\(name)", "error": "\(error)"])
+                logger.warning(
+                    "spool acknowledgement failed; the message may be delivered again",
+                    metadata: ["outbox": "\(name)", "error": "\(error)"])
             }
             return state.takeEmptyWaitersIfDrained()
         }
@@ -266,7 +271,9 @@ final class Outbox<Item: OutboxItem>: Sendable {
     func closeSpool() async {
         await sync()
         state.withLock { state in
-            do { try state.spool?.close() } catch { logger.warning("spool close failed", metadata: ["outbox": "\(name)", "error": "\(error)"]) }
+            do { try state.spool?.close() } catch {
+                logger.warning("spool close failed", metadata: ["outbox": "\(name)", "error": "\(error)"])
+            }
             state.spool = nil
         }
     }

@@ -39,7 +39,8 @@ struct OutgoingMQTT: OutboxItem, Equatable {
         }
         guard reader.isAtEnd else { return nil }
         return OutgoingMQTT(
-            publish: MQTTPublish(rule: rule, topic: topic, payload: payload, qos: Int(qos), retain: retain != 0, userProperties: properties),
+            publish: MQTTPublish(
+                rule: rule, topic: topic, payload: payload, qos: Int(qos), retain: retain != 0, userProperties: properties),
             receivedAtMillis: received
         )
     }
@@ -68,7 +69,8 @@ struct OutgoingPusher: OutboxItem, Equatable {
             let data = reader.string(), let viaText = reader.string(), let via = PusherDelivery(rawValue: viaText),
             let received = reader.int(), reader.isAtEnd
         else { return nil }
-        return OutgoingPusher(event: PusherEventPublish(rule: rule, channel: channel, event: name, data: data, via: via), receivedAtMillis: received)
+        return OutgoingPusher(
+            event: PusherEventPublish(rule: rule, channel: channel, event: name, data: data, via: via), receivedAtMillis: received)
     }
 }
 

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Talks to systemd's service manager through `$NOTIFY_SOCKET` (sd_notify(3)), without libsystemd.
@@ -59,9 +59,9 @@ public struct SystemdNotifier: Sendable {
     public func send(_ message: String) -> Bool {
         guard let socketPath else { return false }
         #if canImport(Glibc)
-        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         #else
-        let fd = socket(AF_UNIX, SOCK_DGRAM, 0)
+            let fd = socket(AF_UNIX, SOCK_DGRAM, 0)
         #endif
         guard fd >= 0 else { return false }
         defer { close(fd) }

@@ -103,7 +103,6 @@ public struct PusherConnectionStateMachine: Sendable {
         case ignoredFrame(event: String, reason: String)
     }
 
-
     private var connection: ConnectionLifecycle
     private var channels = SubscriptionTable()
     private var clientEvents = ClientEventRateLimiter()

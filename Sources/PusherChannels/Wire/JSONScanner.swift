@@ -1,4 +1,5 @@
 import PusherProtocol
+
 /// A small, allocation-light JSON reader for the shapes Pusher frames use.
 ///
 /// Why not `JSONDecoder`: a frame's `data` must reach the application *exactly as received*

@@ -43,26 +43,46 @@ struct PusherBatchDeliveryTests {
 
     @Test func clientErrorsAreFinal() {
         var delivery = PusherBatchDelivery(policy: policy)
-        #expect(delivery.attemptFinished(.status(400, body: "bad"), stopping: false, unitRandom: 0.5) == .deadLetter(.rejectedByPusher(status: 400, body: "bad")))
-        #expect(delivery.attemptFinished(.status(413, body: "big"), stopping: false, unitRandom: 0.5) == .deadLetter(.rejectedByPusher(status: 413, body: "big")))
-        #expect(delivery.attemptFinished(.unsendable(status: 0, body: "no secret"), stopping: false, unitRandom: 0.5) == .deadLetter(.rejectedByPusher(status: 0, body: "no secret")))
+        #expect(
+            delivery.attemptFinished(.status(400, body: "bad"), stopping: false, unitRandom: 0.5)
+                == .deadLetter(.rejectedByPusher(status: 400, body: "bad")))
+        #expect(
+            delivery.attemptFinished(.status(413, body: "big"), stopping: false, unitRandom: 0.5)
+                == .deadLetter(.rejectedByPusher(status: 413, body: "big")))
+        #expect(
+            delivery.attemptFinished(.unsendable(status: 0, body: "no secret"), stopping: false, unitRandom: 0.5)
+                == .deadLetter(.rejectedByPusher(status: 0, body: "no secret")))
     }
 
     @Test func serverErrorsRateLimitsAndNetworkErrorsBackOff() {
         var delivery = PusherBatchDelivery(policy: policy)
-        #expect(delivery.attemptFinished(.status(503, body: "down"), stopping: false, unitRandom: 0.5) == .retry(after: .seconds(1), attempt: 1, reason: "HTTP 503: down"))
-        #expect(delivery.attemptFinished(.status(429, body: "slow"), stopping: false, unitRandom: 0.5) == .retry(after: .seconds(2), attempt: 2, reason: "HTTP 429: slow"))
-        #expect(delivery.attemptFinished(.networkError("refused"), stopping: false, unitRandom: 0.5) == .retry(after: .seconds(4), attempt: 3, reason: "refused"))
-        #expect(delivery.attemptFinished(.clientEventFailed("not subscribed"), stopping: false, unitRandom: 0.5) == .retry(after: .seconds(8), attempt: 4, reason: "not subscribed"))
-        #expect(delivery.attemptFinished(.networkError("refused"), stopping: false, unitRandom: 0.5) == .retry(after: .seconds(8), attempt: 5, reason: "refused"), "capped")
+        #expect(
+            delivery.attemptFinished(.status(503, body: "down"), stopping: false, unitRandom: 0.5)
+                == .retry(after: .seconds(1), attempt: 1, reason: "HTTP 503: down"))
+        #expect(
+            delivery.attemptFinished(.status(429, body: "slow"), stopping: false, unitRandom: 0.5)
+                == .retry(after: .seconds(2), attempt: 2, reason: "HTTP 429: slow"))
+        #expect(
+            delivery.attemptFinished(.networkError("refused"), stopping: false, unitRandom: 0.5)
+                == .retry(after: .seconds(4), attempt: 3, reason: "refused"))
+        #expect(
+            delivery.attemptFinished(.clientEventFailed("not subscribed"), stopping: false, unitRandom: 0.5)
+                == .retry(after: .seconds(8), attempt: 4, reason: "not subscribed"))
+        #expect(
+            delivery.attemptFinished(.networkError("refused"), stopping: false, unitRandom: 0.5)
+                == .retry(after: .seconds(8), attempt: 5, reason: "refused"), "capped")
         delivery.startBatch()
-        #expect(delivery.attemptFinished(.networkError("refused"), stopping: false, unitRandom: 0.5) == .retry(after: .seconds(1), attempt: 1, reason: "refused"), "a new batch starts over")
+        #expect(
+            delivery.attemptFinished(.networkError("refused"), stopping: false, unitRandom: 0.5)
+                == .retry(after: .seconds(1), attempt: 1, reason: "refused"), "a new batch starts over")
     }
 
     @Test func whileStoppingAFailedBatchIsKeptForTheNextStart() {
         var delivery = PusherBatchDelivery(policy: policy)
         #expect(delivery.attemptFinished(.networkError("refused"), stopping: true, unitRandom: 0.5) == .keepForNextStart(reason: "refused"))
-        #expect(delivery.attemptFinished(.status(400, body: "bad"), stopping: true, unitRandom: 0.5) == .deadLetter(.rejectedByPusher(status: 400, body: "bad")))
+        #expect(
+            delivery.attemptFinished(.status(400, body: "bad"), stopping: true, unitRandom: 0.5)
+                == .deadLetter(.rejectedByPusher(status: 400, body: "bad")))
         #expect(delivery.attemptFinished(.accepted, stopping: true, unitRandom: 0.5) == .delivered)
     }
 
@@ -70,8 +90,10 @@ struct PusherBatchDeliveryTests {
         let jittery = ReconnectPolicy(initialDelay: .seconds(2), maxDelay: .seconds(8), multiplier: 2, jitter: 0.5)
         var low = PusherBatchDelivery(policy: jittery)
         var high = PusherBatchDelivery(policy: jittery)
-        #expect(low.attemptFinished(.networkError("x"), stopping: false, unitRandom: 0) == .retry(after: .seconds(1), attempt: 1, reason: "x"))
-        #expect(high.attemptFinished(.networkError("x"), stopping: false, unitRandom: 1) == .retry(after: .seconds(3), attempt: 1, reason: "x"))
+        #expect(
+            low.attemptFinished(.networkError("x"), stopping: false, unitRandom: 0) == .retry(after: .seconds(1), attempt: 1, reason: "x"))
+        #expect(
+            high.attemptFinished(.networkError("x"), stopping: false, unitRandom: 1) == .retry(after: .seconds(3), attempt: 1, reason: "x"))
     }
 }
 

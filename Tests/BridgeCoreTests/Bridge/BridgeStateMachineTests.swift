@@ -50,13 +50,15 @@ struct BridgeStateMachineTests {
 
     func received(_ machine: inout Machine, topic: String, payload: String, qos: Int = 1, at now: TestInstant) -> [Action] {
         var actions: [Action] = []
-        machine.mqttMessageReceived(topic: topic, payload: Array(payload.utf8), qos: qos, retain: false, receivedAt: Fixture.time, now: now, into: &actions)
+        machine.mqttMessageReceived(
+            topic: topic, payload: Array(payload.utf8), qos: qos, retain: false, receivedAt: Fixture.time, now: now, into: &actions)
         return actions
     }
 
     func event(_ machine: inout Machine, channel: String, event: String, data: String = "{}", at now: TestInstant) -> [Action] {
         var actions: [Action] = []
-        machine.pusherEventReceived(channel: channel, event: event, data: data, userID: nil, receivedAt: Fixture.time, now: now, into: &actions)
+        machine.pusherEventReceived(
+            channel: channel, event: event, data: data, userID: nil, receivedAt: Fixture.time, now: now, into: &actions)
         return actions
     }
 
@@ -85,7 +87,10 @@ struct BridgeStateMachineTests {
 
     @Test func unmatchedAndProtocolEvents() throws {
         var machine = try Self.machine()
-        #expect(event(&machine, channel: "market-data", event: "old-price", at: t0) == [.count(rule: "", direction: .pusherToMQTT, outcome: .unmatched, by: 1)])
+        #expect(
+            event(&machine, channel: "market-data", event: "old-price", at: t0) == [
+                .count(rule: "", direction: .pusherToMQTT, outcome: .unmatched, by: 1)
+            ])
         #expect(event(&machine, channel: "market-data", event: "pusher:subscription_succeeded", at: t0).isEmpty)
         #expect(event(&machine, channel: "market-data", event: "pusher_internal:member_added", at: t0).isEmpty)
     }
@@ -104,8 +109,16 @@ struct BridgeStateMachineTests {
     @Test func mqttMessageIsRoutedToThePusherOutbox() throws {
         var machine = try Self.machine()
         let actions = received(&machine, topic: "sensors/kitchen/temperature", payload: "21.5", at: t0)
-        #expect(actions == [.enqueueToPusher(PusherEventPublish(rule: "temperatures", channel: "sensor-kitchen", event: "temperature", data: "21.5", via: .http), receivedAtMillis: millis)])
-        #expect(received(&machine, topic: "elsewhere", payload: "1", at: t0) == [.count(rule: "", direction: .mqttToPusher, outcome: .unmatched, by: 1)])
+        #expect(
+            actions == [
+                .enqueueToPusher(
+                    PusherEventPublish(rule: "temperatures", channel: "sensor-kitchen", event: "temperature", data: "21.5", via: .http),
+                    receivedAtMillis: millis)
+            ])
+        #expect(
+            received(&machine, topic: "elsewhere", payload: "1", at: t0) == [
+                .count(rule: "", direction: .mqttToPusher, outcome: .unmatched, by: 1)
+            ])
     }
 
     // MARK: Dead letters and drops
@@ -120,7 +133,11 @@ struct BridgeStateMachineTests {
             return
         }
         #expect(letter.rule == "bad-channel")
-        #expect(actions[2] == .enqueueToMQTT(MQTTPublish(rule: "bad-channel", topic: "bridge/dead", payload: letter.jsonPayload, qos: 1, retain: false), receivedAtMillis: millis))
+        #expect(
+            actions[2]
+                == .enqueueToMQTT(
+                    MQTTPublish(rule: "bad-channel", topic: "bridge/dead", payload: letter.jsonPayload, qos: 1, retain: false),
+                    receivedAtMillis: millis))
     }
 
     @Test func deadLetterWithoutTopicIsOnlyCountedAndLogged() throws {
@@ -150,7 +167,11 @@ struct BridgeStateMachineTests {
         var machine = try Self.machine()
         var actions: [Action] = []
         machine.dropped(3, rule: "prices", direction: .pusherToMQTT, now: t0, into: &actions)
-        #expect(actions == [.count(rule: "prices", direction: .pusherToMQTT, outcome: .dropped, by: 3), .logDropped(rule: "prices", direction: .pusherToMQTT, dropped: 3, suppressedLogs: 0)])
+        #expect(
+            actions == [
+                .count(rule: "prices", direction: .pusherToMQTT, outcome: .dropped, by: 3),
+                .logDropped(rule: "prices", direction: .pusherToMQTT, dropped: 3, suppressedLogs: 0),
+            ])
         actions.removeAll()
         machine.dropped(0, rule: "prices", direction: .pusherToMQTT, now: t0, into: &actions)
         #expect(actions.isEmpty)
@@ -232,21 +253,30 @@ struct BridgeStateMachineTests {
     @Test func connectionsCountReconnectsAndReportReadiness() throws {
         var machine = try Self.machine()
         #expect(machine.connectivity.notReadyReasons == ["pusher connecting", "mqtt connecting"])
-        #expect(machine.pusherConnectionChanged(to: "connected", connected: true, wasConnected: false, receivedAtMillis: millis) == [.connectionChanged(.pusher, up: true, reconnected: false)])
+        #expect(
+            machine.pusherConnectionChanged(to: "connected", connected: true, wasConnected: false, receivedAtMillis: millis) == [
+                .connectionChanged(.pusher, up: true, reconnected: false)
+            ])
         let mqttUp = machine.mqttConnectionChanged(to: "connected", connected: true, now: t0, receivedAtMillis: millis)
         #expect(mqttUp.first == .connectionChanged(.mqtt, up: true, reconnected: false))
         #expect(mqttUp.contains(.publishStatus(topic: "pusher-mqtt-bridge/factory/status", payload: "online")))
         #expect(machine.connectivity.isReady)
         _ = machine.pusherConnectionChanged(to: "unavailable", connected: false, wasConnected: true, receivedAtMillis: millis)
         #expect(machine.connectivity.notReadyReasons == ["pusher unavailable"])
-        #expect(machine.pusherConnectionChanged(to: "connected", connected: true, wasConnected: false, receivedAtMillis: millis) == [.connectionChanged(.pusher, up: true, reconnected: true)])
-        #expect(machine.mqttConnectionChanged(to: "connected", connected: true, now: t0, receivedAtMillis: millis).first == .connectionChanged(.mqtt, up: true, reconnected: true))
+        #expect(
+            machine.pusherConnectionChanged(to: "connected", connected: true, wasConnected: false, receivedAtMillis: millis) == [
+                .connectionChanged(.pusher, up: true, reconnected: true)
+            ])
+        #expect(
+            machine.mqttConnectionChanged(to: "connected", connected: true, now: t0, receivedAtMillis: millis).first
+                == .connectionChanged(.mqtt, up: true, reconnected: true))
     }
 
     @Test func presenceMembersBecomeRetainedMessages() throws {
         var machine = try Self.machine()
         var actions: [Action] = []
-        machine.presenceSubscribed(channel: "presence-lobby", members: [PresenceMember(userID: "ann")], receivedAtMillis: millis, into: &actions)
+        machine.presenceSubscribed(
+            channel: "presence-lobby", members: [PresenceMember(userID: "ann")], receivedAtMillis: millis, into: &actions)
         let topics = actions.compactMap { action -> String? in
             if case .enqueueToMQTT(let publish, _) = action, publish.retain, publish.rule == "presence" { return publish.topic }
             return nil
@@ -254,7 +284,8 @@ struct BridgeStateMachineTests {
         #expect(topics.contains("lobby/members/ann"))
         #expect(topics.contains("lobby/count"))
         actions.removeAll()
-        machine.presenceSubscribed(channel: "presence-unknown", members: [PresenceMember(userID: "x")], receivedAtMillis: millis, into: &actions)
+        machine.presenceSubscribed(
+            channel: "presence-unknown", members: [PresenceMember(userID: "x")], receivedAtMillis: millis, into: &actions)
         #expect(actions.isEmpty, "no mirror for the channel: nothing to publish")
     }
 
@@ -269,20 +300,21 @@ struct BridgeStateMachineTests {
 
     @Test func reloadSwapsRulesAndSubscribesOnlyTheDifference() throws {
         var machine = try Self.machine()
-        let new = try Self.settings(extra: """
-            [[bridge.rule]]
-            name = "trades"
-            from = "pusher"
-            channel = "trades"
-            topic = "dash/trades/{event}"
+        let new = try Self.settings(
+            extra: """
+                [[bridge.rule]]
+                name = "trades"
+                from = "pusher"
+                channel = "trades"
+                topic = "dash/trades/{event}"
 
-            [[bridge.rule]]
-            name = "temperatures"
-            from = "mqtt"
-            topic = "sensors/+/temperature"
-            channel = "sensor-{1}"
-            event = "temperature"
-            """)
+                [[bridge.rule]]
+                name = "temperatures"
+                from = "mqtt"
+                topic = "sensors/+/temperature"
+                channel = "sensor-{1}"
+                event = "temperature"
+                """)
         let actions = machine.rulesReplaced(by: new, receivedAtMillis: millis)
         #expect(actions.contains(.unsubscribeChannel("market-data")))
         #expect(actions.contains(.unsubscribeChannel("presence-lobby")))
@@ -292,7 +324,10 @@ struct BridgeStateMachineTests {
         // The removed mirror clears what it published (its count, at least).
         #expect(actions.contains { if case .enqueueToMQTT(let p, _) = $0 { p.topic == "lobby/count" && p.retain } else { false } })
         #expect(event(&machine, channel: "trades", event: "buy", at: t0).count == 1)
-        #expect(event(&machine, channel: "market-data", event: "new-price", at: t0) == [.count(rule: "", direction: .pusherToMQTT, outcome: .unmatched, by: 1)])
+        #expect(
+            event(&machine, channel: "market-data", event: "new-price", at: t0) == [
+                .count(rule: "", direction: .pusherToMQTT, outcome: .unmatched, by: 1)
+            ])
     }
 
     @Test func heartbeatTellsWhetherTheBridgeIsResponsive() throws {

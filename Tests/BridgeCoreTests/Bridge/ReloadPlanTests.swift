@@ -4,7 +4,8 @@ import Testing
 
 @Suite struct ReloadPlanTests {
     static func config(_ text: String) throws -> BridgeConfiguration {
-        try ConfigLoader.parse(text, file: "t.conf", environment: ConfigEnvironment(variables: [:], readFile: { _ in nil }, fileExists: { _ in true }))
+        try ConfigLoader.parse(
+            text, file: "t.conf", environment: ConfigEnvironment(variables: [:], readFile: { _ in nil }, fileExists: { _ in true }))
     }
 
     static func bridge(_ name: String, port: Int = 1883, rule: String = "a") -> String {
@@ -29,9 +30,11 @@ import Testing
     }
 
     @Test func splitsChangesByWhetherConnectionsCanStay() throws {
-        let old = try Self.config("[daemon]\nmetrics = \"\"\n" + Self.bridge("same") + Self.bridge("rules") + Self.bridge("conn") + Self.bridge("gone"))
+        let old = try Self.config(
+            "[daemon]\nmetrics = \"\"\n" + Self.bridge("same") + Self.bridge("rules") + Self.bridge("conn") + Self.bridge("gone"))
         let new = try Self.config(
-            "[daemon]\nmetrics = \"\"\n" + Self.bridge("same") + Self.bridge("rules", rule: "b") + Self.bridge("conn", port: 1884) + Self.bridge("new"))
+            "[daemon]\nmetrics = \"\"\n" + Self.bridge("same") + Self.bridge("rules", rule: "b") + Self.bridge("conn", port: 1884)
+                + Self.bridge("new"))
         let plan = ReloadPlan(old: old, new: new)
         #expect(plan.unchanged == ["same"])
         #expect(plan.rulesChanged.map(\.name) == ["rules"])

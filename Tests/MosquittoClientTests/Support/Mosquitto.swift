@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A real mosquitto broker that a test starts, stops, restarts and kills by PID.
@@ -259,7 +259,8 @@ final class Mosquitto: Sendable {
     /// could be picked as the local port of a client's outgoing connection while the broker is
     /// stopped (and even self-connect), and then the restarted broker cannot bind it.
     static func freePort() throws -> Int {
-        let range = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))?
+        let range =
+            (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))?
             .split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).compactMap { Int($0) } ?? []
         let ephemeralLow = range.first ?? 32768
         let candidates = ephemeralLow > 12000 ? 10000..<ephemeralLow : 49152..<65536
