@@ -192,9 +192,9 @@ class Bridge(Process):
     def write_config(self, config: str):
         self.config_path.write_text(config)
 
-    def cli(self, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
+    def cli(self, *args: str, timeout: float = 30, env: dict | None = None) -> subprocess.CompletedProcess:
         return subprocess.run([binary("BRIDGE_BIN", "pusher-mqtt-bridge"), *args], capture_output=True,
-                              text=True, timeout=timeout, env=self.env, cwd=self.workdir)
+                              text=True, timeout=timeout, env={**self.env, **(env or {})}, cwd=self.workdir)
 
 
 class MQTTCollector:
