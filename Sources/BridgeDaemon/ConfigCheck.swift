@@ -56,7 +56,7 @@ public struct ConfigCheck: Sendable {
     }
 
     /// `6 (SIGABRT)`: a signal's number and, for the usual crash signals, its name.
-    static func describe(signal: Int32) -> String {
+    public static func describe(signal: Int32) -> String {
         let names: [Int32: String] = [
             4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM",
         ]

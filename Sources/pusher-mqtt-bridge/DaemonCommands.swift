@@ -20,6 +20,15 @@ struct Run: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // toml++ aborts the process on some malformed files that the loader's guards miss. Checked
+        // in a child first, such a file is refused like any invalid config (exit 78, which the unit
+        // does not restart), instead of a crash that systemd would restart again and again.
+        let environment = ProcessInfo.processInfo.environment
+        if case .crashed(let signal, let output) = await ConfigCheck().verdict(on: options.path, environment: environment) {
+            let reason = "\(options.path): error: the config parser crashed on this file (signal \(ConfigCheck.describe(signal: signal)))"
+            FileHandle.standardError.write(Data(([reason] + output).joined(separator: "\n").utf8 + [10]))
+            throw ExitStatus.invalidConfig
+        }
         let configuration = try options.load()
         let level = logLevel.flatMap(LogLevelSetting.init(rawValue:)) ?? configuration.daemon.logLevel
         configuration.daemon.logFormat.bootstrap(level: level.loggerLevel)

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import re
 import signal
+import subprocess
 import urllib.request
 
 from conftest import bridge_config
-from harness import MQTTCollector, free_port, wait_until
+from harness import MQTTCollector, binary, free_port, wait_until
 from test_flow import PUSHER_TO_MQTT, wait_bridge_subscribed
 
 # toml++ asserts `!is_value_terminator(*cp)` in parse_value on `[}`, and aborts. The loader guards
@@ -93,3 +94,15 @@ def port_listening(port: int) -> bool:
         return True
     except OSError:
         return False
+
+
+def test_a_file_that_crashes_the_parser_at_start_is_refused_with_78(pusher, broker, workdir):
+    """At start too the file is checked in a child first: a parser abort becomes exit 78 with a
+    clear line (the unit does not restart on 78), not a SIGABRT that systemd restarts forever."""
+    bad = workdir / "crash.conf"
+    bad.write_text(bridge_config(pusher, broker, workdir, PUSHER_TO_MQTT) + ABORTING)
+    bridge_bin = binary("BRIDGE_BIN", "pusher-mqtt-bridge")
+    result = subprocess.run([bridge_bin, "run", "--config", str(bad)], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 78, result.stderr[-2000:]
+    assert f"{bad}: error: the config parser crashed on this file (signal 6 (SIGABRT))" in result.stderr
+    assert "is_value_terminator" in result.stderr, "the parser's own line is shown"
