@@ -197,11 +197,15 @@ public final class Daemon: Sendable {
         }
     }
 
-    /// `/readyz`: every bridge has both sides connected.
+    /// `/readyz`: every bridge has both sides connected, and its MQTT → Pusher delivery is not
+    /// paused by a 403 from Pusher (docs/contract.md §7.3).
     func readiness() -> Readiness {
         var notReady: [String] = []
         for runtime in runtimesByName() {
             notReady += runtime.status.connectivity.notReadyReasons.map { "\(runtime.name): \($0)" }
+            if let pause = runtime.pusherDeliveryPauseReason {
+                notReady.append("\(runtime.name): \(pause); MQTT→Pusher paused, buffering")
+            }
         }
         return Readiness(notReady: notReady)
     }
@@ -212,7 +216,8 @@ public final class Daemon: Sendable {
         if runtimes.isEmpty { return "no bridges" }
         return runtimes.map { runtime in
             let s = runtime.status
-            return "\(runtime.name): pusher \(s.connectivity.pusherState), mqtt \(s.connectivity.mqttState), buffered \(s.buffered)"
+            let line = "\(runtime.name): pusher \(s.connectivity.pusherState), mqtt \(s.connectivity.mqttState), buffered \(s.buffered)"
+            return runtime.pusherDeliveryPauseReason.map { line + ", MQTT→Pusher paused (\($0))" } ?? line
         }.joined(separator: "; ")
     }
 

@@ -54,6 +54,9 @@ public struct APIError: Error, Sendable, Equatable {
     }
     static func badRequest(_ message: String) -> APIError { APIError(status: 400, message: message) }
     static func tooLarge(_ message: String) -> APIError { APIError(status: 413, message: message) }
+    /// What a publish gets while the app is over its message quota (the control switch `quota`):
+    /// status 403, as hosted Pusher answers an app over quota or disabled, with a one-line text body.
+    static let overQuota = APIError(status: 403, message: "Over quota")
 }
 
 /// One event to publish through the HTTP API (`/events` names many channels; `/batch_events`

@@ -18,6 +18,7 @@ import struct Foundation.Date
 /// | `POST /pusher-local/apps/ID/refuse?code=4001` | accept-then-close every new connection with the code |
 /// | `POST /pusher-local/apps/ID/accept` | accept new connections again |
 /// | `POST /pusher-local/apps/ID/stream?channel=C&event=E&count=N&size=S&rate=R` | publish a generated stream |
+/// | `POST /pusher-local/apps/ID/quota?exceeded=true` | refuse `events` and `batch_events` with 403 `Over quota` (`false` ends it) |
 struct ControlEndpoints {
     let registry: AppRegistry
     let logger: Logger
@@ -57,6 +58,13 @@ struct ControlEndpoints {
         case (.post, "accept"):
             live.state.withLock { $0.faults.refusal = nil }
             return HTTPAPIResponder.json("{\"refuse\":null}")
+        case (.post, "quota"):
+            guard let exceeded = param("exceeded"), exceeded == "true" || exceeded == "false" else {
+                throw APIError.badRequest("exceeded=true or exceeded=false needed")
+            }
+            control.setQuotaExceeded(exceeded == "true")
+            logger.info("Control: quota", metadata: ["pusher.app": "\(live.app.id)", "exceeded": "\(exceeded)"])
+            return HTTPAPIResponder.json("{\"quota_exceeded\":\(exceeded)}")
         case (.post, "stream"):
             let spec = try StreamSpec(
                 channel: param("channel"), event: param("event"), count: param("count"), size: param("size"), rate: param("rate"))
@@ -84,6 +92,11 @@ struct AppControl {
             let actions = state.hub.closeAll(code: code, reason: reason)
             return (actions.count, actions)
         }
+    }
+
+    /// While `exceeded`, HTTP API publishes are refused with 403 (``APIError/overQuota``).
+    func setQuotaExceeded(_ exceeded: Bool) {
+        live.state.withLock { $0.faults.quotaExceeded = exceeded }
     }
 
     /// The bytes go out as they are (a text frame that may be invalid UTF-8), bypassing the hub.
@@ -155,5 +168,14 @@ struct StreamSpec: Sendable {
         let seconds = Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
         let perSecond = seconds > 0 ? Double(sent) / seconds : 0
         return "{\"sent\":\(sent),\"seconds\":\(seconds),\"events_per_second\":\(Int(perSecond))}"
+    }
+}
+
+extension RunningPusherLocal {
+    /// While `exceeded`, the app's HTTP API refuses `events` and `batch_events` with 403
+    /// `Over quota` (403 is hosted Pusher's status for an app over its message quota).
+    public func setQuotaExceeded(appID: String? = nil, _ exceeded: Bool) {
+        guard let live = live(appID) else { return }
+        AppControl(live: live).setQuotaExceeded(exceeded)
     }
 }

@@ -72,6 +72,11 @@ struct HTTPAPIResponder: HTTPResponder {
             throw APIError(status: 401, message: failure.description)
         }
         let rest = Array(segments.dropFirst())
+        if method == .post, rest.count == 1, rest[0] == "events" || rest[0] == "batch_events",
+            live.state.withLock({ $0.faults.quotaExceeded })
+        {
+            throw APIError.overQuota
+        }
         switch (method, rest.count, rest.first ?? "") {
         case (.post, 1, "events"):
             return try publishEvents(live, body: body)

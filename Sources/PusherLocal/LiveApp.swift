@@ -46,6 +46,9 @@ struct FaultSwitches: Sendable {
     var answerPings = true
     /// When set, new connections are accepted and closed at once with this code (e.g. 4001).
     var refusal: (code: UInt16, reason: String)?
+    /// Whether publishes through the HTTP API (`events`, `batch_events`) are refused with 403, as
+    /// hosted Pusher refuses an app over its message quota.
+    var quotaExceeded = false
 }
 
 /// One app's live state: the pure ``AppHub`` plus the outboxes of its connections, under one

@@ -159,6 +159,51 @@ struct ServerIntegrationTests {
         }
     }
 
+    @Test("the quota switch makes events and batch_events answer 403 Over quota, nothing is published, queries still answer")
+    func quotaSwitchRefusesPublishesWith403() async throws {
+        try await withServer(testConfiguration()) { running async throws in
+            try await withSocket(running.webSocketURL()) { socket async throws in
+                let id = try await establish(socket)
+                try await subscribe(socket, socketID: id, channel: "room")
+                let event = "{\"name\":\"e\",\"channel\":\"room\",\"data\":\"refused\"}"
+                let batch = "{\"batch\":[{\"name\":\"e\",\"channel\":\"room\",\"data\":\"refused\"}]}"
+                let on = try await rawRequest(running, method: "POST", target: "/pusher-local/apps/1/quota?exceeded=true")
+                #expect(on.status == 200)
+                #expect(on.body == "{\"quota_exceeded\":true}")
+                let refused = try await apiRequest(running, method: "POST", path: "/apps/1/events", body: event)
+                #expect(refused.status == 403)
+                #expect(refused.body.hasPrefix("Over quota"))
+                #expect(try await apiRequest(running, method: "POST", path: "/apps/1/batch_events", body: batch).status == 403)
+                #expect(try await apiRequest(running, method: "GET", path: "/apps/1/channels").status == 200)
+                // A bad signature is still a 401: the quota is checked after it.
+                #expect(try await apiRequest(running, method: "POST", path: "/apps/1/events", body: event, secret: "wrong").status == 401)
+                #expect(try await socket.expectSilence() == nil)
+                #expect(running.stats()?.counters.eventsPublished == 0)
+
+                #expect(try await rawRequest(running, method: "POST", target: "/pusher-local/apps/1/quota?exceeded=false").status == 200)
+                let accepted = "{\"name\":\"e\",\"channel\":\"room\",\"data\":\"accepted\"}"
+                #expect(try await apiRequest(running, method: "POST", path: "/apps/1/events", body: accepted).status == 200)
+                #expect(try await socket.nextEvent().dataString == "accepted")
+
+                // The Swift switch does the same.
+                running.setQuotaExceeded(true)
+                #expect(try await apiRequest(running, method: "POST", path: "/apps/1/events", body: accepted).status == 403)
+                running.setQuotaExceeded(false)
+                #expect(try await apiRequest(running, method: "POST", path: "/apps/1/events", body: accepted).status == 200)
+            }
+        }
+    }
+
+    @Test("the quota switch needs exceeded=true or exceeded=false and a known app")
+    func quotaSwitchBadInput() async throws {
+        try await withServer(testConfiguration()) { running async throws in
+            #expect(try await rawRequest(running, method: "POST", target: "/pusher-local/apps/1/quota").status == 400)
+            #expect(try await rawRequest(running, method: "POST", target: "/pusher-local/apps/1/quota?exceeded=yes").status == 400)
+            #expect(try await rawRequest(running, method: "POST", target: "/pusher-local/apps/9/quota?exceeded=true").status == 404)
+            #expect(try await rawRequest(running, method: "GET", target: "/pusher-local/apps/1/quota?exceeded=true").status == 404)
+        }
+    }
+
     @Test func socketIDExclusionAndBatchEvents() async throws {
         try await withServer(testConfiguration()) { running in
             try await withSocket(running.webSocketURL()) { a in

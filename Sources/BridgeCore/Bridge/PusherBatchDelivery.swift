@@ -23,6 +23,10 @@ public enum PusherBatchDecision: Sendable, Equatable {
     case deadLetter(DeadLetterReason)
     /// Send the same batch again after `delay` (the `attempt`th retry, from 1).
     case retry(after: Duration, attempt: Int, reason: String)
+    /// Pusher refused the app itself (HTTP 403: over quota, app disabled; docs/contract.md §7.3):
+    /// MQTT → Pusher pauses — keep the batch and everything behind it (buffered, spooled), report
+    /// the bridge not ready with `reason`, and send the same batch again after `delay` (the backoff's cap).
+    case pause(after: Duration, reason: String)
     /// The bridge is stopping: leave the batch in the backlog (spooled) for the next start.
     case keepForNextStart(reason: String)
 }
@@ -30,9 +34,10 @@ public enum PusherBatchDecision: Sendable, Equatable {
 /// The retry and dead-letter decisions of MQTT → Pusher delivery, for one batch at a time.
 ///
 /// Network errors, 5xx and 429 are retried with the bridge's reconnect backoff (a restart of
-/// Pusher or a rate limit passes); other 4xx are final and dead-lettered, as is a request that
-/// cannot be made. While the bridge stops, a failing batch is kept for the next start instead of
-/// being retried.
+/// Pusher or a rate limit passes). A 403 (the app is over quota or disabled) pauses delivery: the
+/// same batch is tried again at the backoff's cap until Pusher takes it (docs/contract.md §7.3).
+/// Other 4xx are final and dead-lettered, as is a request that cannot be made. While the bridge
+/// stops, a failing batch is kept for the next start instead of being retried.
 ///
 /// Pure value type; the jitter of the delay is passed in (`unitRandom`), never drawn.
 public struct PusherBatchDelivery: Sendable {
@@ -54,6 +59,10 @@ public struct PusherBatchDelivery: Sendable {
         switch result {
         case .accepted:
             return .delivered
+        case .status(let status, let body) where Self.pausesDelivery(status: status):
+            let reason = Self.pauseReason(status: status, body: body)
+            if stopping { return .keepForNextStart(reason: reason) }
+            return .pause(after: policy.maxDelay, reason: reason)
         case .status(let status, let body) where !Self.isRetryable(status: status):
             return .deadLetter(.rejectedByPusher(status: status, body: body))
         case .unsendable(let status, let body):
@@ -71,4 +80,20 @@ public struct PusherBatchDelivery: Sendable {
 
     /// 5xx (Pusher is failing) and 429 (rate limited) pass; other statuses are final.
     public static func isRetryable(status: Int) -> Bool { status >= 500 || status == 429 }
+
+    /// 403: the app is over its quota or disabled — it passes when the account is fixed, not by
+    /// itself soon, and the events are fine: pause rather than dead-letter them.
+    public static func pausesDelivery(status: Int) -> Bool { status == 403 }
+
+    /// Longest part of Pusher's answer kept in a pause reason (it is shown by `/readyz` and STATUS=).
+    public static let pauseReasonBodyLimit = 200
+
+    /// The reason a pause is reported with: `pusher api refused with 403 (over quota or app disabled): BODY`,
+    /// the body on one line and cut to ``pauseReasonBodyLimit`` characters.
+    public static func pauseReason(status: Int, body: String) -> String {
+        var line = String(body.map { $0.isNewline ? " " : $0 }).trimmingSpaces()
+        if line.count > pauseReasonBodyLimit { line = String(line.prefix(pauseReasonBodyLimit)) + "…" }
+        let head = "pusher api refused with \(status) (over quota or app disabled)"
+        return line.isEmpty ? head : head + ": " + line
+    }
 }

@@ -5,7 +5,11 @@ import PusherProtocol
 
 /// MQTT → Pusher: messages in bursts through the machine into the outbox, the outbox to lanes by
 /// channel, each lane sending `batch_events` of up to 10 with ``PusherBatchDelivery``'s decisions.
+/// A 403 from Pusher pauses every lane (``PusherDeliveryPause``) until a batch goes through.
 extension BridgeRuntime {
+    /// Why MQTT → Pusher delivery is paused (Pusher answered 403), nil while it runs: `/readyz` and STATUS=.
+    var pusherDeliveryPauseReason: String? { PusherDeliveryPauses.reason(of: self) }
+
     /// Takes messages in bursts (up to 64 already received): one lock for the machine, and the
     /// burst's events reach the outbox, and its spool, with one lock and one write.
     func consumeMQTT() async {
@@ -41,6 +45,7 @@ extension BridgeRuntime {
 
     /// Hands the outbox to per-channel lanes, each sending batches of up to 10 in order.
     func sendToPusher() async {
+        defer { PusherDeliveryPauses.forget(self) }
         let lanes = (0..<Self.laneCount).map { _ in LaneQueue<OutboxEntry<OutgoingPusher>>(capacity: 200) }
         await withTaskGroup(of: Void.self) { group in
             for lane in lanes {
@@ -66,37 +71,21 @@ extension BridgeRuntime {
 
     private func deliver(_ lane: LaneQueue<OutboxEntry<OutgoingPusher>>) async {
         var delivery = PusherBatchDelivery(policy: connection.reconnect)
+        let pause = PusherDeliveryPauses.of(self)
+        let stopping = { self.machine.withLock { $0.isStopping } && lane.isFinished }
         while true {
             let batch = await lane.pop(max: PusherLimits.batchSize)
             if batch.isEmpty { return }
             delivery.startBatch()
+            // While another lane's batch is refused, wait for it (or the cap) before trying this one.
+            await pause.waitWhilePaused(upTo: connection.reconnect.maxDelay, stop: stopping)
             retrying: while true {
                 let result = await send(batch)
-                let stopping = machine.withLock { $0.isStopping } && lane.isFinished
-                switch delivery.attemptFinished(result, stopping: stopping, unitRandom: Double.random(in: 0...1)) {
+                switch delivery.attemptFinished(result, stopping: stopping(), unitRandom: Double.random(in: 0...1)) {
                 case .delivered:
-                    let now = UTCTimestamp.now().millisecondsSince1970
-                    for entry in batch {
-                        toPusher.acknowledge(entry)
-                        metrics.messages(bridge: name, rule: entry.item.event.rule, direction: .mqttToPusher, outcome: .delivered)
-                            .increment()
-                        metrics.recordDelivery(.milliseconds(max(0, now - entry.item.receivedAtMillis)))
-                    }
+                    delivered(batch, pause: pause)
                 case .deadLetter(let reason):
-                    let now = ContinuousClock.now
-                    var actions: [Action] = []
-                    machine.withLock { machine in
-                        for entry in batch {
-                            let event = entry.item.event
-                            let letter = DeadLetter(
-                                rule: event.rule, reason: reason, source: .pusher(channel: event.channel, event: event.event),
-                                payload: Array(event.data.utf8))
-                            machine.deadLettered(
-                                letter, direction: .mqttToPusher, receivedAtMillis: entry.item.receivedAtMillis, now: now, into: &actions)
-                        }
-                    }
-                    for entry in batch { toPusher.acknowledge(entry) }
-                    execute(actions)
+                    deadLetter(batch, reason: reason)
                 case .keepForNextStart:
                     metrics.errors(bridge: name, kind: "pusher_http").increment()
                 case .retry(let delay, _, let reason):
@@ -107,10 +96,49 @@ extension BridgeRuntime {
                     try? await Task.sleep(for: delay)
                     if Task.isCancelled { return }
                     continue retrying
+                case .pause(let delay, let reason):
+                    metrics.errors(bridge: name, kind: "pusher_http").increment()
+                    if pause.refused(reason: reason, now: .now) == .paused {
+                        logger.error(
+                            "MQTT→Pusher paused: Pusher refused the app; buffering, retrying at the backoff cap",
+                            metadata: ["reason": "\(reason)", "retry_every": "\(delay)", "buffered": "\(toPusher.pending)"])
+                    }
+                    await pause.waitWhilePaused(upTo: delay, stop: stopping)
+                    if Task.isCancelled { return }
+                    continue retrying
                 }
                 break
             }
         }
+    }
+
+    private func delivered(_ batch: [OutboxEntry<OutgoingPusher>], pause: PusherDeliveryPause) {
+        if case .resumed(let after) = pause.accepted(now: .now) {
+            logger.notice("MQTT→Pusher resumed: Pusher accepts events again", metadata: ["paused_for": "\(after)"])
+        }
+        let now = UTCTimestamp.now().millisecondsSince1970
+        for entry in batch {
+            toPusher.acknowledge(entry)
+            metrics.messages(bridge: name, rule: entry.item.event.rule, direction: .mqttToPusher, outcome: .delivered).increment()
+            metrics.recordDelivery(.milliseconds(max(0, now - entry.item.receivedAtMillis)))
+        }
+    }
+
+    private func deadLetter(_ batch: [OutboxEntry<OutgoingPusher>], reason: DeadLetterReason) {
+        let now = ContinuousClock.now
+        var actions: [Action] = []
+        machine.withLock { machine in
+            for entry in batch {
+                let event = entry.item.event
+                let letter = DeadLetter(
+                    rule: event.rule, reason: reason, source: .pusher(channel: event.channel, event: event.event),
+                    payload: Array(event.data.utf8))
+                machine.deadLettered(
+                    letter, direction: .mqttToPusher, receivedAtMillis: entry.item.receivedAtMillis, now: now, into: &actions)
+            }
+        }
+        for entry in batch { toPusher.acknowledge(entry) }
+        execute(actions)
     }
 
     /// One attempt at a batch: client events on our WebSocket, the rest in one `batch_events` request.
@@ -143,11 +171,14 @@ extension BridgeRuntime {
 }
 
 extension PusherBatchAttempt {
-    /// How the HTTP client's error reads for ``PusherBatchDelivery``: a retryable answer keeps its
-    /// status (the core decides again from it), anything else cannot be sent as it is.
+    /// How the HTTP client's error reads for ``PusherBatchDelivery``: an answer from Pusher keeps
+    /// its status and body (the core decides from them: retry, pause on 403, dead letter), no answer
+    /// is a network error, and a request refused before sending cannot be sent as it is.
     init(_ error: PusherHTTPError) {
-        if error.isRetryable {
-            self = error.status.map { .status($0, body: error.body ?? error.message) } ?? .networkError(error.description)
+        if let status = error.status, let body = error.body {
+            self = .status(status, body: body)
+        } else if error.isRetryable {
+            self = .networkError(error.description)
         } else {
             self = .unsendable(status: error.status ?? 0, body: error.body ?? error.message)
         }

@@ -86,6 +86,50 @@ struct PusherBatchDeliveryTests {
         #expect(delivery.attemptFinished(.accepted, stopping: true, unitRandom: 0.5) == .delivered)
     }
 
+    @Test("403 (over quota, app disabled) pauses at the backoff's cap with the status and body, every time, never a dead letter")
+    func forbiddenPausesAtTheCap() {
+        var delivery = PusherBatchDelivery(policy: policy)
+        let reason = "pusher api refused with 403 (over quota or app disabled): Over quota"
+        #expect(
+            delivery.attemptFinished(.status(403, body: "Over quota"), stopping: false, unitRandom: 0)
+                == .pause(after: .seconds(8), reason: reason))
+        #expect(
+            delivery.attemptFinished(.status(403, body: "Over quota"), stopping: false, unitRandom: 1)
+                == .pause(after: .seconds(8), reason: reason))
+        #expect(delivery.attempt == 0, "a pause is not a backoff step")
+        #expect(
+            delivery.attemptFinished(.status(503, body: "down"), stopping: false, unitRandom: 0.5)
+                == .retry(after: .seconds(1), attempt: 1, reason: "HTTP 503: down"))
+        #expect(delivery.attemptFinished(.accepted, stopping: false, unitRandom: 0.5) == .delivered)
+    }
+
+    @Test("other 4xx stay dead letters next to the 403 pause; a 403 while stopping is kept for the next start")
+    func forbiddenIsTheOnlyPause() {
+        var delivery = PusherBatchDelivery(policy: policy)
+        for status in [400, 401, 404, 413] {
+            #expect(
+                delivery.attemptFinished(.status(status, body: "no"), stopping: false, unitRandom: 0.5)
+                    == .deadLetter(.rejectedByPusher(status: status, body: "no")))
+        }
+        #expect(
+            delivery.attemptFinished(.status(403, body: "App disabled"), stopping: true, unitRandom: 0.5)
+                == .keepForNextStart(reason: "pusher api refused with 403 (over quota or app disabled): App disabled"))
+        #expect(PusherBatchDelivery.pausesDelivery(status: 403))
+        #expect(!PusherBatchDelivery.pausesDelivery(status: 401))
+        #expect(!PusherBatchDelivery.pausesDelivery(status: 429))
+    }
+
+    @Test("the pause reason is one line: a body's newlines become spaces, a long body is cut, an empty one left out")
+    func pauseReasonIsOneShortLine() {
+        #expect(
+            PusherBatchDelivery.pauseReason(status: 403, body: "  Over\nquota\r\n")
+                == "pusher api refused with 403 (over quota or app disabled): Over quota")
+        #expect(PusherBatchDelivery.pauseReason(status: 403, body: "") == "pusher api refused with 403 (over quota or app disabled)")
+        let long = PusherBatchDelivery.pauseReason(status: 403, body: String(repeating: "q", count: 5000))
+        #expect(long.hasSuffix(String(repeating: "q", count: PusherBatchDelivery.pauseReasonBodyLimit) + "…"))
+        #expect(long.count < 300)
+    }
+
     @Test func jitterComesFromTheCaller() {
         let jittery = ReconnectPolicy(initialDelay: .seconds(2), maxDelay: .seconds(8), multiplier: 2, jitter: 0.5)
         var low = PusherBatchDelivery(policy: jittery)
