@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 import traceback
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -114,6 +115,53 @@ def http_fault(mode: str, status: int = 503, seconds: float = 5.0):
         rig.http_proxy.set_mode("pass")
         rig.observations.append(f"HTTP proxy: {rig.http_proxy.requests}")
         return [time.monotonic()]
+    return inject
+
+
+def pusher_quota(seconds: float = 10.0):
+    """pusher-local's HTTP API refuses publishes with 403 (over quota) for `seconds`: the bridge
+    must pause MQTT -> Pusher (docs/contract.md §7.3) -- not ready, nothing dead-lettered -- and
+    resume in order once Pusher accepts again."""
+    def metric_sum(rig: Rig, prefix: str) -> float:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{rig.metrics_port}/metrics", timeout=2) as r:
+                lines = r.read().decode().splitlines()
+        except OSError:
+            return -1.0
+        return sum(float(line.split()[-1]) for line in lines if line.startswith(prefix))
+
+    def inject(rig: Rig) -> list[float]:
+        status, _ = rig.pusher_control("POST", f"/pusher-local/apps/{rig.pusher.app_id}/quota?exceeded=true")
+        assert status == 200
+        started = time.monotonic()
+        not_ready = []
+        while time.monotonic() - started < seconds:
+            not_ready.append(rig.readyz() == 503)
+            time.sleep(0.25)
+        status, _ = rig.pusher_control("POST", f"/pusher-local/apps/{rig.pusher.app_id}/quota?exceeded=false")
+        assert status == 200
+        ended = time.monotonic()
+        paused_share = sum(not_ready[8:]) / max(1, len(not_ready[8:]))  # from 2 s in
+        rig.observations.append(f"/readyz 503 while over quota (from 2 s in): {paused_share:.0%} of checks")
+        if paused_share < 0.9:
+            rig.failures.append("/readyz was not 503 while Pusher answered 403")
+        deadline = time.monotonic() + 6
+        while time.monotonic() < deadline and rig.readyz() != 200:
+            time.sleep(0.1)
+        ready_after = rig.readyz() == 200
+        rig.observations.append(f"/readyz 200 again {time.monotonic() - ended:.1f} s after the quota was lifted: {ready_after}")
+        if not ready_after:
+            rig.failures.append("/readyz not 200 within 6 s after the quota was lifted")
+        dead_letters = metric_sum(rig, 'pusher_mqtt_bridge_messages_total{bridge="faults",rule="m2p",direction="mqtt_to_pusher",'
+                                       'outcome="dead_lettered"}')  # -1: /metrics did not answer
+        errors = metric_sum(rig, 'pusher_mqtt_bridge_errors_total{bridge="faults",kind="pusher_http"}')
+        rig.observations.append(f"M->P dead letters: {dead_letters:g}; refused HTTP attempts (errors_total pusher_http): {errors:g}; "
+                                f"HTTP proxy: {rig.http_proxy.requests}")
+        if dead_letters != 0:
+            rig.failures.append(f"{dead_letters:g} M->P dead letters for a 403")
+        log = rig.bridge.log()
+        rig.observations.append(f"log lines: paused {log.count('MQTT→Pusher paused:')}, resumed {log.count('MQTT→Pusher resumed')}")
+        return [ended]
     return inject
 
 
@@ -223,6 +271,13 @@ def rows() -> list[Row]:
             Expectation(0, why=f"not affected: {ZERO}"),
             Expectation(0, max_recovery_s=13, why=f"the 10 s request timeout fires, then retried: {ZERO}"),
             http_fault("hang")),
+        Row("pusher-quota-403", "HTTP API answers 403 (over quota, pusher-local's quota switch) for 10 s; "
+                                "the P->M test sender publishes through the same app, so it is refused too and sends less",
+            Expectation(0, why=f"not affected: {ZERO}"),
+            Expectation(0, max_recovery_s=5,
+                        why="docs/contract.md §7.3: 403 pauses M->P (not ready, buffered, nothing dead-lettered), retried at the "
+                            f"2 s cap; then the rate x 10 s backlog drains in order: {ZERO}"),
+            pusher_quota()),
         Row("bridge-sigkill", "bridge SIGKILL (3 s into an MQTT blackhole, so it holds a buffer), restarted after 2 s",
             Expectation(int(R * 5), max_recovery_s=6,
                         why="Pusher has no replay: events while no bridge is subscribed are lost (<= rate x (2 s + start + subscribe)); every buffered one comes out of the spool"),
