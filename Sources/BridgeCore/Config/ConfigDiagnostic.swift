@@ -8,7 +8,7 @@ public struct ConfigDiagnostic: Sendable, Hashable, CustomStringConvertible {
     public var file: String
     /// 1-based line, when it can be known reliably.
     public var line: Int?
-    /// 1-based column; only syntax errors have one.
+    /// 1-based column: syntax errors, and errors inside a value (a `where` expression, a JSON Pointer).
     public var column: Int?
     /// Where in the config the problem is, e.g. `bridge.factory.rule.temperatures.channel`.
     public var keyPath: String?

@@ -22,7 +22,7 @@ extension LoadContext {
             return .pusherToMQTT(
                 PusherToMQTTRule(
                     name: name, channel: rule.channel, events: rule.events, topic: rule.topic, qos: rule.qos, retain: rule.retain,
-                    payload: rule.payload))
+                    payload: rule.payload, conditions: rule.conditions))
         case "mqtt":
             let onlyPusher = Set(Self.pusherRuleKeys).subtracting(Self.mqttRuleKeys)
             reader.rejectUnknownKeys(
@@ -89,9 +89,11 @@ extension LoadContext {
         }
         let qos = reader.qos("qos") ?? 1
         let retain = reader.bool("retain") ?? false
-        let payload = reader.choice("payload", PayloadMode.self) ?? .data
-        guard valid, let channel, let topic else { return nil }
-        return PusherToMQTTRule(name: "", channel: channel, events: events, topic: topic, qos: qos, retain: retain, payload: payload)
+        let payload = readPayloadMode(reader)
+        let conditions = readConditions(reader)
+        guard valid, let channel, let topic, let payload, let conditions else { return nil }
+        return PusherToMQTTRule(
+            name: "", channel: channel, events: events, topic: topic, qos: qos, retain: retain, payload: payload, conditions: conditions)
     }
 
     /// What can be known about a topic template before any message: its literal parts may not hold
@@ -148,11 +150,13 @@ extension LoadContext {
         }
         let qos = reader.qos("qos") ?? 1
         let forwardRetained = reader.bool("forward_retained") ?? false
-        let payload = reader.choice("payload", PayloadMode.self) ?? .data
-        guard let filter, let channel, let event else { return nil }
+        let payload = readPayloadMode(reader)
+        let conditions = readConditions(reader)
+        guard let filter, let channel, let event, let payload, let conditions else { return nil }
         return MQTTToPusherRule(
-            name: "", filter: filter, channel: channel, event: event, qos: qos, forwardRetained: forwardRetained, payload: payload, via: via
-        )
+            name: "", filter: filter, channel: channel, event: event, qos: qos, forwardRetained: forwardRetained, payload: payload,
+            via: via,
+            conditions: conditions)
     }
 
     /// Channel-name rules (docs/pusher-protocol.md §1 "Names and sizes") that hold whatever the message.

@@ -18,8 +18,8 @@ extension LoadContext {
     ]
     static let reconnectKeys = ["initial_delay", "max_delay", "multiplier", "jitter", "stable_after"]
     static let bufferKeys = ["max_messages", "max_bytes", "overflow", "persist"]
-    static let pusherRuleKeys = ["name", "from", "channel", "events", "topic", "qos", "retain", "payload"]
-    static let mqttRuleKeys = ["name", "from", "topic", "channel", "event", "qos", "forward_retained", "payload", "via"]
+    static let pusherRuleKeys = ["name", "from", "channel", "events", "topic", "qos", "retain", "payload"] + payloadRuleKeys
+    static let mqttRuleKeys = ["name", "from", "topic", "channel", "event", "qos", "forward_retained", "payload", "via"] + payloadRuleKeys
     static let presenceKeys = ["channel", "topic", "qos"]
 
     func readRoot(_ root: TOMLTable) -> BridgeConfiguration {

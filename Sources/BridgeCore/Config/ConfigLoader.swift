@@ -158,6 +158,16 @@ final class LoadContext {
             ConfigDiagnostic(file: file, line: sourceMap.line(for: path.lookup), keyPath: path.display, message: message))
     }
 
+    /// A problem at the `column`th character (1-based) inside the string value at `path`: reported
+    /// with the line and column in the file where the source map knows them.
+    func report(_ path: ConfigKeyPath, column: Int, _ message: String) {
+        let position = sourceMap.position(ofCharacter: column, inValueAt: path.lookup)
+        diagnostics.append(
+            ConfigDiagnostic(
+                file: file, line: position?.line ?? sourceMap.line(for: path.lookup), column: position?.column, keyPath: path.display,
+                message: message))
+    }
+
     /// A path as given, or resolved against `base` when relative.
     func resolve(_ path: String, against base: String) -> String {
         if path.hasPrefix("/") { return path }

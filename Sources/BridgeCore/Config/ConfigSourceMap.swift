@@ -8,6 +8,8 @@
 /// recorded: a lookup falls back to the nearest recorded ancestor (the `key = { … }` line).
 struct ConfigSourceMap: Sendable {
     private(set) var lines: [String: Int] = [:]
+    /// Where each `key = value` value starts: its line and the bytes of that line from the value on.
+    private var values: [String: (line: Int, column: Int, text: ArraySlice<UInt8>)] = [:]
 
     /// A table header toml++ must not see: TOMLKit 0.6.0's toml++ *assumes* (debug: asserts and
     /// aborts the process; release: undefined behaviour) that a key starts right after `[`/`[[`.
@@ -68,6 +70,14 @@ struct ConfigSourceMap: Sendable {
             for key in keys {
                 path = path.isEmpty ? key : path + "." + key
                 if lines[path] == nil { lines[path] = lineNumber }
+            }
+            var valueStart = j + 1
+            while valueStart < line.count, line[valueStart] == UInt8(ascii: " ") || line[valueStart] == UInt8(ascii: "\t") {
+                valueStart += 1
+            }
+            if values[path] == nil {
+                let column = line[..<valueStart].reduce(1) { $0 + ($1 & 0xC0 == 0x80 ? 0 : 1) }
+                values[path] = (lineNumber, column, line[valueStart...])
             }
             continuation = ValueScanner()
             continuation.scan(line, from: j + 1)
@@ -197,6 +207,37 @@ struct ConfigSourceMap: Sendable {
         guard separator < bytes.count, bytes[separator] == UInt8(ascii: "T") || bytes[separator] == UInt8(ascii: "t") else { return nil }
         let hour = separator + 1
         return hour < bytes.count && !digit(hour) ? hour : nil
+    }
+
+    /// The 1-based line and column in the file of the `offset`th character (1-based) of the
+    /// string value at `path` — for errors inside a value, such as a `where` expression's syntax
+    /// error (docs/contract.md §7.3). Escapes of basic strings (`\"`, `\u00e9`) count as the one
+    /// character they decode to; for a multi-line string or a value that is not a string on one
+    /// line, the column of the value's start. `nil` when the key was not recorded.
+    func position(ofCharacter offset: Int, inValueAt path: String) -> (line: Int, column: Int)? {
+        guard let value = values[path] else { return nil }
+        let text = value.text
+        guard let quote = text.first, quote == UInt8(ascii: "\"") || quote == UInt8(ascii: "'"),
+            !(text.count >= 3 && text.dropFirst().prefix(2).allSatisfy { $0 == quote })
+        else { return (value.line, value.column) }
+        var index = text.startIndex + 1
+        var decoded = 1
+        while decoded < offset, index < text.endIndex, text[index] != quote {
+            if quote == UInt8(ascii: "\""), text[index] == UInt8(ascii: "\\"), index + 1 < text.endIndex {
+                switch text[index + 1] {
+                case UInt8(ascii: "u"): index += 6
+                case UInt8(ascii: "U"): index += 10
+                default: index += 2
+                }
+            } else {
+                index += 1
+                while index < text.endIndex, text[index] & 0xC0 == 0x80 { index += 1 }
+            }
+            decoded += 1
+        }
+        let bytesBefore = text[text.startIndex..<min(index, text.endIndex)]
+        let charactersBefore = bytesBefore.reduce(0) { $0 + ($1 & 0xC0 == 0x80 ? 0 : 1) }
+        return (value.line, value.column + charactersBefore)
     }
 
     /// The line of `path`, or of its nearest recorded ancestor (`a.b[2].c` → `a.b[2]` → `a`).
