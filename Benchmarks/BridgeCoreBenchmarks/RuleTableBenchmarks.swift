@@ -46,7 +46,7 @@ func ruleTableBenchmarks() {
     let data = #"{"symbol":"EURUSD","bid":1.0841,"ask":1.0843,"ts":1795000000123}"#
     for mode in [PayloadMode.data, .envelope] {
         let table = RuleTable(bridge: benchmarkBridge(mqttRules: 10, payload: mode))
-        Benchmark("Pusher -> MQTT \(mode.rawValue) rendering") { benchmark in
+        Benchmark("Pusher -> MQTT \(mode) rendering") { benchmark in
             for _ in benchmark.scaledIterations {
                 blackHole(table.route(channel: "market-data", event: "new-price", data: data, userID: nil, receivedAt: receivedAt))
             }

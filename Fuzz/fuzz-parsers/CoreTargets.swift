@@ -62,6 +62,16 @@ enum CoreTargets {
             let templateValues = TemplateValues(
                 captures: Array(values[0..<3]), multiLevel: values[3], topic: values[4], channel: values[5], event: values[6],
                 userID: values[7], bridge: "b")
+            if template.readsPayload {
+                // `{}` has no scalar at any pointer: the first `{json:…}` must be the gap.
+                var output = ""
+                var document: PayloadDocument? = PayloadDocument(Array("{}".utf8))
+                let gap = template.render(into: &output, values: templateValues, payload: &document, escapingLevels: true)
+                guard case .jsonValue = gap else {
+                    violated("template \(source.debugDescription) rendered {json:…} from {}: \(String(describing: gap))")
+                }
+                continue
+            }
             guard let escaped = template.render(templateValues, escapingLevels: true) else {
                 violated("template \(source.debugDescription) has every value but does not render")
             }
@@ -99,6 +109,7 @@ enum CoreTargets {
             case .event: out += "{event}"
             case .userID: out += "{user_id}"
             case .bridge: out += "{bridge}"
+            case .json(let pointer): out += "{json:\(pointer.source)}"
             }
         }
         return out

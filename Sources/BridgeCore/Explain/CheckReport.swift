@@ -73,13 +73,13 @@ public enum CheckReport {
                 }
                 table.rows.append([
                     rule.name, "pusher -> mqtt", "channel \(rule.channel) events \(events)", "topic \(rule.topic.source)", "\(rule.qos)",
-                    rule.retain ? "yes" : "no", rule.payload.rawValue,
+                    rule.retain ? "yes" : "no", rule.payload.description,
                 ])
             case .mqttToPusher(let rule):
                 table.rows.append([
                     rule.name, "mqtt -> pusher", "topic \(rule.filter.text)",
                     "channel \(rule.channel.source) event \(rule.event.source) via \(rule.via.rawValue)", "\(rule.qos)",
-                    rule.forwardRetained ? "forwarded" : "not forwarded", rule.payload.rawValue,
+                    rule.forwardRetained ? "forwarded" : "not forwarded", rule.payload.description,
                 ])
             }
         }
@@ -95,7 +95,20 @@ public enum CheckReport {
             lines.append("")
             lines.append(table.render(indent: "  "))
         }
+        for rule in bridge.rules {
+            if let line = describe(rule.conditions) { lines.append("  rule \(rule.name): \(line)") }
+        }
         return lines
+    }
+
+    /// `where …; throttle 1s per target; on_change` (docs/contract.md §7.3), or nil when the rule has none.
+    static func describe(_ conditions: PayloadConditions) -> String? {
+        var parts: [String] = []
+        if let condition = conditions.condition { parts.append("where \(condition.source)") }
+        if let throttle = conditions.throttle { parts.append("throttle \(format(throttle)) per target (latest wins)") }
+        if conditions.onChange { parts.append("on_change (repeats of the last payload per target dropped)") }
+        if conditions.shapesRate { parts.append("at most \(conditions.maxTargets) targets") }
+        return parts.isEmpty ? nil : parts.joined(separator: "; ")
     }
 
     static func plural(_ count: Int, _ noun: String) -> String {

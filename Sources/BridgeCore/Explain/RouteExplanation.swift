@@ -20,15 +20,29 @@ public enum RouteExplanation {
             lines.append("")
             lines.append("bridge \(settings.name):")
             var explained = Set<String>()
+            func payloadLines(_ ruleName: String, target: String?) -> [String] {
+                guard let rule = settings.mqttToPusherRules.first(where: { $0.name == ruleName }),
+                    rule.readsPayload || rule.conditions.shapesRate
+                else { return [] }
+                let pointers = rule.channel.jsonPointers + rule.event.jsonPointers + (rule.payload.projectionPointer.map { [$0] } ?? [])
+                return PayloadExplanation.lines(conditions: rule.conditions, pointers: pointers, payload: payload, target: target)
+            }
             for event in routing.events {
                 explained.insert(event.rule)
                 lines.append(
                     "  rule \(event.rule): MATCH -> pusher channel \"\(event.channel)\" event \"\(event.event)\" via \(event.via.rawValue)")
                 lines.append("    data (\(event.data.utf8.count) bytes): \(event.data)")
+                lines += payloadLines(event.rule, target: event.channel + " " + event.event)
+            }
+            for rule in routing.filtered {
+                explained.insert(rule)
+                lines.append("  rule \(rule): MATCH, FILTERED: the payload does not satisfy where")
+                lines += payloadLines(rule, target: nil)
             }
             for deadLetter in routing.deadLetters {
                 explained.insert(deadLetter.rule)
                 lines += describe(deadLetter, deadLetterTopic: settings.mqtt.deadLetterTopic)
+                lines += payloadLines(deadLetter.rule, target: nil)
             }
             for skipped in routing.skipped {
                 explained.insert(skipped.rule)
@@ -70,6 +84,18 @@ public enum RouteExplanation {
             lines.append("")
             lines.append("bridge \(settings.name):")
             var explained = Set<String>()
+            func payloadLines(_ ruleName: String, target: String?) -> [String] {
+                guard let rule = settings.pusherToMQTTRules.first(where: { $0.name == ruleName }),
+                    rule.readsPayload || rule.conditions.shapesRate
+                else { return [] }
+                let pointers = rule.topic.jsonPointers + (rule.payload.projectionPointer.map { [$0] } ?? [])
+                return PayloadExplanation.lines(conditions: rule.conditions, pointers: pointers, payload: Array(data.utf8), target: target)
+            }
+            for rule in routing.filtered {
+                explained.insert(rule)
+                lines.append("  rule \(rule): MATCH, FILTERED: the event data does not satisfy where")
+                lines += payloadLines(rule, target: nil)
+            }
             for publish in routing.publishes {
                 explained.insert(publish.rule)
                 lines.append(
@@ -80,10 +106,12 @@ public enum RouteExplanation {
                     lines.append(
                         "    user properties: " + publish.userProperties.map { "\($0.name)=\($0.value)" }.joined(separator: ", "))
                 }
+                lines += payloadLines(publish.rule, target: publish.topic)
             }
             for deadLetter in routing.deadLetters {
                 explained.insert(deadLetter.rule)
                 lines += describe(deadLetter, deadLetterTopic: settings.mqtt.deadLetterTopic)
+                lines += payloadLines(deadLetter.rule, target: nil)
             }
             for rule in settings.pusherToMQTTRules where !explained.contains(rule.name) {
                 if rule.channel != channel {

@@ -3,7 +3,8 @@
 ///
 /// Placeholders: `{channel}` `{event}` `{user_id}` `{bridge}` for Pusher → MQTT rules;
 /// `{1}`…`{n}` (the `+` levels), `{#}` (what `#` matched), `{topic}` and `{bridge}` for
-/// MQTT → Pusher rules. `{{` and `}}` write literal braces.
+/// MQTT → Pusher rules; `{json:/pointer}` in both (a value inside the payload, docs/contract.md
+/// §7.3). `{{` and `}}` write literal braces.
 public struct NameTemplate: Sendable, Hashable, CustomStringConvertible {
     /// One piece of a template.
     public enum Segment: Sendable, Hashable {
@@ -23,6 +24,18 @@ public struct NameTemplate: Sendable, Hashable, CustomStringConvertible {
         case userID
         /// `{bridge}`: the bridge's name.
         case bridge
+        /// `{json:/pointer}`: the payload's value at an RFC 6901 pointer (a string's content, a
+        /// number's or boolean's JSON text).
+        case json(JSONPointer)
+    }
+
+    /// Why a template could not be rendered for a message.
+    public enum Gap: Sendable, Equatable {
+        /// A placeholder has no value (e.g. `{user_id}` on an event without a sender).
+        case placeholder(String)
+        /// `{json:/…}` found nothing usable: missing, null, an object or an array, or a payload
+        /// that is not JSON.
+        case jsonValue(JSONPointer)
     }
 
     /// Which placeholders a template may use, by the direction of its rule.
@@ -59,6 +72,14 @@ public struct NameTemplate: Sendable, Hashable, CustomStringConvertible {
 
     /// Whether any segment is `segment`.
     public func uses(_ segment: Segment) -> Bool { segments.contains(segment) }
+
+    /// The pointers of its `{json:…}` placeholders, in order.
+    public var jsonPointers: [JSONPointer] {
+        segments.compactMap { if case .json(let pointer) = $0 { pointer } else { nil } }
+    }
+
+    /// Whether rendering reads the payload.
+    public var readsPayload: Bool { !jsonPointers.isEmpty }
 
     /// Compiles `source`, checking every placeholder against `context`.
     public static func parse(_ source: String, context: Context) -> Result<NameTemplate, ConfigValueProblem> {
@@ -108,6 +129,12 @@ public struct NameTemplate: Sendable, Hashable, CustomStringConvertible {
     }
 
     private static func placeholder(_ name: String, context: Context, source: String) -> Result<Segment, ConfigValueProblem> {
+        if name.hasPrefix("json:") {
+            switch JSONPointer.parse(String(name.dropFirst(5))) {
+            case .success(let pointer): return .success(.json(pointer))
+            case .failure(let error): return .failure(.init("{\(name)}: not a JSON Pointer (RFC 6901): \(error.message)"))
+            }
+        }
         switch context {
         case .pusherEvent:
             switch name {
@@ -122,7 +149,7 @@ public struct NameTemplate: Sendable, Hashable, CustomStringConvertible {
                             "{\(name)} is only available in rules with from = \"mqtt\"; here use {channel}, {event}, {user_id} or {bridge}")
                     )
                 }
-                return .failure(unknown(name, candidates: ["channel", "event", "user_id", "bridge"]))
+                return .failure(unknown(name, candidates: ["channel", "event", "user_id", "bridge", "json:/…"]))
             }
         case .mqttMessage(let captures, let multiLevel):
             switch name {
@@ -147,7 +174,7 @@ public struct NameTemplate: Sendable, Hashable, CustomStringConvertible {
                     return .failure(
                         .init("{\(name)} is only available in rules with from = \"pusher\"; here use {1}…{n}, {#}, {topic} or {bridge}"))
                 }
-                return .failure(unknown(name, candidates: ["topic", "bridge", "1", "#"]))
+                return .failure(unknown(name, candidates: ["topic", "bridge", "1", "#", "json:/…"]))
             }
         }
     }
@@ -160,10 +187,13 @@ public struct NameTemplate: Sendable, Hashable, CustomStringConvertible {
 
     /// Renders the template. With `escapingLevels`, every placeholder value is escaped so that it
     /// stays inside one topic level (docs/contract.md §5.1); without, values are inserted as they are and the
-    /// caller validates the result (Pusher names have their own syntax, §5.2).
-    /// Returns `false` when a placeholder has no value (e.g. `{user_id}` on an event without one).
+    /// caller validates the result (Pusher names have their own syntax, §5.2). `{json:…}` values
+    /// are read from `payload` (nil: no payload, so they have no value).
+    /// Returns the first placeholder without a value, or nil when the whole template was rendered.
     @inlinable
-    public func render(into output: inout String, values: TemplateValues, escapingLevels: Bool) -> Bool {
+    public func render(
+        into output: inout String, values: TemplateValues, payload: inout PayloadDocument?, escapingLevels: Bool
+    ) -> Gap? {
         for segment in segments {
             let value: Substring
             switch segment {
@@ -171,25 +201,28 @@ public struct NameTemplate: Sendable, Hashable, CustomStringConvertible {
                 output += literal
                 continue
             case .capture(let number):
-                guard number <= values.captures.count else { return false }
+                guard number <= values.captures.count else { return .placeholder("\(number)") }
                 value = values.captures[number - 1]
             case .multiLevel:
-                guard let multiLevel = values.multiLevel else { return false }
+                guard let multiLevel = values.multiLevel else { return .placeholder("#") }
                 value = multiLevel
             case .topic:
-                guard let topic = values.topic else { return false }
+                guard let topic = values.topic else { return .placeholder("topic") }
                 value = topic
             case .channel:
-                guard let channel = values.channel else { return false }
+                guard let channel = values.channel else { return .placeholder("channel") }
                 value = channel
             case .event:
-                guard let event = values.event else { return false }
+                guard let event = values.event else { return .placeholder("event") }
                 value = event
             case .userID:
-                guard let userID = values.userID else { return false }
+                guard let userID = values.userID else { return .placeholder("user_id") }
                 value = userID
             case .bridge:
                 value = values.bridge
+            case .json(let pointer):
+                guard let text = payload?.value(at: pointer)?.templateText else { return .jsonValue(pointer) }
+                value = Substring(text)
             }
             if escapingLevels {
                 TopicLevelEscaping.append(value, to: &output)
@@ -197,13 +230,14 @@ public struct NameTemplate: Sendable, Hashable, CustomStringConvertible {
                 output += value
             }
         }
-        return true
+        return nil
     }
 
     /// Convenience: the rendered string, or `nil` when a placeholder has no value.
-    public func render(_ values: TemplateValues, escapingLevels: Bool) -> String? {
+    public func render(_ values: TemplateValues, payload: [UInt8]? = nil, escapingLevels: Bool) -> String? {
         var output = ""
-        return render(into: &output, values: values, escapingLevels: escapingLevels) ? output : nil
+        var document = payload.map { PayloadDocument($0) }
+        return render(into: &output, values: values, payload: &document, escapingLevels: escapingLevels) == nil ? output : nil
     }
 }
 

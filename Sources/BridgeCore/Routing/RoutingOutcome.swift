@@ -59,6 +59,9 @@ public enum DeadLetterReason: Sendable, Equatable, CustomStringConvertible {
     case invalidUTF8
     /// A placeholder has no value for this message (e.g. `{user_id}` on an event without a sender).
     case missingPlaceholderValue(String)
+    /// A `{json:…}` placeholder or a `payload = "json:…"` projection found nothing usable at this
+    /// pointer: missing, null, an object or array (in a name), or a payload that is not JSON (§7.3).
+    case templateValueMissing(pointer: String, usage: String)
     /// The Pusher HTTP API refused the event (4xx other than 429); reported by the daemon.
     case rejectedByPusher(status: Int, body: String)
 
@@ -71,6 +74,7 @@ public enum DeadLetterReason: Sendable, Equatable, CustomStringConvertible {
         case .dataTooLarge: "too_large"
         case .invalidUTF8: "invalid_utf8"
         case .missingPlaceholderValue: "missing_value"
+        case .templateValueMissing: "template_value_missing"
         case .rejectedByPusher: "rejected"
         }
     }
@@ -83,6 +87,8 @@ public enum DeadLetterReason: Sendable, Equatable, CustomStringConvertible {
         case .dataTooLarge(let bytes, let limit): "event data is \(bytes) bytes, over max_event_bytes (\(limit))"
         case .invalidUTF8: "payload is not valid UTF-8"
         case .missingPlaceholderValue(let placeholder): "the message has no value for {\(placeholder)}"
+        case .templateValueMissing(let pointer, let usage):
+            "the payload has no usable value at JSON Pointer \"\(pointer)\" for \(usage) (missing, null, not a scalar, or not JSON)"
         case .rejectedByPusher(let status, let body): "Pusher HTTP API answered \(status): \(body)"
         }
     }
@@ -174,9 +180,11 @@ public struct MQTTMessageRouting: Sendable, Equatable {
     public var deadLetters: [DeadLetter] = []
     /// Matches deliberately not forwarded.
     public var skipped: [SkippedMatch] = []
+    /// Rules whose filter matched but whose `where` did not (outcome `filtered`).
+    public var filtered: [String] = []
     public init() {}
     /// Whether no rule matched at all.
-    public var isUnmatched: Bool { events.isEmpty && deadLetters.isEmpty && skipped.isEmpty }
+    public var isUnmatched: Bool { events.isEmpty && deadLetters.isEmpty && skipped.isEmpty && filtered.isEmpty }
 }
 
 /// What the rule table decided for one Pusher event.
@@ -185,9 +193,11 @@ public struct PusherEventRouting: Sendable, Equatable {
     public var publishes: [MQTTPublish] = []
     /// Matches that cannot be delivered.
     public var deadLetters: [DeadLetter] = []
+    /// Rules that took the event but whose `where` did not match (outcome `filtered`).
+    public var filtered: [String] = []
     public init() {}
     /// Whether no rule matched at all.
-    public var isUnmatched: Bool { publishes.isEmpty && deadLetters.isEmpty }
+    public var isUnmatched: Bool { publishes.isEmpty && deadLetters.isEmpty && filtered.isEmpty }
 }
 
 /// Standard base64 (RFC 4648 §4), for dead-letter payloads that are not UTF-8.

@@ -59,6 +59,7 @@ public struct RuleTable: Sendable {
         // Decoded lazily and once per message, shared by all matching rules.
         var text: String??
         var envelope: String?
+        var document: PayloadDocument?
         for match in matches {
             let rule = mqttRules[match.rule]
             if retain, !rule.forwardRetained {
@@ -68,18 +69,25 @@ public struct RuleTable: Sendable {
             func deadLetter(_ reason: DeadLetterReason) {
                 routing.deadLetters.append(DeadLetter(rule: rule.name, reason: reason, source: .mqtt(topic: topic), payload: payload))
             }
+            if rule.readsPayload, document == nil { document = PayloadDocument(payload) }
+            if let condition = rule.conditions.condition, !condition.matches(&document!) {
+                routing.filtered.append(rule.name)
+                continue
+            }
             let values = TemplateValues(
                 captures: match.captures, multiLevel: match.multiLevel, topic: Substring(topic), bridge: Substring(bridge))
-            guard let channel = rule.channel.render(values, escapingLevels: false) else {
-                deadLetter(.missingPlaceholderValue("channel template"))
+            var channel = ""
+            if let gap = rule.channel.render(into: &channel, values: values, payload: &document, escapingLevels: false) {
+                deadLetter(Self.reason(gap, in: "the channel template"))
                 continue
             }
             if let problem = ChannelName.problem(with: channel) {
                 deadLetter(.invalidChannelName(channel, problem: problem))
                 continue
             }
-            guard let event = rule.event.render(values, escapingLevels: false) else {
-                deadLetter(.missingPlaceholderValue("event template"))
+            var event = ""
+            if let gap = rule.event.render(into: &event, values: values, payload: &document, escapingLevels: false) {
+                deadLetter(Self.reason(gap, in: "the event template"))
                 continue
             }
             if let problem = EventName.problem(with: event) {
@@ -100,6 +108,12 @@ public struct RuleTable: Sendable {
                     envelope = Self.mqttEnvelope(topic: topic, payload: payloadText, qos: qos, retain: retain, receivedAt: receivedAt)
                 }
                 data = envelope ?? ""
+            case .projection(let pointer):
+                guard let value = document?.value(at: pointer) else {
+                    deadLetter(.templateValueMissing(pointer: pointer.source, usage: "payload = \"json:\(pointer.source)\""))
+                    continue
+                }
+                data = value.projectionText
             }
             let size = data.utf8.count
             if size > maxEventBytes {
@@ -109,6 +123,14 @@ public struct RuleTable: Sendable {
             routing.events.append(PusherEventPublish(rule: rule.name, channel: channel, event: event, data: data, via: rule.via))
         }
         return routing
+    }
+
+    /// The dead-letter reason for a template that could not be rendered.
+    static func reason(_ gap: NameTemplate.Gap, in usage: String) -> DeadLetterReason {
+        switch gap {
+        case .placeholder(let name): .missingPlaceholderValue(name)
+        case .jsonValue(let pointer): .templateValueMissing(pointer: pointer.source, usage: usage)
+        }
     }
 
     /// `{"topic","payload","qos","retain","received_at"}` with `payload` embedded as JSON when it is JSON.
@@ -137,23 +159,28 @@ public struct RuleTable: Sendable {
         var routing = PusherEventRouting()
         guard let indices = rulesByChannel[channel], !EventName.isProtocolEvent(event) else { return routing }
         var envelope: [UInt8]?
+        var document: PayloadDocument?
         for index in indices {
             let rule = pusherRules[index]
             guard rule.events.contains(event) else { continue }
+            func deadLetter(_ reason: DeadLetterReason) {
+                routing.deadLetters.append(
+                    DeadLetter(rule: rule.name, reason: reason, source: .pusher(channel: channel, event: event), payload: Array(data.utf8)))
+            }
+            if rule.readsPayload, document == nil { document = PayloadDocument(Array(data.utf8)) }
+            if let condition = rule.conditions.condition, !condition.matches(&document!) {
+                routing.filtered.append(rule.name)
+                continue
+            }
             let values = TemplateValues(
                 channel: Substring(channel), event: Substring(event), userID: userID.map { Substring($0) }, bridge: Substring(bridge))
-            guard let topic = rule.topic.render(values, escapingLevels: true) else {
-                routing.deadLetters.append(
-                    DeadLetter(
-                        rule: rule.name, reason: .missingPlaceholderValue("user_id"), source: .pusher(channel: channel, event: event),
-                        payload: Array(data.utf8)))
+            var topic = ""
+            if let gap = rule.topic.render(into: &topic, values: values, payload: &document, escapingLevels: true) {
+                deadLetter(Self.reason(gap, in: "the topic template"))
                 continue
             }
             if let problem = TopicName.problem(with: topic) {
-                routing.deadLetters.append(
-                    DeadLetter(
-                        rule: rule.name, reason: .invalidTopic(topic, problem: problem), source: .pusher(channel: channel, event: event),
-                        payload: Array(data.utf8)))
+                deadLetter(.invalidTopic(topic, problem: problem))
                 continue
             }
             let payload: [UInt8]
@@ -166,6 +193,12 @@ public struct RuleTable: Sendable {
                         channel: channel, event: event, data: data, userID: userID, bridge: bridge, receivedAt: receivedAt)
                 }
                 payload = envelope ?? []
+            case .projection(let pointer):
+                guard let value = document?.value(at: pointer) else {
+                    deadLetter(.templateValueMissing(pointer: pointer.source, usage: "payload = \"json:\(pointer.source)\""))
+                    continue
+                }
+                payload = Array(value.projectionText.utf8)
             }
             var properties: [MQTTUserProperty] = []
             if userProperties {
