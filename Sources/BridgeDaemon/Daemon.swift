@@ -52,6 +52,7 @@ public final class Daemon: Sendable {
         self.environment = environment
         self.notifier = notifier
         self.metrics = metrics
+        _ = metrics.errors(bridge: "", kind: "reload")  // in the first scrape, before a reload fails
         self.logger = logger
         self.onMetricsListening = onMetricsListening
         self.configCheck = configCheck

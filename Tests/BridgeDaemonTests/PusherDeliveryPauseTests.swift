@@ -26,8 +26,8 @@ struct PusherDeliveryPauseTests {
     func noWaitWhenRunning() async {
         let pause = PusherDeliveryPause()
         let start = ContinuousClock.now
-        await pause.waitWhilePaused(upTo: .seconds(30))
-        #expect(ContinuousClock.now - start < .seconds(1))
+        await pause.waitWhilePaused(upTo: .seconds(3600))
+        #expect(ContinuousClock.now - start < .seconds(120))
     }
 
     @Test("a waiting lane is woken by another lane's accepted batch long before the cap")
@@ -35,11 +35,13 @@ struct PusherDeliveryPauseTests {
         let pause = PusherDeliveryPause(checkInterval: .milliseconds(10))
         _ = pause.refused(reason: "403", now: .now)
         let start = ContinuousClock.now
-        async let waited: Void = pause.waitWhilePaused(upTo: .seconds(30))
+        // A cap of an hour: only the resume can end the wait within the bound, even on a machine
+        // so loaded that the test's own wake-ups take seconds (seen in the full parallel run).
+        async let waited: Void = pause.waitWhilePaused(upTo: .seconds(3600))
         try? await Task.sleep(for: .milliseconds(50))
         _ = pause.accepted(now: .now)
         await waited
-        #expect(ContinuousClock.now - start < .seconds(5))
+        #expect(ContinuousClock.now - start < .seconds(120))
     }
 
     @Test("a waiting lane tries again at the cap when nothing resumes, or when the bridge stops")
@@ -50,10 +52,10 @@ struct PusherDeliveryPauseTests {
         await pause.waitWhilePaused(upTo: .milliseconds(100))
         let waited = ContinuousClock.now - start
         #expect(waited >= .milliseconds(100))
-        #expect(waited < .seconds(5))
+        #expect(waited < .seconds(120))
         let stopStart = ContinuousClock.now
-        await pause.waitWhilePaused(upTo: .seconds(30), stop: { true })
-        #expect(ContinuousClock.now - stopStart < .seconds(1))
+        await pause.waitWhilePaused(upTo: .seconds(3600), stop: { true })
+        #expect(ContinuousClock.now - stopStart < .seconds(120))
         #expect(pause.reason == "403", "the wait ends, the pause stays")
     }
 

@@ -129,3 +129,69 @@ import Testing
                 == #"{"channel":"presence-x","event":"pusher:member_removed","user_id":"a"}"#)
     }
 }
+
+/// Every labelled metric family has its zero series from the first scrape (docs/contract.md §5.7).
+@Suite("Metrics: zero series")
+struct ZeroSeriesTests {
+    @Test func everyFamilyAndRuleOutcomeIsInTheFirstScrape() throws {
+        let text = """
+            [[bridge]]
+            name = "f"
+            [bridge.pusher]
+            key = "k"
+            app_id = "1"
+            secret = "s"
+            [bridge.mqtt]
+            host = "127.0.0.1"
+            [[bridge.rule]]
+            name = "hot"
+            from = "mqtt"
+            topic = "t/+"
+            channel = "c-{1}"
+            event = "e"
+            where = "/t > 1"
+            throttle = "1s"
+            [[bridge.rule]]
+            name = "p"
+            from = "pusher"
+            channel = "c"
+            topic = "x/{event}"
+            on_change = true
+            """
+        let settings = try #require(
+            ConfigLoader.parse(text, file: "b.conf", environment: .init(variables: [:], readFile: { _ in nil }, fileExists: { _ in false }))
+                .bridges.first)
+        let metrics = BridgeMetrics()
+        metrics.registerZeroSeries(for: settings)
+        let scrape = String(decoding: metrics.render(), as: UTF8.self)
+        for needle in [
+            #"pusher_mqtt_bridge_reconnects_total{bridge="f",side="pusher"} 0"#,
+            #"pusher_mqtt_bridge_reconnects_total{bridge="f",side="mqtt"} 0"#,
+            #"pusher_mqtt_bridge_connection_up{bridge="f",side="mqtt"} 0"#,
+            #"pusher_mqtt_bridge_buffered_messages{bridge="f",direction="mqtt_to_pusher"} 0"#,
+            #"pusher_mqtt_bridge_errors_total{bridge="f",kind="spool"} 0"#,
+            #"pusher_mqtt_bridge_messages_total{bridge="f",rule="hot",direction="mqtt_to_pusher",outcome="filtered"} 0"#,
+            #"pusher_mqtt_bridge_messages_total{bridge="f",rule="hot",direction="mqtt_to_pusher",outcome="coalesced"} 0"#,
+            #"pusher_mqtt_bridge_messages_total{bridge="f",rule="p",direction="pusher_to_mqtt",outcome="unchanged"} 0"#,
+            #"pusher_mqtt_bridge_messages_total{bridge="f",rule="p",direction="pusher_to_mqtt",outcome="delivered"} 0"#,
+            #"pusher_mqtt_bridge_messages_total{bridge="f",rule="",direction="pusher_to_mqtt",outcome="unmatched"} 0"#,
+            #"pusher_mqtt_bridge_throttle_targets{bridge="f",rule="hot"} 0"#,
+        ] {
+            #expect(scrape.contains(needle), "missing \(needle)")
+        }
+        #expect(!scrape.contains(#"rule="p",direction="pusher_to_mqtt",outcome="coalesced""#))
+    }
+
+    @Test func everyErrorKindUsedInTheDaemonIsRegistered() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let directory = root.appendingPathComponent("Sources/BridgeDaemon")
+        let files = try #require(FileManager.default.enumerator(atPath: directory.path)).compactMap { $0 as? String }
+        var kinds = Set<String>()
+        for file in files where file.hasSuffix(".swift") {
+            let source = try String(contentsOf: directory.appendingPathComponent(file), encoding: .utf8)
+            for match in source.matches(of: /errors\(bridge: name, kind: "([a-z_]+)"\)/) { kinds.insert(String(match.1)) }
+        }
+        #expect(!kinds.isEmpty)
+        #expect(kinds.isSubset(of: Set(BridgeMetrics.errorKinds)), "not registered: \(kinds.subtracting(BridgeMetrics.errorKinds))")
+    }
+}

@@ -16,7 +16,14 @@ extension BridgeStateMachine {
             return
         }
         let millis = receivedAt.millisecondsSince1970
-        for publish in routing.publishes { actions.append(.enqueueToMQTT(publish, receivedAtMillis: millis)) }
+        for rule in routing.filtered { actions.append(.count(rule: rule, direction: .pusherToMQTT, outcome: .filtered, by: 1)) }
+        for publish in routing.publishes {
+            if shaping.toMQTT.isEmpty {
+                actions.append(.enqueueToMQTT(publish, receivedAtMillis: millis))
+            } else {
+                shape(publish, receivedAtMillis: millis, now: now, into: &actions)
+            }
+        }
         for letter in routing.deadLetters {
             deadLettered(letter, direction: .pusherToMQTT, receivedAtMillis: millis, now: now, into: &actions)
         }
@@ -73,7 +80,14 @@ extension BridgeStateMachine {
         for skipped in routing.skipped {
             actions.append(.count(rule: skipped.rule, direction: .mqttToPusher, outcome: .suppressed, by: 1))
         }
-        for event in routing.events { actions.append(.enqueueToPusher(event, receivedAtMillis: millis)) }
+        for rule in routing.filtered { actions.append(.count(rule: rule, direction: .mqttToPusher, outcome: .filtered, by: 1)) }
+        for event in routing.events {
+            if shaping.toPusher.isEmpty {
+                actions.append(.enqueueToPusher(event, receivedAtMillis: millis))
+            } else {
+                shape(event, receivedAtMillis: millis, now: now, into: &actions)
+            }
+        }
         for letter in routing.deadLetters {
             deadLettered(letter, direction: .mqttToPusher, receivedAtMillis: millis, now: now, into: &actions)
         }

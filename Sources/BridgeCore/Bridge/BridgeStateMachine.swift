@@ -46,6 +46,11 @@ public struct BridgeStateMachine<Instant: InstantProtocol>: Sendable where Insta
         case subscribeTopicFilter(MQTTSubscription)
         /// Unsubscribe this MQTT filter.
         case unsubscribeTopicFilter(String)
+        /// A `throttle` began holding a message: the release timer must wake by
+        /// ``nextShapingDeadline``.
+        case shapingHeld
+        /// A rule's `max_targets` was reached: a message of a new target went out unshaped (counted).
+        case shapingTargetsFull(rule: String, direction: MessageDirection)
     }
 
     /// The bridge's settings (the rules part changes on reload; the rest restarts the bridge).
@@ -58,6 +63,7 @@ public struct BridgeStateMachine<Instant: InstantProtocol>: Sendable where Insta
     public private(set) var isStopping = false
 
     var mirrors: [String: PresenceMirror] = [:]
+    var shaping: RuleShaping<Instant>
     var inbound: InboundMQTTFilter<Instant>
     var pusherConnectedOnce = false
     var mqttConnectedOnce = false
@@ -72,6 +78,7 @@ public struct BridgeStateMachine<Instant: InstantProtocol>: Sendable where Insta
     public init(settings: BridgeSettings) {
         self.settings = settings
         rules = RuleTable(bridge: settings)
+        shaping = RuleShaping(settings: settings)
         inbound = InboundMQTTFilter(guardsAgainstEchoes: settings.mqtt.protocolVersion == .v311)
         for rule in settings.presence {
             mirrors[rule.channel] = PresenceMirror(rule: rule, ownUserID: settings.ownPresenceUserID)
@@ -89,8 +96,12 @@ public struct BridgeStateMachine<Instant: InstantProtocol>: Sendable where Insta
     /// A reload changed only rules or presence mirrors: swap them in, keeping the connections.
     /// Mirrors whose rule is unchanged keep their members; removed mirrors clear what they
     /// published; channels and filters no longer needed are left, new ones subscribed.
-    public mutating func rulesReplaced(by new: BridgeSettings, receivedAtMillis: Int64) -> [Action] {
+    /// Messages held by a rule whose `throttle`/`on_change` changed or went away are released at
+    /// once (`now`); shapers of unchanged rules keep what they hold.
+    public mutating func rulesReplaced(by new: BridgeSettings, receivedAtMillis: Int64, now: Instant) -> [Action] {
         var actions: [Action] = []
+        var retired = shaping.replace(with: RuleShaping(settings: new))
+        release(&retired, now: now.advanced(by: .seconds(86_400 * 365)), into: &actions)
         var kept: [String: PresenceMirror] = [:]
         for rule in new.presence {
             if let existing = mirrors.removeValue(forKey: rule.channel), existing.rule == rule {

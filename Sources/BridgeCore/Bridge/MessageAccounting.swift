@@ -18,6 +18,12 @@ public enum MessageOutcome: String, Sendable, Hashable {
     case suppressed
     /// Matched no rule's filter (counted per bridge with `rule=""`).
     case unmatched
+    /// Matched a rule whose `where` did not match the payload (docs/contract.md §7.3).
+    case filtered
+    /// Replaced by a later message of its target within a `throttle` interval (§7.3).
+    case coalesced
+    /// Equal to the last payload forwarded for its target, under `on_change` (§7.3).
+    case unchanged
 }
 
 /// Which connection of a bridge (the `side` label of the connection metrics).

@@ -76,6 +76,58 @@ public final class BridgeMetrics: Sendable {
         gauge("pusher_mqtt_bridge_connection_up", [("bridge", bridge), ("side", side.rawValue)])
     }
 
+    /// `pusher_mqtt_bridge_throttle_targets{bridge,rule}`: targets a rule with `throttle` or
+    /// `on_change` remembers (docs/contract.md §7.3).
+    public func throttleTargets(bridge: String, rule: String) -> CoreMetrics.Gauge {
+        gauge("pusher_mqtt_bridge_throttle_targets", [("bridge", bridge), ("rule", rule)])
+    }
+
+    /// `pusher_mqtt_bridge_throttle_targets_full_total{bridge,rule}`: messages of a new target sent
+    /// unshaped because the rule already remembers `max_targets` targets.
+    public func throttleTargetsFull(bridge: String, rule: String) -> CoreMetrics.Counter {
+        counter("pusher_mqtt_bridge_throttle_targets_full_total", [("bridge", bridge), ("rule", rule)])
+    }
+
+    /// The `kind`s of `errors_total` a bridge counts (a test checks that every `kind:` used in
+    /// Sources/BridgeDaemon is listed here, so none appears late).
+    public static let errorKinds = ["pusher", "pusher_http", "mqtt_publish", "subscribe", "subscription", "spool", "start"]
+
+    /// Creates every series `bridge` can count, at zero, so that each labelled family is in the
+    /// first scrape and `increase()`/alerts see the first event (docs/contract.md §5.7): both
+    /// sides' connection and reconnect series, both buffers, every error kind, and for each rule
+    /// the outcomes it can have (`filtered` with `where`, `coalesced` with `throttle`,
+    /// `unchanged` with `on_change`), plus the per-bridge `unmatched` and `suppressed` series.
+    /// Called at start and after a reload (new rules get their series; old ones stay).
+    public func registerZeroSeries(for bridge: BridgeSettings) {
+        let name = bridge.name
+        for side in [Side.pusher, .mqtt] {
+            _ = reconnects(bridge: name, side: side)
+            connectionUp(bridge: name, side: side).record(0)
+        }
+        for direction in [Direction.pusherToMQTT, .mqttToPusher] {
+            buffered(bridge: name, direction: direction).record(0)
+            _ = messages(bridge: name, rule: "", direction: direction, outcome: .unmatched)
+        }
+        _ = messages(bridge: name, rule: "", direction: .mqttToPusher, outcome: .suppressed)
+        for kind in Self.errorKinds { _ = errors(bridge: name, kind: kind) }
+        func rule(_ rule: String, _ direction: Direction, _ conditions: PayloadConditions, extra: [Outcome] = []) {
+            var outcomes: [Outcome] = [.delivered, .deadLettered, .dropped] + extra
+            if conditions.condition != nil { outcomes.append(.filtered) }
+            if conditions.throttle != nil { outcomes.append(.coalesced) }
+            if conditions.onChange { outcomes.append(.unchanged) }
+            for outcome in outcomes { _ = messages(bridge: name, rule: rule, direction: direction, outcome: outcome) }
+            if conditions.shapesRate {
+                _ = throttleTargetsFull(bridge: name, rule: rule)
+                throttleTargets(bridge: name, rule: rule).record(0)
+            }
+        }
+        for mqttRule in bridge.mqttToPusherRules { rule(mqttRule.name, .mqttToPusher, mqttRule.conditions, extra: [.suppressed]) }
+        for pusherRule in bridge.pusherToMQTTRules { rule(pusherRule.name, .pusherToMQTT, pusherRule.conditions) }
+        if !bridge.presence.isEmpty {
+            rule(BridgeStateMachine<ContinuousClock.Instant>.presenceRule, .pusherToMQTT, .none)
+        }
+    }
+
     /// Records one end-to-end delivery time into `pusher_mqtt_bridge_delivery_seconds`.
     public func recordDelivery(_ duration: Duration) {
         deliveryTimer.recordNanoseconds(

@@ -59,7 +59,7 @@ extension BridgeRuntime {
                 logger.debug("status not published", metadata: ["error": "\(error)", "status": "\(payload)"])
             }
         case .enqueueToMQTT, .enqueueToPusher, .count, .logDeadLetter, .logDropped, .connectionChanged, .subscribeChannel,
-            .unsubscribeChannel:
+            .unsubscribeChannel, .shapingHeld, .shapingTargetsFull:
             execute(command)
         }
     }
@@ -73,7 +73,33 @@ extension BridgeRuntime {
             await toPusher.sync()
             metrics.buffered(bridge: name, direction: .pusherToMQTT).record(toMQTT.pending)
             metrics.buffered(bridge: name, direction: .mqttToPusher).record(toPusher.pending)
+            for (rule, count) in machine.withLock({ $0.shapingTargetCounts }) {
+                metrics.throttleTargets(bridge: name, rule: rule).record(count)
+            }
             try? await Task.sleep(for: .seconds(1))
+        }
+    }
+
+    /// Releases what `throttle` holds at the end of each interval (docs/contract.md §7.3). Sleeps
+    /// until the next deadline, but never longer than the shortest `throttle` while something is
+    /// held (a message held meanwhile by a faster rule is never due sooner than that); with
+    /// nothing held it waits for ``shapingWake``.
+    func releaseThrottled() async {
+        var wakes = shapingWake.stream.makeAsyncIterator()
+        while !Task.isCancelled {
+            let (deadline, shortest) = machine.withLock { ($0.nextShapingDeadline, $0.shortestThrottle) }
+            guard let deadline, let shortest else {
+                guard await wakes.next() != nil else { return }
+                continue
+            }
+            let now = ContinuousClock.now
+            if deadline > now {
+                try? await Task.sleep(until: min(deadline, now + shortest), tolerance: .milliseconds(1))
+                continue
+            }
+            var actions: [Action] = []
+            machine.withLock { $0.shapingTimerFired(now: now, into: &actions) }
+            execute(actions)
         }
     }
 }

@@ -50,6 +50,8 @@ final class BridgeRuntime: Service, Sendable {
     /// Commands that await the clients (subscribe, unsubscribe, status): run by ``runCommands()``.
     let commands = AsyncStream.makeStream(of: BridgeStateMachine<ContinuousClock.Instant>.Action.self)
     private let finished = AsyncStream.makeStream(of: Void.self)
+    /// Wakes the release timer of `throttle` (``releaseThrottled()``) when a message is held.
+    let shapingWake = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     /// Lanes for MQTT → Pusher delivery; a channel always maps to the same lane.
     static let laneCount = 8
 
@@ -76,6 +78,7 @@ final class BridgeRuntime: Service, Sendable {
             name: MessageDirection.mqttToPusher.rawValue, limits: limits, overflow: settings.buffer.overflow,
             spoolDirectory: spool(.mqttToPusher), logger: logger)
         machine = Locked(BridgeStateMachine(settings: settings))
+        metrics.registerZeroSeries(for: settings)
     }
 
     // MARK: Status
@@ -106,6 +109,7 @@ final class BridgeRuntime: Service, Sendable {
             group.addTask { await self.sendToPusher() }
             group.addTask { await self.runCommands() }
             group.addTask { await self.housekeeping() }
+            group.addTask { await self.releaseThrottled() }
             group.addTask {
                 // Cancellation (the bridge finished) throws here; a graceful shutdown drains.
                 guard (try? await gracefulShutdown()) != nil else { return }
@@ -130,6 +134,11 @@ final class BridgeRuntime: Service, Sendable {
         guard machine.withLock({ $0.stopRequested() }) else { return }
         let deadline = ContinuousClock.now + grace
         pusher.disconnect()
+        // What a `throttle` holds goes out now rather than waiting for its interval.
+        var held: [Action] = []
+        let now = ContinuousClock.now
+        machine.withLock { $0.releaseAllShaped(now: now, into: &held) }
+        execute(held)
         toMQTT.close()
         // Drain what is buffered while the MQTT connection and the HTTP API are still there.
         try? await withDeadline(deadline) {
@@ -159,7 +168,9 @@ final class BridgeRuntime: Service, Sendable {
     /// `[[bridge.rule]]` / `[[bridge.presence]]` changes).
     func applyRules(_ settings: BridgeSettings) {
         let receivedAt = UTCTimestamp.now().millisecondsSince1970
-        execute(machine.withLock { $0.rulesReplaced(by: settings, receivedAtMillis: receivedAt) })
+        let now = ContinuousClock.now
+        metrics.registerZeroSeries(for: settings)
+        execute(machine.withLock { $0.rulesReplaced(by: settings, receivedAtMillis: receivedAt, now: now) })
     }
 
     // MARK: Carrying out the machine's actions
@@ -204,6 +215,10 @@ final class BridgeRuntime: Service, Sendable {
             pusher.unsubscribe(channel)
         case .publishStatus, .subscribeTopicFilter, .unsubscribeTopicFilter:
             commands.continuation.yield(action)
+        case .shapingHeld:
+            shapingWake.continuation.yield()
+        case .shapingTargetsFull(let rule, _):
+            metrics.throttleTargetsFull(bridge: name, rule: rule).increment()
         }
     }
 

@@ -315,7 +315,7 @@ struct BridgeStateMachineTests {
                 channel = "sensor-{1}"
                 event = "temperature"
                 """)
-        let actions = machine.rulesReplaced(by: new, receivedAtMillis: millis)
+        let actions = machine.rulesReplaced(by: new, receivedAtMillis: millis, now: t0)
         #expect(actions.contains(.unsubscribeChannel("market-data")))
         #expect(actions.contains(.unsubscribeChannel("presence-lobby")))
         #expect(actions.contains(.subscribeChannel("trades")))
