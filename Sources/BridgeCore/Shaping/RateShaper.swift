@@ -1,5 +1,3 @@
-import DequeModule
-
 /// Per-target rate shaping of one rule (docs/contract.md §7.3): `throttle` and `on_change`.
 ///
 /// A *target* is what the rule renders a message to: the channel and event for MQTT → Pusher,
@@ -17,9 +15,10 @@ import DequeModule
 ///
 /// Both lose messages by design. Nothing is ever dropped for want of memory: targets are
 /// remembered up to `maxTargets`; a new target beyond that is forwarded unshaped. A target with
-/// nothing held and no message for max(`throttle`, 10 min) is forgotten (lazily, O(1) amortised
-/// per call). For `on_change` a payload of up to 32 bytes is kept as is, a longer one as a
-/// 128-bit ``MessageDigest``.
+/// nothing held and no message for max(`throttle`, 10 min) is forgotten at the next call (targets
+/// are kept in the order of their last message, so this is O(1) amortised per call, never a scan).
+/// For `on_change` a payload of up to 32 bytes is kept as is, a longer one as a 128-bit
+/// ``MessageDigest``.
 ///
 /// Call ``due(now:)`` before ``offer(_:target:payload:now:)`` at the same instant: a message
 /// offered after its target's interval ended but before `due` ran replaces the held one
@@ -84,9 +83,8 @@ public struct RateShaper<Instant: InstantProtocol, Message: Sendable>: Sendable 
         var lastSeen: Instant
     }
 
-    private var targets: [String: TargetState] = [:]
-    /// Every remembered target once, in roughly the order it was last checked for expiry.
-    private var expiry: Deque<(target: String, since: Instant)> = []
+    /// The remembered targets, in the order of their last message.
+    private var targets = RecencyList<String, TargetState>()
     /// Targets with a held message, by the end of their interval.
     private var intervals = DeadlineQueue<Instant, String>()
 
@@ -115,7 +113,6 @@ public struct RateShaper<Instant: InstantProtocol, Message: Sendable>: Sendable 
         let fingerprint = settings.onChange ? PayloadFingerprint(payload) : nil
         guard var state = targets[target] else {
             guard targets.count < settings.maxTargets else { return .forwardUnshaped(message) }
-            expiry.append((target: target, since: now))
             return firstOffer(message, target: target, fingerprint: fingerprint, now: now)
         }
         state.lastSeen = now
@@ -124,22 +121,22 @@ public struct RateShaper<Instant: InstantProtocol, Message: Sendable>: Sendable 
                 held.message = message
                 held.fingerprint = fingerprint
                 state.held = held
-                targets[target] = state
+                targets.touch(target, state)
                 return .held(coalesced: 1)
             }
             let end = now.advanced(by: throttle)
             state.held = Held(message: message, fingerprint: fingerprint)
             intervals.push(target, at: end)
-            targets[target] = state
+            targets.touch(target, state)
             return .held(coalesced: 0)
         }
         // on_change alone.
         if let fingerprint, state.lastForwarded == fingerprint {
-            targets[target] = state
+            targets.touch(target, state)
             return .unchanged
         }
         state.lastForwarded = fingerprint
-        targets[target] = state
+        targets.touch(target, state)
         return .forward(message)
     }
 
@@ -157,7 +154,7 @@ public struct RateShaper<Instant: InstantProtocol, Message: Sendable>: Sendable 
                 state.lastForwarded = held.fingerprint
                 releases.append(Release(target: entry.key, message: held.message))
             }
-            targets[entry.key] = state
+            targets.update(entry.key, state)
         }
         forgetQuietTargets(now: now)
         return (releases, unchanged)
@@ -166,28 +163,20 @@ public struct RateShaper<Instant: InstantProtocol, Message: Sendable>: Sendable 
     private mutating func firstOffer(_ message: Message, target: String, fingerprint: PayloadFingerprint?, now: Instant) -> Offer {
         if let throttle = settings.throttle {
             let end = now.advanced(by: throttle)
-            targets[target] = TargetState(held: Held(message: message, fingerprint: fingerprint), lastForwarded: nil, lastSeen: now)
+            targets.touch(target, TargetState(held: Held(message: message, fingerprint: fingerprint), lastForwarded: nil, lastSeen: now))
             intervals.push(target, at: end)
             return .held(coalesced: 0)
         }
-        targets[target] = TargetState(held: nil, lastForwarded: fingerprint, lastSeen: now)
+        targets.touch(target, TargetState(held: nil, lastForwarded: fingerprint, lastSeen: now))
         return .forward(message)
     }
 
-    /// Forgets targets with nothing held whose last message is `memory` old. Each target has one
-    /// entry in `expiry`; an entry that comes due for a target still in use is put back at the
-    /// end, so the work is O(1) amortised per message and never a scan of every target.
+    /// Forgets targets with nothing held whose last message is `memory` old, oldest first. A held
+    /// message stops the sweep: its interval has ended, and ``due(now:)`` releases it first (it
+    /// runs before this sweep in `due`, so there it never stops early).
     private mutating func forgetQuietTargets(now: Instant) {
-        while let oldest = expiry.first, oldest.since.advanced(by: memory) <= now {
-            expiry.removeFirst()
-            guard let state = targets[oldest.target] else { continue }
-            if state.held != nil {
-                expiry.append((target: oldest.target, since: now))
-            } else if state.lastSeen.advanced(by: memory) <= now {
-                targets[oldest.target] = nil
-            } else {
-                expiry.append((target: oldest.target, since: state.lastSeen))
-            }
+        while let oldest = targets.oldest, oldest.value.held == nil, oldest.value.lastSeen.advanced(by: memory) <= now {
+            targets.removeOldest()
         }
     }
 }

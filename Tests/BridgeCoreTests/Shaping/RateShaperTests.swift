@@ -174,11 +174,29 @@ struct RateShaperTests {
         // No due call at the interval's end: the held message keeps the target alive.
         _ = shaper.offer(2, target: "u", payload: [], now: Self.at(2_000_000))
         #expect(shaper.targetCount == 2)
+        // Once released, "t" (quiet since 0) is forgotten; "u" still holds its message.
         #expect(shaper.due(now: Self.at(2_000_000)).releases.map(\.message) == [1])
+        #expect(shaper.targetCount == 1)
         #expect(shaper.due(now: Self.at(2_899_999)).releases.isEmpty)
-        #expect(shaper.targetCount == 2)
-        // "u" is released at the end of its interval; then both have been quiet for 900 s.
+        #expect(shaper.targetCount == 1)
+        // "u" is released at the end of its interval, when it has been quiet for 900 s.
         #expect(shaper.due(now: Self.at(2_900_000)).releases.map(\.message) == [2])
+        #expect(shaper.targetCount == 0)
+    }
+
+    @Test("every quiet target is forgotten exactly 10 min after its own last message, whatever the order of arrivals")
+    func expiryIsExactPerTarget() {
+        var shaper = Shaper(.init(throttle: nil, onChange: true))
+        _ = shaper.offer(1, target: "x", payload: [1], now: Self.at(0))
+        _ = shaper.offer(2, target: "y", payload: [1], now: Self.at(500_000))
+        _ = shaper.offer(3, target: "x", payload: [1], now: Self.at(550_000))
+        _ = shaper.due(now: Self.at(1_099_999))
+        #expect(shaper.targetCount == 2)
+        _ = shaper.due(now: Self.at(1_100_000))
+        #expect(shaper.targetCount == 1)
+        #expect(Self.verdict(shaper.offer(4, target: "y", payload: [1], now: Self.at(1_100_000))) == .forward(4))
+        #expect(Self.verdict(shaper.offer(5, target: "x", payload: [1], now: Self.at(1_149_999))) == .unchanged)
+        _ = shaper.due(now: Self.at(1_149_999 + 600_000))
         #expect(shaper.targetCount == 0)
     }
 
