@@ -8,7 +8,7 @@ import PusherProtocol
 /// A 403 from Pusher pauses every lane (``PusherDeliveryPause``) until a batch goes through.
 extension BridgeRuntime {
     /// Why MQTT → Pusher delivery is paused (Pusher answered 403), nil while it runs: `/readyz` and STATUS=.
-    var pusherDeliveryPauseReason: String? { PusherDeliveryPauses.reason(of: self) }
+    var pusherDeliveryPauseReason: String? { pusherPause.reason }
 
     /// Takes messages in bursts (up to 64 already received): one lock for the machine, and the
     /// burst's events reach the outbox, and its spool, with one lock and one write.
@@ -45,7 +45,6 @@ extension BridgeRuntime {
 
     /// Hands the outbox to per-channel lanes, each sending batches of up to 10 in order.
     func sendToPusher() async {
-        defer { PusherDeliveryPauses.forget(self) }
         let lanes = (0..<Self.laneCount).map { _ in LaneQueue<OutboxEntry<OutgoingPusher>>(capacity: 200) }
         await withTaskGroup(of: Void.self) { group in
             for lane in lanes {
@@ -71,7 +70,7 @@ extension BridgeRuntime {
 
     private func deliver(_ lane: LaneQueue<OutboxEntry<OutgoingPusher>>) async {
         var delivery = PusherBatchDelivery(policy: connection.reconnect)
-        let pause = PusherDeliveryPauses.of(self)
+        let pause = pusherPause
         let stopping = { self.machine.withLock { $0.isStopping } && lane.isFinished }
         while true {
             let batch = await lane.pop(max: PusherLimits.batchSize)

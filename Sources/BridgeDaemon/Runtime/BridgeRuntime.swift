@@ -50,6 +50,8 @@ final class BridgeRuntime: Service, Sendable {
     /// Commands that await the clients (subscribe, unsubscribe, status): run by ``runCommands()``.
     let commands = AsyncStream.makeStream(of: BridgeStateMachine<ContinuousClock.Instant>.Action.self)
     private let finished = AsyncStream.makeStream(of: Void.self)
+    /// The 403 pause shared by the MQTT → Pusher lanes (docs/contract.md §7.3).
+    let pusherPause = PusherDeliveryPause()
     /// Wakes the release timer of `throttle` (``releaseThrottled()``) when a message is held.
     let shapingWake = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     /// Lanes for MQTT → Pusher delivery; a channel always maps to the same lane.

@@ -70,29 +70,3 @@ final class PusherDeliveryPause: Sendable {
         }
     }
 }
-
-/// The pause of each running bridge, by the runtime's identity (a stored property on
-/// ``BridgeRuntime`` would do the same; the registry keeps this part in its own files).
-enum PusherDeliveryPauses {
-    private static let byRuntime = Locked<[ObjectIdentifier: PusherDeliveryPause]>([:])
-
-    /// The pause of `runtime`, made on first use.
-    static func of(_ runtime: BridgeRuntime) -> PusherDeliveryPause {
-        byRuntime.withLock { pauses in
-            if let pause = pauses[ObjectIdentifier(runtime)] { return pause }
-            let pause = PusherDeliveryPause()
-            pauses[ObjectIdentifier(runtime)] = pause
-            return pause
-        }
-    }
-
-    /// Why `runtime`'s MQTT → Pusher delivery is paused (nil: it is not).
-    static func reason(of runtime: BridgeRuntime) -> String? {
-        byRuntime.withLock { $0[ObjectIdentifier(runtime)] }?.reason
-    }
-
-    /// `runtime`'s delivery ended: forget its pause.
-    static func forget(_ runtime: BridgeRuntime) {
-        _ = byRuntime.withLock { $0.removeValue(forKey: ObjectIdentifier(runtime)) }
-    }
-}
