@@ -166,12 +166,36 @@ enum PayloadTargets {
         if valid != JSONTokenizer.isValid(payload) { violated("isJSON() differs from the tokenizer") }
         if !valid && found != nil { violated("a value \(String(describing: found)) in a payload that is not JSON") }
         if case .number(let text) = found, !JSONNumber.isValid(text) { violated("number text \(text.debugDescription)") }
+        checkPrefetch(pointer, payload)
 
         guard let root = try? JSONSerialization.jsonObject(with: Data(payload), options: .fragmentsAllowed) else { return 0 }
         guard valid, !hasEquivalentMemberNames(payload) else { return 0 }
         let expected = walk(root, reference[...])
         compare(found, expected, pointerText)
         return 0
+    }
+
+    /// One pass for several pointers (the pointer, its three longest prefixes, each with `/0` and `/x`
+    /// appended) finds what one pass each finds.
+    static func checkPrefetch(_ pointer: JSONPointer, _ payload: [UInt8]) {
+        var texts: [String] = []
+        let scalars = pointer.source.unicodeScalars
+        for index in scalars.indices where scalars[index] == "/" { texts.append(String(pointer.source[..<index])) }
+        texts.append(pointer.source)
+        // The last few prefixes are enough, and keep the target fast on long pointers.
+        texts = Array(texts.suffix(4))
+        texts += texts.flatMap { [$0 + "/0", $0 + "/x"] }
+        let pointers = texts.compactMap { try? JSONPointer.parse($0).get() }
+        if pointers.count != texts.count { violated("a prefix of \(pointer.source.debugDescription) is refused") }
+        var together = PayloadDocument(payload)
+        together.prefetch(pointers)
+        for each in pointers {
+            var alone = PayloadDocument(payload)
+            let expected = alone.value(at: each)
+            if together.value(at: each) != expected {
+                violated("prefetch finds something else than a lookup at \(each.source.debugDescription)")
+            }
+        }
     }
 
     /// RFC 6901 §3–§4 written out: `nil` when the text is not a pointer.
