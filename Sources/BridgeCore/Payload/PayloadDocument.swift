@@ -45,8 +45,10 @@ public enum JSONPointerValue: Sendable, Equatable {
 /// skipped token by token, and no tree is built. Where the pointer leads is remembered as a range
 /// of the bytes, and only the value finally found becomes a `String`. A member name that occurs
 /// twice in an object is selected by its *last* occurrence, so an object on the path is always
-/// read to its end. Results are cached per pointer for the document, so several rules or terms
-/// reading the same pointer pay once.
+/// read to its end, and a lookup costs one pass over the payload. ``prefetch(_:)`` resolves up
+/// to 64 pointers in one such pass (a `where` filter prefetches all of its pointers). Results are
+/// cached per pointer for the document, so several rules or terms reading the same pointer pay
+/// once.
 ///
 /// A payload that is not exactly one JSON document (trailing data, invalid UTF-8, nested deeper
 /// than `JSONTokenizer.maximumDepth`, …) has no values: every pointer finds nothing. The first
