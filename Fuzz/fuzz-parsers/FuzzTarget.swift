@@ -49,6 +49,14 @@ struct FuzzTarget {
                 name: "json",
                 summary: "the shared JSON tokenizer vs. its views (bridge validator, pusher-local parser, client scanner); re-encoding",
                 callback: { data, size in CoreTargets.json(Input(data, size)) }),
+            FuzzTarget(
+                name: "where",
+                summary: "payload filters: parse (columns, rewriting round trip), evaluate (explain, not, inverted negation)",
+                callback: { data, size in PayloadTargets.whereExpressions(Input(data, size)) }),
+            FuzzTarget(
+                name: "json-pointer",
+                summary: "JSON pointer syntax and lookups vs. RFC 6901 written out over Foundation's JSONSerialization",
+                callback: { data, size in PayloadTargets.jsonPointers(Input(data, size)) }),
         ]
     }
 

@@ -45,8 +45,10 @@ public enum JSONPointerValue: Sendable, Equatable {
 /// skipped token by token, and no tree is built. Where the pointer leads is remembered as a range
 /// of the bytes, and only the value finally found becomes a `String`. A member name that occurs
 /// twice in an object is selected by its *last* occurrence, so an object on the path is always
-/// read to its end. Results are cached per pointer for the document, so several rules or terms
-/// reading the same pointer pay once.
+/// read to its end, and a lookup costs one pass over the payload. ``prefetch(_:)`` resolves up
+/// to 64 pointers in one such pass (a `where` filter prefetches all of its pointers). Results are
+/// cached per pointer for the document, so several rules or terms reading the same pointer pay
+/// once.
 ///
 /// A payload that is not exactly one JSON document (trailing data, invalid UTF-8, nested deeper
 /// than `JSONTokenizer.maximumDepth`, …) has no values: every pointer finds nothing. The first
@@ -92,75 +94,127 @@ public struct PayloadDocument: Sendable {
     /// The value at `pointer`; `nil` when nothing is there or the payload is not (valid) JSON.
     public mutating func value(at pointer: JSONPointer) -> JSONPointerValue? {
         if validity == false { return nil }
-        for cached in cache where cached.pointer == pointer { return cached.value }
-        let value = lookUp(pointer)
-        cache.append(CachedValue(pointer: pointer, value: value))
-        return value
+        if let cached = cached(pointer) { return cached.value }
+        withUnsafePointer(to: pointer) { resolve(UnsafeBufferPointer(start: $0, count: 1)) }
+        return cached(pointer)?.value
     }
 
-    /// Walks the whole document once for `pointer`, recording whether it is valid JSON.
-    private mutating func lookUp(_ pointer: JSONPointer) -> JSONPointerValue? {
-        let outcome: Result<JSONPointerValue?, JSONSyntaxError> = bytes.withUnsafeBufferPointer { buffer in
-            var tokenizer = JSONTokenizer(buffer)
-            do throws(JSONSyntaxError) {
-                guard let first = try tokenizer.next() else { throw tokenizer.failure("empty document") }
-                let location = try Self.locate(pointer.steps[...], in: first, with: &tokenizer)
-                // The rest must be whitespace: this pass has then checked the whole document.
-                guard try tokenizer.next() == nil else { throw tokenizer.failure("unexpected data after the value") }
-                return .success(location.map { Self.value(at: $0, in: tokenizer) })
-            } catch {
-                return .failure(error)
+    /// Looks up every pointer of `pointers` that is not cached yet in one pass over the payload
+    /// (instead of one pass each); ``value(at:)`` then answers from the cache. A `where` filter
+    /// does this for all its pointers before it evaluates.
+    public mutating func prefetch(_ pointers: [JSONPointer]) {
+        if validity == false { return }
+        pointers.withUnsafeBufferPointer { all in
+            var start = 0
+            while start < all.count {
+                // At most 64 pointers a pass: the walk tracks them as the bits of one word.
+                let end = min(start + 64, all.count)
+                resolve(UnsafeBufferPointer(rebasing: all[start..<end]))
+                start = end
             }
         }
-        switch outcome {
-        case .success(let value):
-            validity = true
-            return value
-        case .failure:
-            validity = false
-            return nil
-        }
     }
 
-    /// Reads the value that `first` (just returned by the tokenizer) starts, all of it, and returns
-    /// where `steps` lead inside it. Recursion is bounded by the document's nesting, which the
-    /// tokenizer limits.
-    private static func locate(
-        _ steps: ArraySlice<JSONPointer.Step>, in first: JSONToken, with tokenizer: inout JSONTokenizer
-    ) throws(JSONSyntaxError) -> Location? {
-        guard let step = steps.first else {
-            return Location(first: first, range: try tokenizer.skipValue(startingWith: first))
+    /// The cache entry for `pointer`.
+    private func cached(_ pointer: JSONPointer) -> CachedValue? {
+        for cached in cache where cached.pointer == pointer { return cached }
+        return nil
+    }
+
+    /// Walks the whole document once for those of `pointers` (at most 64) that are not cached,
+    /// caching what they find and whether the document is valid JSON. Allocates only the values
+    /// found and the cache's entries.
+    private mutating func resolve(_ pointers: UnsafeBufferPointer<JSONPointer>) {
+        var wanted: UInt64 = 0
+        for (offset, pointer) in pointers.enumerated() where cached(pointer) == nil && !pointers.prefix(offset).contains(pointer) {
+            wanted |= 1 << UInt64(offset)
         }
-        let rest = steps.dropFirst()
-        var found: Location?
-        switch first.kind {
-        case .beginObject:
-            while true {
-                let name = try nextToken(&tokenizer)
-                if name.kind == .endObject { return found }
-                let value = try nextToken(&tokenizer)
-                if memberName(name, in: tokenizer.bytes, equals: step.name) {
-                    // A later member of the same name replaces this one (the last one wins).
-                    found = try locate(rest, in: value, with: &tokenizer)
-                } else {
-                    _ = try tokenizer.skipValue(startingWith: value)
+        guard wanted != 0 else { return }
+        let bytes = self.bytes
+        var valid = true
+        withUnsafeTemporaryAllocation(of: Location?.self, capacity: pointers.count) { found in
+            found.initialize(repeating: nil)
+            bytes.withUnsafeBufferPointer { buffer in
+                var tokenizer = JSONTokenizer(buffer)
+                do throws(JSONSyntaxError) {
+                    guard let first = try tokenizer.next() else { throw tokenizer.failure("empty document") }
+                    try Self.locate(pointers, wanted, depth: 0, in: first, with: &tokenizer, found: found)
+                    // The rest must be whitespace: this pass has then checked the whole document.
+                    guard try tokenizer.next() == nil else { throw tokenizer.failure("unexpected data after the value") }
+                    for offset in pointers.indices where wanted & (1 << UInt64(offset)) != 0 {
+                        let value = found[offset].map { Self.value(at: $0, in: tokenizer) }
+                        cache.append(CachedValue(pointer: pointers[offset], value: value))
+                    }
+                } catch {
+                    valid = false
                 }
             }
-        case .beginArray:
+        }
+        validity = valid
+        if !valid { cache.removeAll() }
+    }
+
+    /// Reads the value that `first` (just returned by the tokenizer) starts, all of it, and records
+    /// in `found` where each pointer of `active` (bits, indexes into `pointers`) leads inside it,
+    /// given that their first `depth` steps led here. Recursion is bounded by the document's
+    /// nesting, which the tokenizer limits.
+    private static func locate(
+        _ pointers: UnsafeBufferPointer<JSONPointer>, _ active: UInt64, depth: Int, in first: JSONToken,
+        with tokenizer: inout JSONTokenizer, found: UnsafeMutableBufferPointer<Location?>
+    ) throws(JSONSyntaxError) {
+        var ending: UInt64 = 0
+        var descending: UInt64 = 0
+        for index in pointers.indices where active & (1 << UInt64(index)) != 0 {
+            if pointers[index].steps.count == depth { ending |= 1 << UInt64(index) } else { descending |= 1 << UInt64(index) }
+        }
+        var range = first.range
+        switch first.kind {
+        case .beginObject where descending != 0:
+            while true {
+                let name = try nextToken(&tokenizer)
+                if name.kind == .endObject {
+                    range = first.range.lowerBound..<name.range.upperBound
+                    break
+                }
+                let value = try nextToken(&tokenizer)
+                var matching: UInt64 = 0
+                for index in pointers.indices where descending & (1 << UInt64(index)) != 0 {
+                    if memberName(name, in: tokenizer.bytes, equals: pointers[index].steps[depth].name) { matching |= 1 << UInt64(index) }
+                }
+                guard matching != 0 else {
+                    _ = try tokenizer.skipValue(startingWith: value)
+                    continue
+                }
+                // A later member of the same name replaces this one (the last one wins).
+                for index in pointers.indices where matching & (1 << UInt64(index)) != 0 { found[index] = nil }
+                try locate(pointers, matching, depth: depth + 1, in: value, with: &tokenizer, found: found)
+            }
+        case .beginArray where descending != 0:
             var position = 0
             while true {
                 let element = try nextToken(&tokenizer)
-                if element.kind == .endArray { return found }
-                if position == step.index {
-                    found = try locate(rest, in: element, with: &tokenizer)
+                if element.kind == .endArray {
+                    range = first.range.lowerBound..<element.range.upperBound
+                    break
+                }
+                var matching: UInt64 = 0
+                for index in pointers.indices where descending & (1 << UInt64(index)) != 0 && pointers[index].steps[depth].index == position
+                {
+                    matching |= 1 << UInt64(index)
+                }
+                if matching != 0 {
+                    try locate(pointers, matching, depth: depth + 1, in: element, with: &tokenizer, found: found)
                 } else {
                     _ = try tokenizer.skipValue(startingWith: element)
                 }
                 position += 1
             }
         default:
-            // A string, number or literal has no members; its one token is already read.
-            return nil
+            // Nothing descends, or a string, number or literal (no members; its token is read).
+            range = try tokenizer.skipValue(startingWith: first)
+        }
+        for index in pointers.indices where ending & (1 << UInt64(index)) != 0 {
+            found[index] = Location(first: first, range: range)
         }
     }
 

@@ -62,13 +62,18 @@ public struct WhereExpression: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// Whether `document` passes the filter. Allocates nothing beyond the document's own cache.
+    /// Whether `document` passes the filter. All the expression's pointers are looked up first,
+    /// in one pass over the payload (``PayloadDocument/prefetch(_:)``), which costs less than a
+    /// pass for each of them even when short-circuiting would skip some. Allocates nothing beyond
+    /// the document's cache and the values it holds.
     public func matches(_ document: inout PayloadDocument) -> Bool {
-        root.evaluate(&document)
+        document.prefetch(pointers)
+        return root.evaluate(&document)
     }
 
     /// The verdict with the term that decided it and the values read (for `route --payload`).
     public func explain(_ document: inout PayloadDocument) -> WhereVerdict {
+        document.prefetch(pointers)
         var readings: [PointerReading] = []
         let (matches, term) = root.explain(&document, readings: &readings)
         return WhereVerdict(matches: matches, decidingTerm: term.source, readings: readings)

@@ -205,4 +205,39 @@ struct PayloadDocumentTests {
         let json = #"{"reading": {"t" : 21.50 ,"u":"C"} }"#
         #expect(try value("/reading", in: json)?.projectionText == #"{"t" : 21.50 ,"u":"C"}"#)
     }
+
+    @Test func prefetchFindsWhatSingleLookupsFind() throws {
+        let json = #"{"a": {"b": [1, {"c": "x"}], "d": null}, "a": {"b": [2, {"c": "y"}]}, "e": true, "a/b": 3}"#
+        let texts = ["", "/a", "/a/b", "/a/b/0", "/a/b/1/c", "/a/d", "/e", "/a~1b", "/a/b/2", "/e/x", "/a", "/nope"]
+        let pointers = try texts.map { try JSONPointer.parse($0).get() }
+        var together = PayloadDocument(Array(json.utf8))
+        together.prefetch(pointers)
+        for pointer in pointers {
+            var alone = PayloadDocument(Array(json.utf8))
+            let expected = alone.value(at: pointer)
+            let found = together.value(at: pointer)
+            #expect(found == expected, "\(pointer)")
+        }
+        let lastWins = together.value(at: pointers[4])
+        #expect(lastWins == .string("y"))
+        let dropped = together.value(at: pointers[5])
+        #expect(dropped == nil)
+    }
+
+    @Test func prefetchOfManyPointersAndOfANonJSONPayload() throws {
+        let json = "[" + (0..<100).map(String.init).joined(separator: ",") + "]"
+        let pointers = try (0..<101).map { try JSONPointer.parse("/\($0)").get() }
+        var document = PayloadDocument(Array(json.utf8))
+        document.prefetch(pointers)
+        for (index, pointer) in pointers.enumerated() {
+            let found = document.value(at: pointer)
+            #expect(found == (index < 100 ? .number(String(index)) : nil))
+        }
+        var broken = PayloadDocument(Array((json + ",").utf8))
+        broken.prefetch(pointers)
+        let first = broken.value(at: pointers[0])
+        #expect(first == nil)
+        let isJSON = broken.isJSON()
+        #expect(!isJSON)
+    }
 }
