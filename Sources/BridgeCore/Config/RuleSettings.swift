@@ -10,6 +10,11 @@ public enum PayloadMode: Sendable, Equatable, CustomStringConvertible {
     /// (a message without it is dead-lettered).
     case projection(JSONPointer)
 
+    /// The pointer of a `json:` projection.
+    public var projectionPointer: JSONPointer? {
+        if case .projection(let pointer) = self { pointer } else { nil }
+    }
+
     /// The value as written in `bridges.conf`.
     public var description: String {
         switch self {

@@ -52,9 +52,3 @@ enum PayloadExplanation {
     }
 }
 
-extension PayloadMode {
-    /// The pointer of a `json:` projection.
-    var projectionPointer: JSONPointer? {
-        if case .projection(let pointer) = self { pointer } else { nil }
-    }
-}

@@ -25,6 +25,10 @@ public struct RuleTable: Sendable {
 
     private let trie: TopicTrie
     private let rulesByChannel: [String: [Int]]
+    /// Every JSON Pointer each rule reads (`where`, `{json:…}`, `json:` projection), by rule
+    /// index: looked up in one pass over the payload before the rule is evaluated.
+    private let mqttRulePointers: [[JSONPointer]]
+    private let pusherRulePointers: [[JSONPointer]]
 
     /// Compiles `bridge`'s rules.
     public init(bridge: BridgeSettings) {
@@ -39,6 +43,20 @@ public struct RuleTable: Sendable {
         var byChannel: [String: [Int]] = [:]
         for (index, rule) in pusherRules.enumerated() { byChannel[rule.channel, default: []].append(index) }
         self.rulesByChannel = byChannel
+        self.mqttRulePointers = mqttRules.map { rule in
+            Self.unique(
+                (rule.conditions.condition?.pointers ?? []) + rule.channel.jsonPointers + rule.event.jsonPointers
+                    + (rule.payload.projectionPointer.map { [$0] } ?? []))
+        }
+        self.pusherRulePointers = pusherRules.map { rule in
+            Self.unique(
+                (rule.conditions.condition?.pointers ?? []) + rule.topic.jsonPointers + (rule.payload.projectionPointer.map { [$0] } ?? []))
+        }
+    }
+
+    private static func unique(_ pointers: [JSONPointer]) -> [JSONPointer] {
+        var seen = Set<JSONPointer>()
+        return pointers.filter { seen.insert($0).inserted }
     }
 
     // MARK: MQTT → Pusher
@@ -69,7 +87,11 @@ public struct RuleTable: Sendable {
             func deadLetter(_ reason: DeadLetterReason) {
                 routing.deadLetters.append(DeadLetter(rule: rule.name, reason: reason, source: .mqtt(topic: topic), payload: payload))
             }
-            if rule.readsPayload, document == nil { document = PayloadDocument(payload) }
+            let pointers = mqttRulePointers[match.rule]
+            if !pointers.isEmpty {
+                if document == nil { document = PayloadDocument(payload) }
+                document!.prefetch(pointers)
+            }
             if let condition = rule.conditions.condition, !condition.matches(&document!) {
                 routing.filtered.append(rule.name)
                 continue
@@ -167,7 +189,11 @@ public struct RuleTable: Sendable {
                 routing.deadLetters.append(
                     DeadLetter(rule: rule.name, reason: reason, source: .pusher(channel: channel, event: event), payload: Array(data.utf8)))
             }
-            if rule.readsPayload, document == nil { document = PayloadDocument(Array(data.utf8)) }
+            let pointers = pusherRulePointers[index]
+            if !pointers.isEmpty {
+                if document == nil { document = PayloadDocument(Array(data.utf8)) }
+                document!.prefetch(pointers)
+            }
             if let condition = rule.conditions.condition, !condition.matches(&document!) {
                 routing.filtered.append(rule.name)
                 continue
