@@ -95,8 +95,11 @@ import Testing
             try await withRunningClient(client) { client in
                 client.connect()
                 let setup = try await collect(updates, "subscriptions and cache miss") { seen in
+                    // The presence update is a separate update from the channel's subscriptionSucceeded
+                    // and may come after it: wait for it too.
                     seen.filter { if case .subscriptionSucceeded = $0 { true } else { false } }.count == 5
                         && seen.contains { Self.isEvent($0, channel: "cache-prices", name: "pusher:cache_miss") }
+                        && seen.contains { if case .presence(.subscriptionSucceeded) = $0 { true } else { false } }
                 }
                 #expect(!setup.contains { if case .subscriptionFailed = $0 { true } else { false } })
                 let presence = setup.compactMap {

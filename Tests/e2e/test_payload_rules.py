@@ -45,6 +45,19 @@ def outcome(port: int, rule: str, outcome: str) -> float:
                and labels.get("outcome") == outcome)
 
 
+def books_balance(port: int) -> bool:
+    """received_total = the outcomes of messages_total + buffered_messages, per direction (§7.6)."""
+    samples = metrics(port)
+    for direction in ["pusher_to_mqtt", "mqtt_to_pusher"]:
+        received = sum(v for n, lb, v in samples if n == "pusher_mqtt_bridge_received_total" and lb.get("direction") == direction)
+        outcomes = sum(v for n, lb, v in samples if n == "pusher_mqtt_bridge_messages_total" and lb.get("direction") == direction)
+        buffered = sum(v for n, lb, v in samples if n == "pusher_mqtt_bridge_buffered_messages" and lb.get("direction") == direction)
+        if received != outcomes + buffered:
+            print(f"{direction}: received {received} != outcomes {outcomes} + buffered {buffered}")
+            return False
+    return True
+
+
 def start(pusher, broker, workdir, bridges, rules: str) -> int:
     port = free_port()
     config = bridge_config(pusher, broker, workdir, rules).replace('metrics = ""', f'metrics = "127.0.0.1:{port}"')
@@ -110,6 +123,7 @@ def test_zigbee2mqtt_recipe_throttles_a_50hz_burst_to_the_latest_per_second(push
     wait_until(lambda: any(v >= 1 for name, labels, v in metrics(port)
                            if name == "pusher_mqtt_bridge_throttle_targets" and labels.get("rule") == rule),
                5, 0.2, f"the throttle_targets gauge (was {throttle_targets})")
+    wait_until(lambda: books_balance(port), 5, 0.3, "received = outcomes + buffered")
     for listener in (kitchen, alerts, probe):
         listener.close()
 
@@ -134,6 +148,7 @@ def test_home_assistant_recipe_routes_by_payload_values(pusher, broker, workdir,
     assert letter["rule"] == "store-last-order"
     assert outcome(port, "store-last-order", "filtered") == 1
     assert outcome(port, "store-last-order", "dead_lettered") == 1
+    wait_until(lambda: books_balance(port), 5, 0.3, "received = outcomes + buffered")
     collector.close()
 
 
@@ -148,4 +163,5 @@ def test_report_by_exception_recipe_drops_repeats(pusher, broker, workdir, bridg
     time.sleep(0.5)
     assert [d for e, d in listener.received if e == "line1"] == ["ok", "fault", "ok"]
     assert outcome(port, "plant-status", "unchanged") == 4
+    wait_until(lambda: books_balance(port), 5, 0.3, "received = outcomes + buffered")
     listener.close()

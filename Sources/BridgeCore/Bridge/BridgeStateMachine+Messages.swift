@@ -12,9 +12,11 @@ extension BridgeStateMachine {
         guard !isStopping, !EventName.isProtocolEvent(event) else { return }
         let routing = rules.route(channel: channel, event: event, data: data, userID: userID, receivedAt: receivedAt)
         if routing.isUnmatched {
+            actions.append(.received(.pusherToMQTT, by: 1))
             actions.append(.count(rule: "", direction: .pusherToMQTT, outcome: .unmatched, by: 1))
             return
         }
+        actions.append(.received(.pusherToMQTT, by: routing.publishes.count + routing.deadLetters.count + routing.filtered.count))
         let millis = receivedAt.millisecondsSince1970
         for rule in routing.filtered { actions.append(.count(rule: rule, direction: .pusherToMQTT, outcome: .filtered, by: 1)) }
         for publish in routing.publishes {
@@ -63,6 +65,7 @@ extension BridgeStateMachine {
     ) {
         switch inbound.received(MessageDigest(topic: topic, payload: payload), qos: qos, now: now) {
         case .echo, .redelivery:
+            actions.append(.received(.mqttToPusher, by: 1))
             actions.append(.count(rule: "", direction: .mqttToPusher, outcome: .suppressed, by: 1))
             return
         case .new:
@@ -75,7 +78,11 @@ extension BridgeStateMachine {
         }
         let routing = rules.route(topic: topic, payload: payload, qos: qos, retain: retain, receivedAt: receivedAt)
         if routing.isUnmatched {
+            actions.append(.received(.mqttToPusher, by: 1))
             actions.append(.count(rule: "", direction: .mqttToPusher, outcome: .unmatched, by: 1))
+        } else {
+            let units = routing.events.count + routing.deadLetters.count + routing.skipped.count + routing.filtered.count
+            actions.append(.received(.mqttToPusher, by: units))
         }
         for skipped in routing.skipped {
             actions.append(.count(rule: skipped.rule, direction: .mqttToPusher, outcome: .suppressed, by: 1))
@@ -104,6 +111,8 @@ extension BridgeStateMachine {
         let (log, suppressed) = deadLetterLog.allow(now: now)
         if log { actions.append(.logDeadLetter(letter, suppressedLogs: suppressed)) }
         if let topic = settings.mqtt.deadLetterTopic {
+            // A new message for the broker: it comes in on the Pusher → MQTT side.
+            actions.append(.received(.pusherToMQTT, by: 1))
             let publish = MQTTPublish(rule: letter.rule, topic: topic, payload: letter.jsonPayload, qos: 1, retain: false)
             actions.append(.enqueueToMQTT(publish, receivedAtMillis: receivedAtMillis))
         }
@@ -132,6 +141,7 @@ extension BridgeStateMachine {
 
     /// A presence mirror's commands as Pusher → MQTT publishes, in order.
     func perform(_ commands: [PresenceMirror.Action], receivedAtMillis: Int64, into actions: inout [Action]) {
+        if !commands.isEmpty { actions.append(.received(.pusherToMQTT, by: commands.count)) }
         for command in commands {
             switch command {
             case .publishRetained(let topic, let payload, let qos):

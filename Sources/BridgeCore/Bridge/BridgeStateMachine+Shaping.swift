@@ -8,6 +8,14 @@ extension BridgeStateMachine {
     /// the runtime's release timer never needs to sleep longer than this while something is held.
     public var shortestThrottle: Duration? { shaping.shortestThrottle }
 
+    /// Messages a `throttle` holds for `direction` (they count as buffered).
+    public func heldMessages(_ direction: MessageDirection) -> Int {
+        switch direction {
+        case .pusherToMQTT: shaping.toMQTT.values.reduce(0) { $0 + $1.heldCount }
+        case .mqttToPusher: shaping.toPusher.values.reduce(0) { $0 + $1.heldCount }
+        }
+    }
+
     /// Targets each shaping rule remembers (the `throttle_targets` gauge), by rule.
     public var shapingTargetCounts: [String: Int] { shaping.targetCounts }
 

@@ -30,6 +30,10 @@ public struct BridgeStateMachine<Instant: InstantProtocol>: Sendable where Insta
         case enqueueToPusher(PusherEventPublish, receivedAtMillis: Int64)
         /// Add `by` to `messages_total{rule,direction,outcome}`.
         case count(rule: String, direction: MessageDirection, outcome: MessageOutcome, by: Int)
+        /// Add `by` to `received_total{direction}`: messages that came in, once per rule that took
+        /// each (once when none did), so that received = the outcomes + buffered at every scrape
+        /// (docs/contract.md §7.6).
+        case received(MessageDirection, by: Int)
         /// Log this dead letter; `suppressedLogs` similar lines were left out since the last one.
         case logDeadLetter(DeadLetter, suppressedLogs: Int)
         /// Log that the buffer dropped messages; `suppressedLogs` lines were left out since the last one.

@@ -55,6 +55,13 @@ public final class BridgeMetrics: Sendable {
         return made
     }
 
+    /// `pusher_mqtt_bridge_received_total{bridge,direction}`: messages that came in, once per rule
+    /// that took each (once when none did); at every scrape it equals the sum of the outcomes of
+    /// `messages_total` plus `buffered_messages` (docs/contract.md §7.6).
+    public func received(bridge: String, direction: Direction) -> CoreMetrics.Counter {
+        counter("pusher_mqtt_bridge_received_total", [("bridge", bridge), ("direction", direction.rawValue)])
+    }
+
     /// `pusher_mqtt_bridge_reconnects_total{bridge,side}`.
     public func reconnects(bridge: String, side: Side) -> CoreMetrics.Counter {
         counter("pusher_mqtt_bridge_reconnects_total", [("bridge", bridge), ("side", side.rawValue)])
@@ -106,6 +113,7 @@ public final class BridgeMetrics: Sendable {
         }
         for direction in [Direction.pusherToMQTT, .mqttToPusher] {
             buffered(bridge: name, direction: direction).record(0)
+            _ = received(bridge: name, direction: direction)
             _ = messages(bridge: name, rule: "", direction: direction, outcome: .unmatched)
         }
         _ = messages(bridge: name, rule: "", direction: .mqttToPusher, outcome: .suppressed)

@@ -59,7 +59,7 @@ extension BridgeRuntime {
                 logger.debug("status not published", metadata: ["error": "\(error)", "status": "\(payload)"])
             }
         case .enqueueToMQTT, .enqueueToPusher, .count, .logDeadLetter, .logDropped, .connectionChanged, .subscribeChannel,
-            .unsubscribeChannel, .shapingHeld, .shapingTargetsFull:
+            .unsubscribeChannel, .shapingHeld, .shapingTargetsFull, .received:
             execute(command)
         }
     }
@@ -71,8 +71,10 @@ extension BridgeRuntime {
             machine.withLock { $0.heartbeat(now: now) }
             await toMQTT.sync()
             await toPusher.sync()
-            metrics.buffered(bridge: name, direction: .pusherToMQTT).record(toMQTT.pending)
-            metrics.buffered(bridge: name, direction: .mqttToPusher).record(toPusher.pending)
+            // What a `throttle` holds waits in the bridge too (the identity of docs/contract.md §7.6).
+            let held = machine.withLock { ($0.heldMessages(.pusherToMQTT), $0.heldMessages(.mqttToPusher)) }
+            metrics.buffered(bridge: name, direction: .pusherToMQTT).record(toMQTT.pending + held.0)
+            metrics.buffered(bridge: name, direction: .mqttToPusher).record(toPusher.pending + held.1)
             for (rule, count) in machine.withLock({ $0.shapingTargetCounts }) {
                 metrics.throttleTargets(bridge: name, rule: rule).record(count)
             }

@@ -117,7 +117,8 @@ extension BridgeRuntime {
         }
         let now = UTCTimestamp.now().millisecondsSince1970
         for entry in batch {
-            toPusher.acknowledge(entry)
+            // An entry the overflow policy dropped while in flight was counted `dropped` already.
+            guard toPusher.acknowledge(entry) else { continue }
             metrics.messages(bridge: name, rule: entry.item.event.rule, direction: .mqttToPusher, outcome: .delivered).increment()
             metrics.recordDelivery(.milliseconds(max(0, now - entry.item.receivedAtMillis)))
         }
@@ -126,8 +127,10 @@ extension BridgeRuntime {
     private func deadLetter(_ batch: [OutboxEntry<OutgoingPusher>], reason: DeadLetterReason) {
         let now = ContinuousClock.now
         var actions: [Action] = []
+        // An entry the overflow policy dropped while in flight was counted `dropped` already.
+        let pending = batch.filter { toPusher.acknowledge($0) }
         machine.withLock { machine in
-            for entry in batch {
+            for entry in pending {
                 let event = entry.item.event
                 let letter = DeadLetter(
                     rule: event.rule, reason: reason, source: .pusher(channel: event.channel, event: event.event),
@@ -136,7 +139,6 @@ extension BridgeRuntime {
                     letter, direction: .mqttToPusher, receivedAtMillis: entry.item.receivedAtMillis, now: now, into: &actions)
             }
         }
-        for entry in batch { toPusher.acknowledge(entry) }
         execute(actions)
     }
 

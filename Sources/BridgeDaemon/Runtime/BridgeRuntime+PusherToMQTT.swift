@@ -138,7 +138,8 @@ extension BridgeRuntime {
                 metadata: ["mqtt.topic": "\(entry.item.publish.topic)", "error": "\(error)"])
             return
         }
-        toMQTT.acknowledge(entry)
+        // An entry the overflow policy dropped while in flight was counted `dropped` already.
+        guard toMQTT.acknowledge(entry) else { return }
         metrics.messages(bridge: name, rule: entry.item.publish.rule, direction: .pusherToMQTT, outcome: .delivered).increment()
         let now = UTCTimestamp.now().millisecondsSince1970
         metrics.recordDelivery(.milliseconds(max(0, now - entry.item.receivedAtMillis)))

@@ -1,4 +1,5 @@
 import BridgeCore
+import CoreMetrics
 import Durability
 import Locking
 import Logging
@@ -50,6 +51,9 @@ final class BridgeRuntime: Service, Sendable {
     /// Commands that await the clients (subscribe, unsubscribe, status): run by ``runCommands()``.
     let commands = AsyncStream.makeStream(of: BridgeStateMachine<ContinuousClock.Instant>.Action.self)
     private let finished = AsyncStream.makeStream(of: Void.self)
+    /// `received_total` of each direction, counted per message: kept instead of looked up.
+    let receivedToMQTT: CoreMetrics.Counter
+    let receivedToPusher: CoreMetrics.Counter
     /// The 403 pause shared by the MQTT → Pusher lanes (docs/contract.md §7.3).
     let pusherPause = PusherDeliveryPause()
     /// Wakes the release timer of `throttle` (``releaseThrottled()``) when a message is held.
@@ -81,6 +85,8 @@ final class BridgeRuntime: Service, Sendable {
             spoolDirectory: spool(.mqttToPusher), logger: logger)
         machine = Locked(BridgeStateMachine(settings: settings))
         metrics.registerZeroSeries(for: settings)
+        receivedToMQTT = metrics.received(bridge: settings.name, direction: .pusherToMQTT)
+        receivedToPusher = metrics.received(bridge: settings.name, direction: .mqttToPusher)
     }
 
     // MARK: Status
@@ -193,6 +199,8 @@ final class BridgeRuntime: Service, Sendable {
             account(admission, rule: event.rule, direction: .mqttToPusher)
         case .count(let rule, let direction, let outcome, let count):
             metrics.messages(bridge: name, rule: rule, direction: direction, outcome: outcome).increment(by: count)
+        case .received(let direction, let count):
+            (direction == .pusherToMQTT ? receivedToMQTT : receivedToPusher).increment(by: count)
         case .logDeadLetter(let letter, let suppressed):
             logger.warning(
                 "message dead-lettered",
@@ -233,7 +241,9 @@ final class BridgeRuntime: Service, Sendable {
             execute(actions)
         }
         if admission.spoolFailed {
+            // Not stored: the message is lost, and counted as such (docs/contract.md §7.6).
             metrics.errors(bridge: name, kind: "spool").increment()
+            metrics.messages(bridge: name, rule: rule, direction: direction, outcome: .dropped).increment()
         }
     }
 }

@@ -191,16 +191,23 @@ final class Outbox<Item: OutboxItem>: Sendable {
     private var isClosed: Bool { state.withLock { $0.closed } }
 
     /// The far side accepted this message (or it was dead-lettered): forget it, also on disk.
-    func acknowledge(_ entry: OutboxEntry<Item>) {
-        let drained = state.withLock { state in
-            do { _ = try state.backlog.acknowledge(entry.sequence) } catch {
+    ///
+    /// Returns false when the entry was no longer pending: the overflow policy dropped it while it
+    /// was in flight, and it was counted `dropped` then — the caller must not count it again
+    /// (docs/contract.md §7.6: every message has exactly one outcome).
+    @discardableResult
+    func acknowledge(_ entry: OutboxEntry<Item>) -> Bool {
+        let (pending, drained) = state.withLock { state in
+            var pending = true
+            do { pending = try state.backlog.acknowledge(entry.sequence) } catch {
                 logger.warning(
                     "spool acknowledgement failed; the message may be delivered again",
                     metadata: ["outbox": "\(name)", "error": "\(error)"])
             }
-            return state.takeEmptyWaitersIfDrained()
+            return (pending, state.takeEmptyWaitersIfDrained())
         }
         for waiter in drained { waiter.resume() }
+        return pending
     }
 
     /// Returns once every message was acknowledged (the backlog is empty), or when the task is

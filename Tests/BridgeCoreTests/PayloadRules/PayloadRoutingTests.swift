@@ -109,7 +109,10 @@ struct PayloadRoutingTests {
         machine.pusherEventReceived(
             channel: "alarms", event: "fire", data: #"{"level":1}"#, userID: nil, receivedAt: Fixture.time,
             now: TestInstant.at(milliseconds: 0), into: &actions)
-        #expect(actions == [.count(rule: "alarms", direction: .pusherToMQTT, outcome: .filtered, by: 1)])
+        #expect(
+            actions == [
+                .received(.pusherToMQTT, by: 1), .count(rule: "alarms", direction: .pusherToMQTT, outcome: .filtered, by: 1),
+            ])
     }
 
     @Test func routeExplainsPointerValuesAndTheDecidingTerm() throws {
