@@ -279,13 +279,17 @@ def test_dashboard_and_alert_metrics_exist_and_not_ready_fires(stack):
     wait_until(lambda: "pusher_mqtt_bridge_errors_total{" in scrape(metrics_port), 10, 0.2, "an error to be counted")
     sys.stderr.write(f"\nfamilies absent from the first scrape until driven: {absent_at_first}\n")
 
-    text = scrape(metrics_port)
+    # A delivery is counted when the far side acknowledges it, which may be after the client saw it.
+    def counted(text: str) -> bool:
+        return (sample(text, "pusher_mqtt_bridge_messages_total", direction="pusher_to_mqtt", outcome="delivered") >= 1
+                and sample(text, "pusher_mqtt_bridge_messages_total", direction="mqtt_to_pusher", outcome="delivered") >= 1
+                and sample(text, "pusher_mqtt_bridge_delivery_seconds_count") >= 2)
+
+    text = wait_until(lambda: (lambda t: t if counted(t) else None)(scrape(metrics_port)), 10, 0.2,
+                      "a delivery each way in messages_total and delivery_seconds")
     names = scraped_names(text)
     used = used_metric_names()
     assert used, "no metric names found in the dashboard and rules"
-    assert sample(text, "pusher_mqtt_bridge_messages_total", direction="pusher_to_mqtt", outcome="delivered") >= 1
-    assert sample(text, "pusher_mqtt_bridge_messages_total", direction="mqtt_to_pusher", outcome="delivered") >= 1
-    assert sample(text, "pusher_mqtt_bridge_delivery_seconds_count") >= 2
     missing = sorted(used - names)
     assert not missing, f"used by contrib/ but not in the daemon's /metrics: {missing}"
 
