@@ -118,10 +118,10 @@ deb:
 
 # The .deb in a fresh Debian 12 root (debootstrap, tarball cached in $(DEB_SCRATCH)/debootstrap):
 # apt-get install, --version, check, man, completions, the demo config against mosquitto and
-# pusher-local inside the root. Needs root (chroot). Not part of `make test` (scripts/test-deb.sh).
+# pusher-local inside the root. Needs root (chroot). Not part of `make test` (scripts/deb-test.sh).
 test-deb: deb
 	@scripts/setup-deb.sh test-deb
-	DEB_SCRATCH="$(DEB_SCRATCH)" scripts/test-deb.sh
+	DEB_SCRATCH="$(DEB_SCRATCH)" scripts/deb-test.sh
 
 # contrib/: promtool check + unit tests of the alert rules, the dashboard's static checks, and a
 # real Prometheus scraping a running daemon (Tests/packaging). About 30 s after the debug build.

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# `make test-deb`: the .deb from `make deb` in a fresh Debian 12 (bookworm, minbase) root.
+#
+#   1. debootstrap once into DEB_SCRATCH/debootstrap (the packages as a tarball, and the finished
+#      root as a tar, both kept for later runs; apt's downloads too), from the Debian mirror of
+#      /etc/apt/sources.list(.d) or DEB_MIRROR; every run unpacks a fresh root from that tar;
+#   2. `apt-get install ./pusher-mqtt-bridge_….deb` inside it (chroot), dependencies from the mirror;
+#      the log is kept in DEB_SCRATCH/test-deb/install.log;
+#   3. --version, `check` of the shipped config, `man` finds both pages, bash/zsh/fish completions
+#      load, an edited bridges.conf survives reinstalling the package (conffile);
+#   4. the shipped demo config, unchanged, against mosquitto and pusher-local inside the root, in a
+#      network namespace of its own (so its fixed ports 1883/6001/9464 never meet the host's):
+#      one event Pusher -> MQTT, one message MQTT -> Pusher, /readyz and /metrics;
+#   5. apt-get purge removes the package, its conffile and its directories.
+# Needs root (debootstrap, chroot, mount, unshare). Timings go to DEB_SCRATCH/test-deb/timings.txt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+[ "$(id -u)" -eq 0 ] || { echo "test-deb: needs root (debootstrap, chroot, unshare)" >&2; exit 1; }
+scratch=${DEB_SCRATCH:-.build-deb}
+suite=bookworm
+cache="$scratch/debootstrap"
+work="$scratch/test-deb"
+deb=$(ls -t "$scratch"/deb/pusher-mqtt-bridge_*.deb 2>/dev/null | head -1)
+[ -n "$deb" ] || { echo "test-deb: no package in $scratch/deb: run make deb" >&2; exit 1; }
+version=$(dpkg-deb -f "$deb" Version)
+
+# The Debian mirror apt on this host uses (deb822 .sources or one-line lists).
+mirror=${DEB_MIRROR:-}
+if [ -z "$mirror" ]; then
+  mirror=$(grep -hsE "^deb\s+(\[[^]]*\]\s+)?\S+\s+$suite\s" /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
+             | awk '{for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) { print $i; exit }}' | head -1)
+fi
+if [ -z "$mirror" ]; then
+  mirror=$(awk -v suite="$suite" '
+      /^URIs:/ { uri = $2 } /^Suites:/ { for (i = 2; i <= NF; i++) if ($i == suite) found = uri }
+      /^$/ { uri = "" } END { print found }' /etc/apt/sources.list.d/*.sources 2>/dev/null)
+fi
+[ -n "$mirror" ] || { echo "test-deb: no $suite mirror in /etc/apt/sources.list(.d); set DEB_MIRROR" >&2; exit 1; }
+
+mkdir -p "$cache" "$work"
+timings="$work/timings.txt"
+: >"$timings"
+phase_start=$SECONDS
+phase() {
+  local now=$SECONDS
+  [ -n "${phase_name:-}" ] && printf '%-34s %4ss\n' "$phase_name" "$((now - phase_start))" | tee -a "$timings"
+  phase_name=$1 phase_start=$now
+  echo "[test-deb] $1"
+}
+
+root="$work/root"
+mounted=()
+cleanup() {
+  local m
+  for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -l "${mounted[$i]}" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+bind() { mkdir -p "$2"; mount --bind "$1" "$2"; mounted+=("$2"); }
+
+phase "debootstrap (cached: $cache)"
+pristine="$cache/$suite-minbase-root.tar"
+if [ ! -f "$pristine" ]; then
+  debs="$cache/$suite-minbase-debs.tgz"
+  if [ ! -f "$debs" ]; then
+    rm -rf "$cache/download"
+    debootstrap --variant=minbase --make-tarball="$debs" "$suite" "$cache/download" "$mirror" >"$cache/make-tarball.log" 2>&1 \
+      || { tail -20 "$cache/make-tarball.log" >&2; exit 1; }
+    rm -rf "$cache/download"
+  fi
+  rm -rf "$cache/bootstrap"
+  debootstrap --variant=minbase --unpack-tarball="$(realpath "$debs")" "$suite" "$cache/bootstrap" "$mirror" \
+    >"$cache/debootstrap.log" 2>&1 || { tail -20 "$cache/debootstrap.log" >&2; exit 1; }
+  tar -C "$cache/bootstrap" -cf "$pristine" .
+  rm -rf "$cache/bootstrap"
+fi
+
+phase "fresh root from the tar"
+rm -rf "$root"
+mkdir -p "$root"
+tar -C "$root" -xf "$pristine"
+printf 'deb %s %s main\n' "$mirror" "$suite" >"$root/etc/apt/sources.list"
+cp /etc/resolv.conf "$root/etc/resolv.conf"
+# No service starts inside the root while packages install (Debian's policy-rc.d protocol).
+printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d" && chmod 0755 "$root/usr/sbin/policy-rc.d"
+mkdir -p "$cache/apt-archives/partial"
+bind /proc "$root/proc"
+bind /dev "$root/dev"
+bind "$cache/apt-archives" "$root/var/cache/apt/archives"
+cp "$deb" "$root/tmp/"
+pkg="/tmp/$(basename "$deb")"
+in_root() { chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive "$@"; }
+
+phase "apt-get install ./$(basename "$deb")"
+in_root apt-get update -qq
+in_root apt-get install -y --no-install-recommends "$pkg" 2>&1 | tee "$work/install.log"
+in_root dpkg-query -W -f='${Status} ${Version}\n' pusher-mqtt-bridge | tee -a "$work/install.log" | grep -q "install ok installed $version"
+
+phase "tools for the checks (apt)"
+in_root apt-get install -y -qq --no-install-recommends man-db bash-completion zsh fish mosquitto mosquitto-clients \
+  >"$work/tools.log" 2>&1 || { tail -20 "$work/tools.log" >&2; exit 1; }
+
+phase "version, check, man, completions"
+check() { echo "  ok: $1"; }
+got=$(in_root pusher-mqtt-bridge --version)
+[ "$got" = "${version%-*}" ] || { echo "test-deb: --version says '$got', package is $version" >&2; exit 1; }
+check "pusher-mqtt-bridge --version = $got"
+in_root pusher-local --help | grep -q -- "--port" && check "pusher-local --help"
+in_root pusher-mqtt-bridge check --config /etc/pusher-mqtt-bridge/bridges.conf >"$work/check.txt"
+grep -q "prices" "$work/check.txt" && check "check of the shipped config: exit 0, $(wc -l <"$work/check.txt") lines"
+[ "$(in_root man -w pusher-mqtt-bridge)" = /usr/share/man/man8/pusher-mqtt-bridge.8.gz ]
+in_root env MANPAGER=cat MANWIDTH=100 man pusher-mqtt-bridge 2>&1 | tee "$work/man.txt" | grep -q "SYNOPSIS"
+grep -q "check" "$work/man.txt"
+check "man pusher-mqtt-bridge: $(in_root man -w pusher-mqtt-bridge), $(wc -l <"$work/man.txt") lines"
+in_root env MANPAGER=cat man 1 pusher-local | grep -q -- "--activity-timeout" && check "man 1 pusher-local"
+in_root bash -c 'source /usr/share/bash-completion/bash_completion; _completion_loader pusher-mqtt-bridge;
+                 _completion_loader pusher-local; complete -p pusher-mqtt-bridge pusher-local' | tee "$work/complete.txt"
+[ "$(grep -c '^complete ' "$work/complete.txt")" -eq 2 ] && check "bash completions load (complete -p)"
+in_root bash -c 'source /usr/share/bash-completion/bash_completion; _completion_loader pusher-mqtt-bridge;
+                 COMP_WORDS=(pusher-mqtt-bridge ch); COMP_CWORD=1; COMP_LINE="pusher-mqtt-bridge ch"; COMP_POINT=${#COMP_LINE};
+                 $(complete -p pusher-mqtt-bridge | sed -n "s/.*-F \([^ ]*\).*/\1/p") pusher-mqtt-bridge ch pusher-mqtt-bridge;
+                 printf "%s\n" "${COMPREPLY[@]}"' | grep -qx check && check "bash completes 'pusher-mqtt-bridge ch' to check"
+in_root zsh -c 'autoload -Uz compinit && compinit -u && print -r -- $_comps[pusher-mqtt-bridge] $_comps[pusher-local]' \
+  | grep -qx "_pusher-mqtt-bridge _pusher-local" && check "zsh completions load (compinit)"
+in_root fish -c 'complete -C "pusher-mqtt-bridge "' | grep -q "^check" && check "fish completes subcommands"
+
+phase "conffile kept on reinstall"
+echo "# edited by test-deb" >>"$root/etc/pusher-mqtt-bridge/bridges.conf"
+in_root dpkg -i "$pkg" >"$work/reinstall.log" 2>&1
+grep -q "edited by test-deb" "$root/etc/pusher-mqtt-bridge/bridges.conf" && check "edited bridges.conf kept by dpkg -i of the same package"
+in_root dpkg-query -W -f='${Conffiles}\n' pusher-mqtt-bridge | grep -q /etc/pusher-mqtt-bridge/bridges.conf && check "bridges.conf is a conffile"
+sed -i '/# edited by test-deb/d' "$root/etc/pusher-mqtt-bridge/bridges.conf"
+
+phase "demo: shipped config vs mosquitto + pusher-local"
+install -m 0755 scripts/deb-demo.sh "$root/tmp/demo.sh"
+# A network namespace of its own: loopback only, the demo's fixed ports are private to it.
+unshare --net bash -c 'ip link set lo up && exec chroot "$0" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 /tmp/demo.sh' "$root" \
+  2>&1 | tee "$work/demo.log"
+grep -q "^demo: ok" "$work/demo.log"
+
+phase "apt-get purge"
+in_root apt-get purge -y -qq pusher-mqtt-bridge >"$work/purge.log" 2>&1
+[ ! -e "$root/usr/bin/pusher-mqtt-bridge" ] && [ ! -e "$root/etc/pusher-mqtt-bridge" ] && check "purged: binary and /etc/pusher-mqtt-bridge gone"
+
+phase ""
+echo "test-deb: $(basename "$deb") passed in ${SECONDS}s (install log: $work/install.log)"
