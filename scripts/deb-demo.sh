@@ -15,12 +15,12 @@ stop_all() {
 trap stop_all EXIT
 fail() { echo "demo: FAILED: $*"; for f in bridge.log pusher-local.log mosquitto.log; do echo "--- $f"; tail -20 "$f" 2>/dev/null; done; exit 1; }
 
-# An HTTP GET with bash alone (no curl in minbase): prints the status line and body.
+# An HTTP GET with bash alone (no curl in minbase): prints the status line, headers and body.
+# The server keeps connections open: ask it to close, and give up after 5 s in any case.
 http_get() {
-  exec 3<>"/dev/tcp/127.0.0.1/$1" || return 1
-  printf 'GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' "$2" >&3
-  cat <&3
-  exec 3<&-
+  timeout 5 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$0" || exit 1
+    printf "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n" "$1" >&3
+    cat <&3' "$1" "$2"
 }
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 wait_for() { # seconds, description, command...
@@ -40,12 +40,12 @@ echo "demo: mosquitto and pusher-local up"
 mkdir -p /var/lib/pusher-mqtt-bridge
 STATE_DIRECTORY=/var/lib/pusher-mqtt-bridge pusher-mqtt-bridge run --config "$conf" >bridge.log 2>&1 &
 pids+=($!)
-ready() { http_get 9464 /readyz 2>/dev/null | head -1 | grep -q " 200"; }
+ready() { [[ "$(http_get 9464 /readyz 2>/dev/null)" == "HTTP/1.1 200"* ]]; }
 wait_for 20 "/readyz 200" ready
 echo "demo: daemon ready ($(http_get 9464 /readyz | tail -1))"
 
 # Pusher -> MQTT
-mosquitto_sub -p 1883 -t 'dash/prices/#' -v -C 1 -W 15 >sub.out 2>&1 &
+mosquitto_sub -h 127.0.0.1 -p 1883 -t 'dash/prices/#' -v -C 1 -W 15 >sub.out 2>&1 &
 sub=$!
 pids+=($sub)
 sleep 1
@@ -59,9 +59,9 @@ echo "demo: Pusher -> MQTT: $(cat sub.out)"
 pusher-mqtt-bridge tap --config "$conf" --channel sensor-kitchen >tap.out 2>tap.err &
 pids+=($!)
 # pusher-local's stats list the channels with subscribers: wait until the tap's is there.
-tapping() { http_get 6001 /pusher-local/apps/1/stats 2>/dev/null | grep -q '"sensor-kitchen"'; }
+tapping() { [[ "$(http_get 6001 /pusher-local/apps/1/stats 2>/dev/null)" == *'"sensor-kitchen"'* ]]; }
 wait_for 15 "the tap to subscribe to sensor-kitchen" tapping
-mosquitto_pub -p 1883 -t sensors/kitchen/temperature -m 21.5 -q 1
+mosquitto_pub -h 127.0.0.1 -p 1883 -t sensors/kitchen/temperature -m 21.5 -q 1
 arrived() { grep -q '"temperature"' tap.out; }
 wait_for 15 "the event at pusher-mqtt-bridge tap" arrived
 echo "demo: MQTT -> Pusher: $(grep -m1 '"temperature"' tap.out)"

@@ -29,12 +29,12 @@ version=$(dpkg-deb -f "$deb" Version)
 mirror=${DEB_MIRROR:-}
 if [ -z "$mirror" ]; then
   mirror=$(grep -hsE "^deb\s+(\[[^]]*\]\s+)?\S+\s+$suite\s" /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
-             | awk '{for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) { print $i; exit }}' | head -1)
+             | awk '{for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) { print $i; exit }}' | head -1 || true)
 fi
 if [ -z "$mirror" ]; then
   mirror=$(awk -v suite="$suite" '
       /^URIs:/ { uri = $2 } /^Suites:/ { for (i = 2; i <= NF; i++) if ($i == suite) found = uri }
-      /^$/ { uri = "" } END { print found }' /etc/apt/sources.list.d/*.sources 2>/dev/null)
+      /^$/ { uri = "" } END { print found }' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
 fi
 [ -n "$mirror" ] || { echo "test-deb: no $suite mirror in /etc/apt/sources.list(.d); set DEB_MIRROR" >&2; exit 1; }
 
@@ -46,7 +46,7 @@ phase() {
   local now=$SECONDS
   [ -n "${phase_name:-}" ] && printf '%-34s %4ss\n' "$phase_name" "$((now - phase_start))" | tee -a "$timings"
   phase_name=$1 phase_start=$now
-  echo "[test-deb] $1"
+  [ -z "$1" ] || echo "[test-deb] $1"
 }
 
 root="$work/root"
@@ -86,6 +86,7 @@ printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d" && chmod 0755 "$roo
 mkdir -p "$cache/apt-archives/partial"
 bind /proc "$root/proc"
 bind /dev "$root/dev"
+bind /dev/pts "$root/dev/pts"
 bind "$cache/apt-archives" "$root/var/cache/apt/archives"
 cp "$deb" "$root/tmp/"
 pkg="/tmp/$(basename "$deb")"
@@ -94,41 +95,54 @@ in_root() { chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HO
 phase "apt-get install ./$(basename "$deb")"
 in_root apt-get update -qq
 in_root apt-get install -y --no-install-recommends "$pkg" 2>&1 | tee "$work/install.log"
-in_root dpkg-query -W -f='${Status} ${Version}\n' pusher-mqtt-bridge | tee -a "$work/install.log" | grep -q "install ok installed $version"
+in_root dpkg-query -W -f='${Status} ${Version}\n' pusher-mqtt-bridge >>"$work/install.log"
+tail -1 "$work/install.log" | grep -qx "install ok installed $version" || { echo "test-deb: not installed" >&2; exit 1; }
 
 phase "tools for the checks (apt)"
 in_root apt-get install -y -qq --no-install-recommends man-db bash-completion zsh fish mosquitto mosquitto-clients \
   >"$work/tools.log" 2>&1 || { tail -20 "$work/tools.log" >&2; exit 1; }
 
 phase "version, check, man, completions"
-check() { echo "  ok: $1"; }
-got=$(in_root pusher-mqtt-bridge --version)
-[ "$got" = "${version%-*}" ] || { echo "test-deb: --version says '$got', package is $version" >&2; exit 1; }
-check "pusher-mqtt-bridge --version = $got"
-in_root pusher-local --help | grep -q -- "--port" && check "pusher-local --help"
-in_root pusher-mqtt-bridge check --config /etc/pusher-mqtt-bridge/bridges.conf >"$work/check.txt"
-grep -q "prices" "$work/check.txt" && check "check of the shipped config: exit 0, $(wc -l <"$work/check.txt") lines"
-[ "$(in_root man -w pusher-mqtt-bridge)" = /usr/share/man/man8/pusher-mqtt-bridge.8.gz ]
-in_root env MANPAGER=cat MANWIDTH=100 man pusher-mqtt-bridge 2>&1 | tee "$work/man.txt" | grep -q "SYNOPSIS"
-grep -q "check" "$work/man.txt"
-check "man pusher-mqtt-bridge: $(in_root man -w pusher-mqtt-bridge), $(wc -l <"$work/man.txt") lines"
-in_root env MANPAGER=cat man 1 pusher-local | grep -q -- "--activity-timeout" && check "man 1 pusher-local"
-in_root bash -c 'source /usr/share/bash-completion/bash_completion; _completion_loader pusher-mqtt-bridge;
-                 _completion_loader pusher-local; complete -p pusher-mqtt-bridge pusher-local' | tee "$work/complete.txt"
-[ "$(grep -c '^complete ' "$work/complete.txt")" -eq 2 ] && check "bash completions load (complete -p)"
-in_root bash -c 'source /usr/share/bash-completion/bash_completion; _completion_loader pusher-mqtt-bridge;
-                 COMP_WORDS=(pusher-mqtt-bridge ch); COMP_CWORD=1; COMP_LINE="pusher-mqtt-bridge ch"; COMP_POINT=${#COMP_LINE};
-                 $(complete -p pusher-mqtt-bridge | sed -n "s/.*-F \([^ ]*\).*/\1/p") pusher-mqtt-bridge ch pusher-mqtt-bridge;
-                 printf "%s\n" "${COMPREPLY[@]}"' | grep -qx check && check "bash completes 'pusher-mqtt-bridge ch' to check"
-in_root zsh -c 'autoload -Uz compinit && compinit -u && print -r -- $_comps[pusher-mqtt-bridge] $_comps[pusher-local]' \
-  | grep -qx "_pusher-mqtt-bridge _pusher-local" && check "zsh completions load (compinit)"
-in_root fish -c 'complete -C "pusher-mqtt-bridge "' | grep -q "^check" && check "fish completes subcommands"
+# expect DESCRIPTION COMMAND...: the command must succeed, or the test stops here.
+expect() {
+  local what=$1; shift
+  if "$@"; then echo "  ok: $what"; else echo "test-deb: FAILED: $what" >&2; exit 1; fi
+}
+# Outputs go to files first, then grep reads them whole (no SIGPIPE from grep -q in a pipeline).
+out() { local file="$work/$1"; shift; "$@" >"$file" 2>&1 || { echo "test-deb: FAILED: $*"; cat "$file"; exit 1; } >&2; }
+out version.txt in_root pusher-mqtt-bridge --version
+expect "pusher-mqtt-bridge --version = ${version%-*} (package $version)" grep -qx "${version%-*}" "$work/version.txt"
+out pusher-local-help.txt in_root pusher-local --help
+expect "pusher-local --help" grep -q -- "--port" "$work/pusher-local-help.txt"
+out check.txt in_root pusher-mqtt-bridge check --config /etc/pusher-mqtt-bridge/bridges.conf
+expect "check of the shipped config: exit 0, rule table with 'temperatures'" grep -q "temperatures" "$work/check.txt"
+out man-path.txt in_root man -w pusher-mqtt-bridge
+expect "man -w pusher-mqtt-bridge = $(cat "$work/man-path.txt")" grep -qx /usr/share/man/man8/pusher-mqtt-bridge.8.gz "$work/man-path.txt"
+out man.txt in_root env MANPAGER=cat MANWIDTH=100 man pusher-mqtt-bridge
+expect "man pusher-mqtt-bridge renders ($(wc -l <"$work/man.txt") lines, SYNOPSIS, the check subcommand)" \
+  grep -q "SYNOPSIS" "$work/man.txt"
+expect "man page documents --config" grep -q -- "--config" "$work/man.txt"
+out man-local.txt in_root env MANPAGER=cat man 1 pusher-local
+expect "man 1 pusher-local documents --activity-timeout" grep -q -- "--activity-timeout" "$work/man-local.txt"
+out complete-bash.txt in_root bash -c 'source /usr/share/bash-completion/bash_completion
+  _completion_loader pusher-mqtt-bridge; _completion_loader pusher-local
+  complete -p pusher-mqtt-bridge pusher-local
+  COMP_WORDS=(pusher-mqtt-bridge ch); COMP_CWORD=1; COMP_LINE="pusher-mqtt-bridge ch"; COMP_POINT=${#COMP_LINE}
+  $(complete -p pusher-mqtt-bridge | sed -n "s/.*-F \([^ ]*\).*/\1/p") pusher-mqtt-bridge ch pusher-mqtt-bridge
+  printf "reply: %s\n" "${COMPREPLY[@]}"'
+cat "$work/complete-bash.txt"
+expect "bash: both completions load (complete -p)" test "$(grep -c '^complete .* -F _pusher' "$work/complete-bash.txt")" -eq 2
+expect "bash completes 'pusher-mqtt-bridge ch' to check" grep -qx "reply: check" "$work/complete-bash.txt"
+out complete-zsh.txt in_root zsh -c 'autoload -Uz compinit && compinit -u && print -r -- $_comps[pusher-mqtt-bridge] $_comps[pusher-local]'
+expect "zsh: compinit registers both completions" grep -qx "_pusher-mqtt-bridge _pusher-local" "$work/complete-zsh.txt"
+out complete-fish.txt in_root fish -c 'complete -C "pusher-mqtt-bridge "'
+expect "fish completes the subcommands" grep -q "^check" "$work/complete-fish.txt"
 
 phase "conffile kept on reinstall"
+expect "bridges.conf is a conffile" grep -q /etc/pusher-mqtt-bridge/bridges.conf "$root/var/lib/dpkg/info/pusher-mqtt-bridge.conffiles"
 echo "# edited by test-deb" >>"$root/etc/pusher-mqtt-bridge/bridges.conf"
-in_root dpkg -i "$pkg" >"$work/reinstall.log" 2>&1
-grep -q "edited by test-deb" "$root/etc/pusher-mqtt-bridge/bridges.conf" && check "edited bridges.conf kept by dpkg -i of the same package"
-in_root dpkg-query -W -f='${Conffiles}\n' pusher-mqtt-bridge | grep -q /etc/pusher-mqtt-bridge/bridges.conf && check "bridges.conf is a conffile"
+out reinstall.log in_root dpkg -i "$pkg"
+expect "an edited bridges.conf is kept when the package is installed again" grep -q "edited by test-deb" "$root/etc/pusher-mqtt-bridge/bridges.conf"
 sed -i '/# edited by test-deb/d' "$root/etc/pusher-mqtt-bridge/bridges.conf"
 
 phase "demo: shipped config vs mosquitto + pusher-local"
@@ -136,11 +150,12 @@ install -m 0755 scripts/deb-demo.sh "$root/tmp/demo.sh"
 # A network namespace of its own: loopback only, the demo's fixed ports are private to it.
 unshare --net bash -c 'ip link set lo up && exec chroot "$0" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 /tmp/demo.sh' "$root" \
   2>&1 | tee "$work/demo.log"
-grep -q "^demo: ok" "$work/demo.log"
+expect "demo: a message each way through the shipped config" grep -q "^demo: ok" "$work/demo.log"
 
 phase "apt-get purge"
 in_root apt-get purge -y -qq pusher-mqtt-bridge >"$work/purge.log" 2>&1
-[ ! -e "$root/usr/bin/pusher-mqtt-bridge" ] && [ ! -e "$root/etc/pusher-mqtt-bridge" ] && check "purged: binary and /etc/pusher-mqtt-bridge gone"
+expect "purged: the binaries and /etc/pusher-mqtt-bridge are gone" \
+  test ! -e "$root/usr/bin/pusher-mqtt-bridge" -a ! -e "$root/usr/bin/pusher-local" -a ! -e "$root/etc/pusher-mqtt-bridge"
 
 phase ""
 echo "test-deb: $(basename "$deb") passed in ${SECONDS}s (install log: $work/install.log)"
