@@ -119,7 +119,7 @@ expect "check of the shipped config: exit 0, rule table with 'temperatures'" gre
 out man-path.txt in_root man -w pusher-mqtt-bridge
 expect "man -w pusher-mqtt-bridge = $(cat "$work/man-path.txt")" grep -qx /usr/share/man/man8/pusher-mqtt-bridge.8.gz "$work/man-path.txt"
 out man.txt in_root env MANPAGER=cat MANWIDTH=100 man pusher-mqtt-bridge
-expect "man pusher-mqtt-bridge renders ($(wc -l <"$work/man.txt") lines, SYNOPSIS, the check subcommand)" \
+expect "man pusher-mqtt-bridge renders ($(wc -l <"$work/man.txt") lines, with SYNOPSIS)" \
   grep -q "SYNOPSIS" "$work/man.txt"
 expect "man page documents --config" grep -q -- "--config" "$work/man.txt"
 out man-local.txt in_root env MANPAGER=cat man 1 pusher-local

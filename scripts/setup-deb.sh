@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs, with apt-get and only when missing, what the packaging and monitoring targets need:
 #   deb              dpkg-dev (dpkg-shlibdeps), lintian, binutils (strip, readelf), gzip
-#   test-deb         the above + debootstrap (a fresh Debian 12 root for `make test-deb`)
+#   test-deb         the above + debootstrap (a fresh Debian 12 root for `make test-deb`), iproute2 (ip, for
+#                    the demo's private network namespace)
 #   prometheus       prometheus (Debian's prometheus and promtool, for `make test-prometheus`)
 # The build and test tools of `make test` come from scripts/setup.sh, which these targets also run.
 # Usage: scripts/setup-deb.sh deb|test-deb|prometheus
@@ -9,7 +10,7 @@ set -euo pipefail
 
 case "${1:-}" in
   deb) packages=(dpkg-dev lintian binutils gzip) ;;
-  test-deb) packages=(dpkg-dev lintian binutils gzip debootstrap) ;;
+  test-deb) packages=(dpkg-dev lintian binutils gzip debootstrap iproute2) ;;
   prometheus) packages=(prometheus) ;;
   *) echo "usage: $0 deb|test-deb|prometheus" >&2; exit 64 ;;
 esac
