@@ -7,7 +7,8 @@
 #   2. `apt-get install ./pusher-mqtt-bridge_….deb` inside it (chroot), dependencies from the mirror;
 #      the log is kept in DEB_SCRATCH/test-deb/install.log;
 #   3. --version, `check` of the shipped config, `man` finds both pages, bash/zsh/fish completions
-#      load, an edited bridges.conf survives reinstalling the package (conffile);
+#      load, the installed unit passes systemd-analyze verify and security (exposure <= 2.0, offline),
+#      an edited bridges.conf survives reinstalling the package (conffile);
 #   4. the shipped demo config, unchanged, against mosquitto and pusher-local inside the root, in a
 #      network namespace of its own (so its fixed ports 1883/6001/9464 never meet the host's):
 #      one event Pusher -> MQTT, one message MQTT -> Pusher, /readyz and /metrics;
@@ -99,7 +100,7 @@ in_root dpkg-query -W -f='${Status} ${Version}\n' pusher-mqtt-bridge >>"$work/in
 tail -1 "$work/install.log" | grep -qx "install ok installed $version" || { echo "test-deb: not installed" >&2; exit 1; }
 
 phase "tools for the checks (apt)"
-in_root apt-get install -y -qq --no-install-recommends man-db bash-completion zsh fish mosquitto mosquitto-clients \
+in_root apt-get install -y -qq --no-install-recommends man-db bash-completion zsh fish mosquitto mosquitto-clients systemd \
   >"$work/tools.log" 2>&1 || { tail -20 "$work/tools.log" >&2; exit 1; }
 
 phase "version, check, man, completions"
@@ -137,6 +138,12 @@ out complete-zsh.txt in_root zsh -c 'autoload -Uz compinit && compinit -u && pri
 expect "zsh: compinit registers both completions" grep -qx "_pusher-mqtt-bridge _pusher-local" "$work/complete-zsh.txt"
 out complete-fish.txt in_root fish -c 'complete -C "pusher-mqtt-bridge "'
 expect "fish completes the subcommands" grep -q "^check" "$work/complete-fish.txt"
+
+out unit-verify.txt in_root systemd-analyze verify /lib/systemd/system/pusher-mqtt-bridge.service
+expect "systemd-analyze verify of the installed unit: silent" test ! -s "$work/unit-verify.txt"
+out unit-security.txt in_root systemd-analyze security --offline=true pusher-mqtt-bridge.service
+exposure=$(sed -n 's/.*Overall exposure level for pusher-mqtt-bridge.service: \([0-9.]*\).*/\1/p' "$work/unit-security.txt")
+expect "systemd-analyze security of the installed unit: exposure $exposure <= 2.0" awk -v e="$exposure" 'BEGIN { exit !(e != "" && e <= 2.0) }'
 
 phase "conffile kept on reinstall"
 expect "bridges.conf is a conffile" grep -q /etc/pusher-mqtt-bridge/bridges.conf "$root/var/lib/dpkg/info/pusher-mqtt-bridge.conffiles"
