@@ -220,18 +220,20 @@ def stack(tmp_path: Path):
     if not shutil.which("prometheus"):
         pytest.fail("Debian's prometheus is not installed: run `make test-prometheus` (scripts/setup-deb.sh prometheus)")
     started: list[Process] = []
-    broker = Mosquitto(tmp_path).start()
-    started.append(broker)
-    pusher = PusherLocal(tmp_path, extra=["--activity-timeout", "5"]).start()
-    started.append(pusher)
-    metrics_port = free_port()
-    bridge = Bridge(tmp_path, config(pusher, broker, tmp_path, metrics_port))
-    bridge.start()
-    started.append(bridge)
-    rules = tmp_path / "alerts-scaled.yml"
-    rules.write_text(scaled_rules(ALERTS.read_text()))
-    prometheus = Prometheus(tmp_path, metrics_port, rules)
     try:
+        broker = Mosquitto(tmp_path)
+        started.append(broker)
+        broker.start()
+        pusher = PusherLocal(tmp_path, extra=["--activity-timeout", "5"])
+        started.append(pusher)
+        pusher.start()
+        metrics_port = free_port()
+        bridge = Bridge(tmp_path, config(pusher, broker, tmp_path, metrics_port))
+        started.append(bridge)
+        bridge.start()
+        rules = tmp_path / "alerts-scaled.yml"
+        rules.write_text(scaled_rules(ALERTS.read_text()))
+        prometheus = Prometheus(tmp_path, metrics_port, rules)
         yield broker, pusher, bridge, metrics_port, prometheus, started
     finally:
         for p in reversed(started):
@@ -294,8 +296,8 @@ def test_dashboard_and_alert_metrics_exist_and_not_ready_fires(stack):
     assert not missing, f"used by contrib/ but not in the daemon's /metrics: {missing}"
 
     # Prometheus: scrapes, ingests those names, loads every rule healthy, evaluates every panel.
+    started.append(prometheus)  # stopped by the fixture even if it does not come up
     prometheus.start()
-    started.append(prometheus)
     wait_until(lambda: any(t["health"] == "up" for t in prometheus.api("targets")["activeTargets"]), 20, 0.5,
                "prometheus to scrape the daemon")
     wait_until(lambda: used <= set(prometheus.api("label/__name__/values")), 20, 0.5, "prometheus to ingest the names")
