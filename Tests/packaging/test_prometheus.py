@@ -1,8 +1,9 @@
 """A real Prometheus (Debian's `prometheus`) against a running daemon (`make test-prometheus`).
 
 Real mosquitto, real pusher-local, the daemon with /metrics; a little traffic both ways, one forced
-Pusher reconnect and one survived protocol error (so the counter families that only appear after
-their first increment exist); Prometheus scrapes /metrics every second and evaluates
+Pusher reconnect and one survived protocol error (so reconnects_total and errors_total have a
+non-zero series even in a build that exports no zero series; the test prints which families were
+missing until then); Prometheus scrapes /metrics every second and evaluates
 contrib/prometheus/alerts.yml. Then:
   - every metric name that contrib/grafana/pusher-mqtt-bridge.json and the alert rules use is in the
     scrape, and in what Prometheus ingested;
@@ -266,9 +267,9 @@ def test_dashboard_and_alert_metrics_exist_and_not_ready_fires(stack):
     assert json.loads(collector.payloads("prom/prices/new-price")[0]) == {"p": 1}
     assert json.loads(listener.data()[0]) == {"t": 21.5}
 
-    # Families that appear only after their first increment (docs/contract.md §7.6 asks for zero
-    # series; until then the test drives them): reconnects_total by closing pusher-local's
-    # connections with 4200 (reconnect at once), errors_total by a pusher:error frame.
+    # Counters that only move on trouble, driven so they exist whether or not zero series are
+    # exported (docs/contract.md §7.6): reconnects_total by closing pusher-local's connections with
+    # 4200 (reconnect at once), errors_total by a pusher:error frame.
     before = scrape(metrics_port)
     drives = {"pusher_mqtt_bridge_reconnects_total", "pusher_mqtt_bridge_errors_total"}
     absent_at_first = sorted(n for n in drives if n not in scraped_names(before))
