@@ -12,7 +12,7 @@ FAULTS      ?=
 PREFIX      ?= /usr/local
 BIN_DIR      = $(shell $(SWIFT) build $(BUILD_FLAGS) --show-bin-path 2>/dev/null)
 
-.PHONY: all build setup test test-swift test-interop test-e2e test-faults-unit check-unit bench faults soak fuzz fuzz-smoke tsan run install format lint clean
+.PHONY: all build setup test test-swift test-interop test-e2e test-faults-unit check-unit bench faults soak fuzz fuzz-smoke tsan run install format lint clean deb test-deb test-prometheus
 
 all: build
 
@@ -106,6 +106,34 @@ install:
 		install -D -m 0644 bridges.conf "$(DESTDIR)/etc/pusher-mqtt-bridge/bridges.conf"
 	fi
 	if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
+
+# Debian package (scripts/deb.sh): release build with the Swift runtime linked statically in
+# DEB_SCRATCH, man pages, completions, dpkg-shlibdeps, dpkg-deb, lintian (fails on errors).
+# Output: $(DEB_SCRATCH)/deb/pusher-mqtt-bridge_<version>_<arch>.deb. Not part of `make test`.
+DEB_SCRATCH ?= .build-deb
+deb:
+	@scripts/setup.sh --system-only
+	@scripts/setup-deb.sh deb
+	DEB_SCRATCH="$(DEB_SCRATCH)" SWIFT="$(SWIFT)" scripts/deb.sh
+
+# The .deb in a fresh Debian 12 root (debootstrap, tarball cached in $(DEB_SCRATCH)/debootstrap):
+# apt-get install, --version, check, man, completions, the demo config against mosquitto and
+# pusher-local inside the root. Needs root (chroot). Not part of `make test` (scripts/deb-test.sh).
+test-deb: deb
+	@scripts/setup-deb.sh test-deb
+	DEB_SCRATCH="$(DEB_SCRATCH)" scripts/deb-test.sh
+
+# contrib/: promtool check + unit tests of the alert rules, the dashboard's static checks, and a
+# real Prometheus scraping a running daemon (Tests/packaging). About 30 s after the debug build.
+test-prometheus:
+	@scripts/setup.sh
+	@scripts/setup-deb.sh prometheus
+	promtool check rules contrib/prometheus/alerts.yml
+	promtool test rules contrib/prometheus/alerts_test.yml
+	$(SWIFT) build $(BUILD_FLAGS) --product pusher-mqtt-bridge
+	$(SWIFT) build $(BUILD_FLAGS) --product pusher-local
+	PUSHER_LOCAL_BIN="$(BIN_DIR)/pusher-local" BRIDGE_BIN="$(BIN_DIR)/pusher-mqtt-bridge" \
+	  .venv/bin/python -m pytest Tests/packaging/test_contrib.py Tests/packaging/test_prometheus.py -q -p no:cacheprovider
 
 format:
 	$(SWIFT) format --in-place --recursive Sources Tests Fuzz Benchmarks Package.swift
