@@ -37,8 +37,11 @@ public struct PusherLocalTLS: Sendable {
         } catch {
             throw PusherLocalError("TLS key \(keyFile): not a PEM private key (\(error))")
         }
-        let configuration = TLSConfiguration.makeServerConfiguration(
+        var configuration = TLSConfiguration.makeServerConfiguration(
             certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
+        // On stop, an idle keep-alive client (the `pusher` library's session) never answers
+        // close_notify; the default 5 s wait would make every stop take 5 s.
+        configuration.shutdownTimeout = .milliseconds(500)
         do {
             // Builds the context once now: a key that does not match the certificate fails here.
             _ = try NIOSSLContext(configuration: configuration)
