@@ -42,7 +42,7 @@ extension BridgeStateMachine {
     }
 
     /// `side` could not connect, or lost its connection, for `reason` (a ``ConnectionFailureReason``):
-    /// `/readyz` and STATUS= show it until the side connects; whether to log this one is returned
+    /// `/readyz` shows it until the side connects; whether to log this one is returned
     /// (``ConnectionFailureLog``: the first, a new reason, else once a minute).
     public mutating func connectionFailed(_ side: BridgeSide, reason: String, now: Instant) -> ConnectionFailureLog<Instant>.Decision {
         switch side {

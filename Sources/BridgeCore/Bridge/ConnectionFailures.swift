@@ -1,5 +1,5 @@
-/// Why a side cannot connect, in a few words an operator can act on (`/readyz`, STATUS=, the
-/// log), from the client library's error text (docs/contract.md §5.5, §5.7).
+/// Why a side cannot connect, in a few words an operator can act on (`/readyz`, the log), from
+/// the client library's error text (docs/contract.md §5.5, §5.7).
 ///
 /// The texts it recognizes are those of the two TLS stacks in use: swift-nio-ssl/BoringSSL on the
 /// Pusher side (the host name is checked separately from the chain), OpenSSL through libmosquitto

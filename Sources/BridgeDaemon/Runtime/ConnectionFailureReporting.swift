@@ -1,9 +1,9 @@
 import BridgeCore
 import Logging
 
-/// A connection failure of either side, as operators see it: the reason in `/readyz` and
-/// STATUS= until the side connects, and one error line naming the side and the reason —
-/// the first failure, each new reason, else at most one a minute (docs/contract.md §5.5).
+/// A connection failure of either side, as operators see it: the reason in `/readyz` until the
+/// side connects, and one error line naming the side and the reason — the first failure, each
+/// new reason, else at most one a minute (docs/contract.md §5.5).
 extension BridgeRuntime {
     /// `side` could not connect or lost its connection; `error` is the client's error text.
     func reportConnectionFailure(_ side: BridgeSide, error: String) {
