@@ -10,7 +10,9 @@ Expectations, written before the first run:
   many attempts failed, and after the config is fixed and SIGHUP reloads it, `/readyz` is 200;
 - server certificates for another host name: `/readyz` names the host the daemon connected to;
 - `[bridge.pusher] host` an IP address with TLS: swift-nio-ssl refuses IP addresses as the TLS
-  server name, so the reason says to use a DNS name (a known limitation, stated rather than hidden).
+  server name, so the reason says to use a DNS name (a known limitation, stated rather than hidden);
+- no client certificate for a broker that requires one: `/readyz` names the MQTT side (what
+  libmosquitto can tell: the connection was lost; written after the first run showed it).
 """
 
 from __future__ import annotations
@@ -252,4 +254,21 @@ def test_pusher_tls_to_an_ip_address_says_use_a_dns_name(servers, workdir, pki, 
               "set host to a DNS name in the server's certificate")
     wait_until(lambda: wanted in readyz(metrics_port)[1], 15, 0.1, "/readyz to explain the IP address")
     assert "e2e: mqtt" not in readyz(metrics_port)[1]  # MQTT over TLS to 127.0.0.1 works (IP SAN)
+    assert bridge.running()
+
+
+def test_mqtt_without_a_client_certificate_is_reported_as_a_lost_connection(servers, workdir, pki, bridges):
+    """The broker requires a client certificate and the config has none. Under TLS 1.3 the broker's
+    refusal comes after the handshake, and libmosquitto only sees the connection lost (mosquitto's
+    own log says "peer did not return a certificate"): that is what /readyz can say."""
+    pusher, broker = servers()
+    metrics_port = free_port()
+    config = tls_config(pusher, broker, workdir, pki, metrics_port)
+    cert, key = pki.bridge_client
+    assert f'cert_file = "{cert}"\nkey_file = "{key}"\n' in config
+    bridge = bridges(config.replace(f'cert_file = "{cert}"\nkey_file = "{key}"\n', ""))
+    wanted = f"e2e: mqtt disconnected: connection to 127.0.0.1:{broker.port} lost"
+    wait_until(lambda: wanted in readyz(metrics_port)[1], 15, 0.1, "/readyz to name the lost MQTT connection")
+    assert "peer did not return a certificate" in broker.log()
+    assert f"mqtt: cannot connect: connection to 127.0.0.1:{broker.port} lost" in bridge.log()
     assert bridge.running()
