@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import signal
 import threading
-import time
 import urllib.error
 import urllib.request
 

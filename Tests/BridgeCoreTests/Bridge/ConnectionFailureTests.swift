@@ -14,13 +14,17 @@ struct ConnectionFailureTests {
     static let pusherWrongHost =
         "connection failed: NIOSSLExtraError.failedToValidateHostname: Couldn't find localhost in certificate from peer"
     static let pusherIPAddress =
-        "connection failed: NIOSSLExtraError.cannotUseIPAddressInSNI: IP addresses cannot validly be used for Server Name Indication, got 127.0.0.1"
+        "connection failed: NIOSSLExtraError.cannotUseIPAddressInSNI: "
+        + "IP addresses cannot validly be used for Server Name Indication, got 127.0.0.1"
     static let mqttVerifyFailed =
-        "connection to 127.0.0.1:41405 failed: A TLS error occurred. — OpenSSL Error[0]: error:0A000086:SSL routines::certificate verify failed (code 8)"
+        "connection to 127.0.0.1:41405 failed: A TLS error occurred. — "
+        + "OpenSSL Error[0]: error:0A000086:SSL routines::certificate verify failed (code 8)"
     static let mqttClientCertificateRefused =
-        "connection to 127.0.0.1:41405 failed: A TLS error occurred. — OpenSSL Error[0]: error:0A00045C:SSL routines::tlsv13 alert certificate required (code 8)"
+        "connection to 127.0.0.1:41405 failed: A TLS error occurred. — "
+        + "OpenSSL Error[0]: error:0A00045C:SSL routines::tlsv13 alert certificate required (code 8)"
     static let mqttOtherTLS =
-        "connection to 127.0.0.1:41405 failed: A TLS error occurred. — OpenSSL Error[0]: error:0A00010B:SSL routines::wrong version number (code 8)"
+        "connection to 127.0.0.1:41405 failed: A TLS error occurred. — "
+        + "OpenSSL Error[0]: error:0A00010B:SSL routines::wrong version number (code 8)"
 
     @Test func tlsReasonsNameTheCauseAndTheHost() {
         #expect(
