@@ -14,9 +14,9 @@ extension BridgeRuntime {
             case .idle: (connected, description) = (false, "idle")
             case .connecting: (connected, description) = (false, "connecting")
             case .connected(let present): (connected, description, sessionPresent) = (true, "connected", present)
-            case .disconnected(let error, let retryIn):
+            case .disconnected(let error, _):
                 (connected, description) = (false, "disconnected")
-                logger.warning("MQTT disconnected", metadata: ["error": "\(error)", "retry_in": "\(retryIn)"])
+                reportConnectionFailure(.mqtt, error: "\(error)")
             case .stopped(let error):
                 (connected, description) = (false, "stopped")
                 if let error { logger.error("MQTT gave up", metadata: ["error": "\(error)"]) }

@@ -154,10 +154,14 @@ final class BridgeRuntime: Service, Sendable {
             await self.toPusher.waitUntilEmpty()
         }
         let offline = MQTTMessage(topic: connection.mqtt.statusTopic, payload: Array("offline".utf8), qos: .atLeastOnce, retain: true)
-        do {
-            try await withDeadline(deadline) { try await self.mqtt.publish(offline) }
-        } catch {
-            logger.warning("could not publish offline status", metadata: ["error": "\(error)"])
+        // Only while connected: a publish queued for a broker that never answers (a wrong CA)
+        // resumes only on delivery, and withDeadline waits for its body, so stop would hang.
+        if mqttUp.isOpen {
+            do {
+                try await withDeadline(deadline) { try await self.mqtt.publish(offline) }
+            } catch {
+                logger.warning("could not publish offline status", metadata: ["error": "\(error)"])
+            }
         }
         await mqtt.shutdown()
         toPusher.close()
