@@ -1,0 +1,264 @@
+import BridgeCore
+import Foundation
+import Glibc
+import Testing
+
+@testable import Durability
+
+/// A full or failing disk degrades the spool, not the data (docs/contract.md §7.6): the writes of
+/// the spool's segment files fail on demand (`SpoolWriteFaults`, the file-write seam), and the
+/// backlog keeps what the spool refused in its memory tail, within its limits, until the disk
+/// takes writes again.
+@Suite("DeliveryBacklog: a degraded spool keeps messages in memory")
+struct SpoolDegradedTests {
+    /// A backlog on a spool in a fresh directory whose writes `faults` controls.
+    func withDegradableBacklog<T>(
+        limits: BufferLimits = .init(maxMessages: 1_000, maxBytes: 1 << 20),
+        overflow: BufferOverflowPolicy = .dropOldest,
+        fsync: SpoolFsyncPolicy = .never,
+        segmentBytes: Int = 1 << 20,
+        _ body: (DeliveryBacklog, Spool, SpoolWriteFaults, String) throws -> T
+    ) throws -> T {
+        try withTemporaryDirectory { directory in
+            let faults = SpoolWriteFaults()
+            var configuration = testConfiguration(segmentBytes: segmentBytes, fsync: fsync)
+            configuration.writeFaults = faults
+            let spool = try Spool(directory: directory, configuration: configuration)
+            defer { try? spool.close() }
+            return try body(DeliveryBacklog(limits: limits, overflow: overflow, spool: spool), spool, faults, directory)
+        }
+    }
+
+    /// The records a fresh spool finds in a copy of `directory` taken now: what a crash of the
+    /// process at this moment would leave (the files as the kernel has them).
+    func recoveredAfterCrash(of directory: String) throws -> [SpoolRecord] {
+        try withTemporaryDirectory { copy in
+            for name in try fileNames(in: directory) where name.hasSuffix(".seg") {
+                try FileManager.default.copyItem(atPath: directory + "/" + name, toPath: copy + "/" + name)
+            }
+            let spool = try Spool(directory: copy, configuration: testConfiguration())
+            defer { try? spool.close() }
+            #expect(spool.recovery.damage.isEmpty)
+            return try allPending(spool)
+        }
+    }
+
+    func records(_ sequences: [UInt64]) -> [SpoolRecord] {
+        sequences.map { SpoolRecord(sequence: $0, payload: payload(for: $0, size: 10)) }
+    }
+
+    @Test("a failed write keeps the message in memory under the next sequence; reads and acks cross the boundary")
+    func failureToMemoryTail() throws {
+        try withDegradableBacklog { (backlog, spool, faults, directory) throws in
+            for sequence in 1...3 as ClosedRange<UInt64> {
+                #expect(try backlog.enqueue(payload(for: sequence, size: 10)) == .stored(sequence: sequence))
+            }
+            let onDisk = try segmentBytesOnDisk(directory)
+            faults.failWrites(errno: ENOSPC)
+            for sequence in 4...6 as ClosedRange<UInt64> {
+                #expect(try backlog.enqueue(payload(for: sequence, size: 10)) == .stored(sequence: sequence))
+            }
+            #expect(backlog.isSpoolDegraded)
+            #expect(backlog.spoolFailure?.isDiskFailure == true)
+            #expect(backlog.count == 6)
+            #expect(backlog.byteCount == 60)
+            #expect(backlog.memoryOnlyCount == 3)
+            #expect(spool.lastSequence == 3)
+            // Degraded: one failed write, not one per message.
+            #expect(faults.failedWrites == 1)
+            #expect(try segmentBytesOnDisk(directory) == onDisk)
+
+            #expect(try backlog.pending(limit: 10) == records([1, 2, 3, 4, 5, 6]))
+            #expect(try backlog.pending(after: 2, limit: 2) == records([3, 4]))
+            #expect(try backlog.pending(after: 4, limit: 10) == records([5, 6]))
+            #expect(try backlog.pending(after: 6, limit: 10).isEmpty)
+            #expect(try backlog.pending(after: .max, limit: 10).isEmpty)
+
+            #expect(try backlog.acknowledge(5))
+            #expect(try backlog.acknowledge(2))
+            #expect(try !backlog.acknowledge(5))
+            #expect(try !backlog.acknowledge(7))
+            #expect(try !backlog.acknowledge(0))
+            #expect(try backlog.pending(limit: 10) == records([1, 3, 4, 6]))
+            #expect(backlog.memoryOnlyCount == 2)
+            #expect(backlog.count == 4)
+
+            // A message appended now is in memory too, and a crash now keeps only the spool's part
+            // (2, acknowledged above the watermark, comes again: at-least-once).
+            #expect(try backlog.enqueue(payload(for: 7, size: 10)) == .stored(sequence: 7))
+            #expect(try recoveredAfterCrash(of: directory) == records([1, 2, 3]))
+        }
+    }
+
+    @Test("a torn write is cut back, so the spool on disk stays valid")
+    func tornWriteCutBack() throws {
+        try withDegradableBacklog { (backlog, _, faults, directory) throws in
+            _ = try backlog.enqueue(payload(for: 1, size: 10))
+            let onDisk = try segmentBytesOnDisk(directory)
+            faults.failWrites(errno: EIO, bytesBeforeFailure: 25)
+            #expect(try backlog.enqueue(payload(for: 2, size: 10)) == .stored(sequence: 2))
+            #expect(backlog.isSpoolDegraded)
+            #expect(try segmentBytesOnDisk(directory) == onDisk)
+            #expect(try recoveredAfterCrash(of: directory) == records([1]))
+        }
+    }
+
+    @Test("recovery writes the tail into the spool in order; a restart finds everything pending")
+    func recoveryMovesTailInOrder() throws {
+        try withTemporaryDirectory { directory in
+            let faults = SpoolWriteFaults()
+            var configuration = testConfiguration(segmentBytes: 200)
+            configuration.writeFaults = faults
+            do {
+                let spool = try Spool(directory: directory, configuration: configuration)
+                let backlog = DeliveryBacklog(limits: .init(maxMessages: 100, maxBytes: 10_000), overflow: .dropOldest, spool: spool)
+                for sequence in 1...2 as ClosedRange<UInt64> { _ = try backlog.enqueue(payload(for: sequence, size: 10)) }
+                faults.failWrites()
+                for sequence in 3...12 as ClosedRange<UInt64> {
+                    #expect(try backlog.enqueue(payload(for: sequence, size: 10)) == .stored(sequence: sequence))
+                }
+                // Acknowledged from the tail: its head (3, 4), one in the middle (8).
+                for sequence: UInt64 in [3, 4, 8] { #expect(try backlog.acknowledge(sequence)) }
+                // Still failing: nothing moves, nothing is lost.
+                #expect(!backlog.resumeSpool())
+                #expect(backlog.isSpoolDegraded)
+                #expect(backlog.memoryOnlyCount == 7)
+                let before = try backlog.pending(limit: 100)
+                #expect(before == records([1, 2, 5, 6, 7, 9, 10, 11, 12]))
+
+                faults.heal()
+                #expect(backlog.resumeSpool())
+                #expect(!backlog.isSpoolDegraded)
+                #expect(backlog.spoolFailure == nil)
+                #expect(backlog.memoryOnlyCount == 0)
+                #expect(spool.lastSequence == 12)
+                #expect(try backlog.pending(limit: 100) == before)
+                #expect(backlog.count == 9)
+                #expect(backlog.byteCount == 90)
+                // Rotation happened on the way (200-byte segments): the spool stays contiguous.
+                #expect(try fileNames(in: directory).filter { $0.hasSuffix(".seg") }.count > 1)
+                // New messages go to the spool again.
+                #expect(try backlog.enqueue(payload(for: 13, size: 10)) == .stored(sequence: 13))
+                #expect(spool.lastSequence == 13)
+                #expect(try backlog.acknowledge(5))
+                try spool.close()
+            }
+            // Acknowledgements above the watermark (1 and 2 are pending) are not durable: after a
+            // restart 5 comes again (at-least-once) and the placeholders of 3, 4 and 8 are found
+            // empty, which the backlog drops.
+            let reopened = try Spool(directory: directory, configuration: testConfiguration(segmentBytes: 200))
+            defer { try? reopened.close() }
+            #expect(reopened.recovery.damage.isEmpty)
+            #expect(try allPending(reopened).map(\.sequence) == Array(1...13))
+            let backlog = DeliveryBacklog(limits: .init(maxMessages: 100, maxBytes: 10_000), overflow: .dropOldest, spool: reopened)
+            #expect(try backlog.pending(limit: 100) == records([1, 2, 5, 6, 7, 9, 10, 11, 12, 13]))
+            #expect(backlog.count == 10)
+        }
+    }
+
+    @Test("a tail whose every record was acknowledged moves as placeholders and leaves nothing pending")
+    func fullyAcknowledgedTail() throws {
+        try withDegradableBacklog { (backlog, spool, faults, directory) throws in
+            faults.failWrites()
+            for sequence in 1...50 as ClosedRange<UInt64> { _ = try backlog.enqueue(payload(for: sequence, size: 10)) }
+            for sequence in 1...50 as ClosedRange<UInt64> { #expect(try backlog.acknowledge(sequence)) }
+            #expect(backlog.count == 0)
+            #expect(backlog.isSpoolDegraded)
+            faults.heal()
+            #expect(backlog.resumeSpool())
+            #expect(spool.lastSequence == 50)
+            #expect(spool.deliveredWatermark == 50)
+            #expect(spool.pendingCount == 0)
+            #expect(try backlog.enqueue(payload(for: 51, size: 10)) == .stored(sequence: 51))
+            #expect(try recoveredAfterCrash(of: directory) == records([51]))
+        }
+    }
+
+    @Test("the limits and the overflow policy count the memory tail", arguments: [BufferOverflowPolicy.dropOldest, .dropNewest])
+    func limitsApply(overflow: BufferOverflowPolicy) throws {
+        try withDegradableBacklog(limits: .init(maxMessages: 4, maxBytes: 45), overflow: overflow) { (backlog, _, faults, _) throws in
+            for sequence in 1...2 as ClosedRange<UInt64> { _ = try backlog.enqueue(payload(for: sequence, size: 10)) }
+            faults.failWrites()
+            for sequence in 3...4 as ClosedRange<UInt64> {
+                #expect(try backlog.enqueue(payload(for: sequence, size: 10)) == .stored(sequence: sequence))
+            }
+            #expect(try backlog.enqueue(payload(for: 99, size: 46)) == .droppedOversize)
+            switch overflow {
+            case .dropOldest:
+                // Full by count and bytes: the oldest (on disk) goes first, then the tail's head.
+                #expect(try backlog.enqueue(payload(for: 5, size: 10)) == .storedDroppingOldest(sequence: 5, dropped: [1]))
+                #expect(try backlog.enqueue(payload(for: 6, size: 20)) == .storedDroppingOldest(sequence: 6, dropped: [2, 3]))
+                #expect(try backlog.pending(limit: 10).map(\.sequence) == [4, 5, 6])
+                #expect(backlog.counters.droppedOldest == 3)
+            default:
+                #expect(try backlog.enqueue(payload(for: 5, size: 10)) == .droppedNewest)
+                #expect(try backlog.pending(limit: 10).map(\.sequence) == [1, 2, 3, 4])
+                #expect(backlog.counters.droppedNewest == 1)
+            }
+            #expect(backlog.count <= 4)
+            #expect(backlog.byteCount <= 45)
+            faults.heal()
+            #expect(backlog.resumeSpool())
+            #expect(backlog.memoryOnlyCount == 0)
+        }
+    }
+
+    @Test("a burst the spool refuses goes to memory whole, in order")
+    func burstToMemory() throws {
+        try withDegradableBacklog { (backlog, spool, faults, _) throws in
+            _ = try backlog.enqueue(payload(for: 1, size: 10))
+            faults.failWrites()
+            let admissions = try backlog.enqueue(contentsOf: (2...5 as ClosedRange<UInt64>).map { payload(for: $0, size: 10) })
+            #expect(admissions == (2...5 as ClosedRange<UInt64>).map { .stored(sequence: $0) })
+            #expect(backlog.memoryOnlyCount == 4)
+            #expect(spool.lastSequence == 1)
+            // Degraded: a later burst does not try the disk again.
+            _ = try backlog.enqueue(contentsOf: [payload(for: 6, size: 10), payload(for: 7, size: 10)])
+            #expect(faults.failedWrites == 1)
+            #expect(try backlog.pending(limit: 10) == records([1, 2, 3, 4, 5, 6, 7]))
+        }
+    }
+
+    @Test("a failed fdatasync degrades too: the record it covered is in the spool, the next waits in memory")
+    func flushFailure() throws {
+        try withDegradableBacklog(fsync: .always) { (backlog, spool, faults, _) throws in
+            faults.failFlushes(errno: EIO)
+            #expect(try backlog.enqueue(payload(for: 1, size: 10)) == .stored(sequence: 1))
+            #expect(backlog.isSpoolDegraded)
+            #expect(spool.lastSequence == 1)
+            #expect(try backlog.enqueue(payload(for: 2, size: 10)) == .stored(sequence: 2))
+            #expect(backlog.memoryOnlyCount == 1)
+            faults.heal()
+            #expect(backlog.resumeSpool())
+            #expect(spool.lastSequence == 2)
+            #expect(try backlog.pending(limit: 10) == records([1, 2]))
+        }
+    }
+
+    @Test("an acknowledgement whose record cannot be written still counts, and degrades the spool")
+    func acknowledgementWriteFailure() throws {
+        try withDegradableBacklog { (backlog, spool, faults, directory) throws in
+            for sequence in 1...3 as ClosedRange<UInt64> { _ = try backlog.enqueue(payload(for: sequence, size: 10)) }
+            faults.failWrites()
+            #expect(try backlog.acknowledge(1))
+            #expect(try !backlog.acknowledge(1))
+            #expect(backlog.isSpoolDegraded)
+            #expect(backlog.count == 2)
+            #expect(try recoveredAfterCrash(of: directory) == records([1, 2, 3]))
+            faults.heal()
+            #expect(backlog.resumeSpool())
+            #expect(spool.deliveredWatermark == 1)
+            #expect(try recoveredAfterCrash(of: directory) == records([2, 3]))
+        }
+    }
+
+    @Test("a backlog without a spool is never degraded")
+    func memoryBacklogNeverDegraded() throws {
+        let backlog = DeliveryBacklog(limits: .init(maxMessages: 10, maxBytes: 100), overflow: .dropOldest)
+        backlog.spoolFailed(SpoolError.closed(path: "/nowhere"))
+        #expect(!backlog.isSpoolDegraded)
+        #expect(backlog.resumeSpool())
+        _ = try backlog.enqueue([1, 2, 3])
+        #expect(backlog.memoryOnlyCount == 1)
+    }
+}
