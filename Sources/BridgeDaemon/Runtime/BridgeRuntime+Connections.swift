@@ -75,6 +75,8 @@ extension BridgeRuntime {
             let held = machine.withLock { ($0.heldMessages(.pusherToMQTT), $0.heldMessages(.mqttToPusher)) }
             metrics.buffered(bridge: name, direction: .pusherToMQTT).record(toMQTT.pending + held.0)
             metrics.buffered(bridge: name, direction: .mqttToPusher).record(toPusher.pending + held.1)
+            metrics.spoolDegraded(bridge: name, direction: .pusherToMQTT).record(toMQTT.spoolDegraded ? 1 : 0)
+            metrics.spoolDegraded(bridge: name, direction: .mqttToPusher).record(toPusher.spoolDegraded ? 1 : 0)
             for (rule, count) in machine.withLock({ $0.shapingTargetCounts }) {
                 metrics.throttleTargets(bridge: name, rule: rule).record(count)
             }
