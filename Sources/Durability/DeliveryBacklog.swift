@@ -273,8 +273,9 @@ public final class DeliveryBacklog {
         spoolFailure = error
     }
 
-    /// Tries to leave the degraded state: writes the pending acknowledgement record and then the
-    /// memory tail into the spool, in order (acknowledged tail records as empty placeholders,
+    /// Tries to leave the degraded state: frees the spool's segments when everything in them is
+    /// delivered, writes the pending acknowledgement record and then the memory tail into the
+    /// spool, in order (acknowledged tail records as empty placeholders,
     /// acknowledged at once). What was written leaves the tail even when a later write fails.
     ///
     /// - Returns: true when the spool is not degraded (any more).
@@ -282,6 +283,8 @@ public final class DeliveryBacklog {
     public func resumeSpool() -> Bool {
         guard let spool, isSpoolDegraded else { return true }
         do {
+            // Everything on disk is delivered: give its space back first (a full disk needs it).
+            try spool.restartEmptyIfDelivered()
             try spool.writeAcknowledgement()
             while tailSkipped > 0 || !tail.isEmpty {
                 let placeholders = tailSkipped > 0

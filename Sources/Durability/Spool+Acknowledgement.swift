@@ -98,4 +98,35 @@ extension Spool {
         unwrittenAcknowledgements = 0
         writtenWatermark = deliveredWatermark
     }
+
+    /// When every record is delivered, starts an empty segment named after the next sequence and
+    /// deletes the others, the active one included: its delivered records, which compaction keeps
+    /// while it is active, free their space (a full disk may need it to take the next write). The
+    /// new segment's name carries the watermark, so no acknowledgement record is needed. A crash
+    /// between the creation and the deletions leaves a valid log (the old segments, then the empty
+    /// one); their records come again only if their acknowledgement record had not been written.
+    ///
+    /// - Returns: true when the segments were replaced; false when something is pending or the
+    ///   active segment is already empty.
+    /// - Throws: ``SpoolError`` when the new segment cannot be created or an old one deleted.
+    @discardableResult
+    func restartEmptyIfDelivered() throws -> Bool {
+        try ensureOpen()
+        let first = lastSequence + 1
+        guard index.isEmpty, let active = segments.last, active.size > 0, active.firstSequence != first else { return false }
+        let file = try SpoolFile(
+            path: Spool.segmentPath(directory: directory, firstSequence: first), access: .createNew,
+            faults: configuration.writeFaults)
+        segments.append(SpoolSegment(firstSequence: first, file: file, size: 0, lastDataSequence: first - 1))
+        directoryUnflushed = true
+        acknowledgementWritten()
+        while segments.count > 1, let oldest = segments.first {
+            if let file = oldest.file { unflushedFiles.removeAll { $0 === file } }
+            oldest.release()
+            try SpoolDirectory.remove(oldest.path)
+            diskBytes -= oldest.size
+            segments.removeFirst()
+        }
+        return true
+    }
 }

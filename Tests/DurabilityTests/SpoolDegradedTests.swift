@@ -261,4 +261,34 @@ struct SpoolDegradedTests {
         _ = try backlog.enqueue([1, 2, 3])
         #expect(backlog.memoryOnlyCount == 1)
     }
+
+    @Test("a fully delivered spool gives its space back before the tail moves in")
+    func restartEmptyWhenDelivered() throws {
+        try withDegradableBacklog { (backlog, spool, faults, directory) throws in
+            for sequence in 1...20 as ClosedRange<UInt64> { _ = try backlog.enqueue(payload(for: sequence, size: 100)) }
+            faults.failWrites()
+            for sequence in 21...25 as ClosedRange<UInt64> { _ = try backlog.enqueue(payload(for: sequence, size: 100)) }
+            for sequence in 1...22 as ClosedRange<UInt64> { #expect(try backlog.acknowledge(sequence)) }
+            #expect(try segmentBytesOnDisk(directory) > 2_000)
+            faults.heal()
+            #expect(backlog.resumeSpool())
+            // The delivered segment is gone; the new one starts at 21 and holds the tail.
+            #expect(try fileNames(in: directory).filter { $0.hasSuffix(".seg") } == ["00000000000000000021.seg"])
+            #expect(try segmentBytesOnDisk(directory) < 600)
+            #expect(spool.deliveredWatermark == 22)
+            #expect(try backlog.pending(limit: 10).map(\.sequence) == [23, 24, 25])
+            #expect(
+                try recoveredAfterCrash(of: directory)
+                    == (23...25 as ClosedRange<UInt64>).map {
+                        SpoolRecord(sequence: $0, payload: payload(for: $0, size: 100))
+                    })
+            // Nothing pending and already empty: nothing to do.
+            for sequence in 23...25 as ClosedRange<UInt64> { #expect(try backlog.acknowledge(sequence)) }
+            #expect(try spool.restartEmptyIfDelivered())
+            #expect(try !spool.restartEmptyIfDelivered())
+            #expect(try fileNames(in: directory).filter { $0.hasSuffix(".seg") } == ["00000000000000000026.seg"])
+            #expect(try recoveredAfterCrash(of: directory).isEmpty)
+            #expect(try backlog.enqueue(payload(for: 26, size: 10)) == .stored(sequence: 26))
+        }
+    }
 }
