@@ -130,6 +130,10 @@ def run_disk_full(workdir: Path, events: int = 3000, second_events: int = 500, s
         notes.append(f"spool_degraded 1 while the broker was down: {saw_degraded}")
         if not saw_degraded:
             failures.append("spool_degraded never went to 1")
+        spool_errors = metric(metrics_port, 'pusher_mqtt_bridge_errors_total{bridge="disk",kind="spool"}') or 0
+        notes.append(f"errors_total{{kind=spool}} while degraded (one a second): {spool_errors:g}")
+        if spool_errors < 1:
+            failures.append("errors_total{kind=spool} did not count the degraded spool")
         buffered = 'pusher_mqtt_bridge_buffered_messages{bridge="disk",direction="pusher_to_mqtt"}'
         all_in = wait_until_value(metrics_port, buffered, events, 20)
         notes.append(f"buffered_messages while the broker was down: {metric(metrics_port, buffered):g}")

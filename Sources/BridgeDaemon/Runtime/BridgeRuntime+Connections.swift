@@ -71,6 +71,10 @@ extension BridgeRuntime {
             machine.withLock { $0.heartbeat(now: now) }
             await toMQTT.sync()
             await toPusher.sync()
+            // A degraded spool counts as a spool error each second (docs/contract.md §7.6).
+            for degraded in [toMQTT.spoolDegraded, toPusher.spoolDegraded] where degraded {
+                metrics.errors(bridge: name, kind: "spool").increment()
+            }
             // What a `throttle` holds waits in the bridge too (the identity of docs/contract.md §7.6).
             let held = machine.withLock { ($0.heldMessages(.pusherToMQTT), $0.heldMessages(.mqttToPusher)) }
             metrics.buffered(bridge: name, direction: .pusherToMQTT).record(toMQTT.pending + held.0)
