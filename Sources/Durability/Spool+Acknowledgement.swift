@@ -58,11 +58,12 @@ extension Spool {
         }
         deliveredWatermark = watermark
         unwrittenAcknowledgements += 1
-        if unwrittenAcknowledgements >= configuration.acknowledgementBatch { try writeAcknowledgement() }
 
         // Compaction: a segment whose every data record is delivered is no longer needed.
         // Never the active one (it carries the newest acknowledgement record); the oldest
-        // surviving segment's name keeps the watermark recoverable (name − 1 ≤ watermark).
+        // surviving segment's name keeps the watermark recoverable (name − 1 ≤ watermark), so
+        // compaction needs no acknowledgement record first — and runs before writing one, which
+        // a full disk may refuse, so that it still gives space back.
         // The deletion is not made durable with a directory fsync: a segment that reappears
         // after a power loss holds only records at or below the watermark, or — if the
         // acknowledgement record was lost too — records that are then delivered again.
@@ -75,6 +76,7 @@ extension Spool {
             diskBytes -= oldest.size
             segments.removeFirst()
         }
+        if unwrittenAcknowledgements >= configuration.acknowledgementBatch { try writeAcknowledgement() }
     }
 
     /// The acknowledgement record for the current watermark if the file does not have it yet.

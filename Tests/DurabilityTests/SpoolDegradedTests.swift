@@ -291,4 +291,20 @@ struct SpoolDegradedTests {
             #expect(try backlog.enqueue(payload(for: 26, size: 10)) == .stored(sequence: 26))
         }
     }
+
+    @Test("compaction gives space back while the disk refuses the acknowledgement record")
+    func compactionWhileDegraded() throws {
+        try withDegradableBacklog(segmentBytes: 200) { (backlog, spool, faults, directory) throws in
+            for sequence in 1...10 as ClosedRange<UInt64> { _ = try backlog.enqueue(payload(for: sequence, size: 50)) }
+            let segmentsBefore = try fileNames(in: directory).filter { $0.hasSuffix(".seg") }.count
+            #expect(segmentsBefore >= 4)
+            faults.failWrites()
+            for sequence in 1...6 as ClosedRange<UInt64> { #expect(try backlog.acknowledge(sequence)) }
+            #expect(backlog.isSpoolDegraded)
+            #expect(spool.deliveredWatermark == 6)
+            let segmentsAfter = try fileNames(in: directory).filter { $0.hasSuffix(".seg") }
+            #expect(segmentsAfter.count < segmentsBefore)
+            #expect(try recoveredAfterCrash(of: directory).map(\.sequence) == Array(7...10))
+        }
+    }
 }
