@@ -1,6 +1,7 @@
 import BridgeCore
 import Foundation
 import Glibc
+import PropertyBased
 import Testing
 
 @testable import Durability
@@ -305,6 +306,68 @@ struct SpoolDegradedTests {
             let segmentsAfter = try fileNames(in: directory).filter { $0.hasSuffix(".seg") }
             #expect(segmentsAfter.count < segmentsBefore)
             #expect(try recoveredAfterCrash(of: directory).map(\.sequence) == Array(7...10))
+        }
+    }
+
+    @Test("with the disk failing and healing at random, the backlog decides like one in memory", .timeLimit(.minutes(1)))
+    func degradedAgreesWithMemory() async throws {
+        await propertyCheck(count: 40, input: Gen.int(in: 0...999).array(of: 1...300), Gen.bool) { operations, dropOldest in
+            do {
+                try withTemporaryDirectory { directory in
+                    let limits = BufferLimits(maxMessages: 8, maxBytes: 300)
+                    let policy: BufferOverflowPolicy = dropOldest ? .dropOldest : .dropNewest
+                    let faults = SpoolWriteFaults()
+                    var configuration = testConfiguration(segmentBytes: 256)
+                    configuration.writeFaults = faults
+                    var stored: [UInt64: [UInt8]] = [:]
+                    do {
+                        let spool = try Spool(directory: directory, configuration: configuration)
+                        let persistent = DeliveryBacklog(limits: limits, overflow: policy, spool: spool)
+                        let inMemory = DeliveryBacklog(limits: limits, overflow: policy)
+                        for operation in operations {
+                            switch operation % 11 {
+                            case 0: faults.failWrites(errno: ENOSPC, bytesBeforeFailure: operation % 40)
+                            case 1: faults.heal()
+                            case 2: persistent.resumeSpool()
+                            case 3, 4, 5:
+                                let oldest = try inMemory.pending(limit: 1).first?.sequence ?? 0
+                                let sequence = oldest + UInt64(operation % 4)
+                                #expect(try persistent.acknowledge(sequence) == inMemory.acknowledge(sequence))
+                            default:
+                                let data = payload(for: UInt64(operation), size: 1 + operation % 70)
+                                let admission = try persistent.enqueue(data)
+                                #expect(try admission == inMemory.enqueue(data))
+                                switch admission {
+                                case .stored(let sequence), .storedDroppingOldest(let sequence, _): stored[sequence] = data
+                                default: break
+                                }
+                            }
+                            #expect(persistent.count == inMemory.count)
+                            #expect(persistent.byteCount == inMemory.byteCount)
+                            #expect(persistent.memoryOnlyCount <= persistent.count)
+                            #expect(try persistent.pending(limit: 100) == inMemory.pending(limit: 100))
+                        }
+                        #expect(persistent.counters == inMemory.counters)
+                        faults.heal()
+                        #expect(persistent.resumeSpool())
+                        #expect(persistent.memoryOnlyCount == 0)
+                        #expect(try persistent.pending(limit: 100) == inMemory.pending(limit: 100))
+                        let pending = try inMemory.pending(limit: 100)
+                        try spool.close()
+                        // After a restart: everything pending, in order, with its payload; anything
+                        // more is an acknowledged one coming again (at-least-once), never a placeholder.
+                        let reopened = try Spool(directory: directory, configuration: testConfiguration(segmentBytes: 256))
+                        defer { try? reopened.close() }
+                        #expect(reopened.recovery.damage.isEmpty)
+                        let recovered = try DeliveryBacklog(limits: limits, overflow: policy, spool: reopened).pending(limit: 1_000)
+                        #expect(Set(pending.map(\.sequence)).isSubset(of: Set(recovered.map(\.sequence))))
+                        #expect(recovered.map(\.sequence) == recovered.map(\.sequence).sorted())
+                        for record in recovered { #expect(stored[record.sequence] == record.payload) }
+                    }
+                }
+            } catch {
+                Issue.record("unexpected error: \(error)")
+            }
         }
     }
 }
