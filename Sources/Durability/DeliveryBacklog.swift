@@ -97,7 +97,8 @@ public final class DeliveryBacklog {
 
     /// Offers a message; see ``BacklogAdmission``.
     ///
-    /// - Throws: only ``SpoolError`` from a persistent backlog's disk.
+    /// - Throws: only a ``SpoolError`` of a persistent backlog that is not a disk failure (a
+    ///   closed spool, a payload over its limit); a disk failure degrades the spool instead.
     public func enqueue(_ payload: [UInt8]) throws -> BacklogAdmission {
         let size = payload.count
         if size > limits.maxBytes {
@@ -123,9 +124,8 @@ public final class DeliveryBacklog {
     /// Offers several messages in order; for a persistent backlog with room for all of them,
     /// they reach the spool in one write. Otherwise each is offered like ``enqueue(_:)``.
     ///
-    /// - Throws: only ``SpoolError`` from a persistent backlog's disk (messages before the
-    ///   failing one may have been stored: their admissions are lost with the error, as with a
-    ///   sequence of ``enqueue(_:)`` calls).
+    /// - Throws: like ``enqueue(_:)`` (messages before the failing one may have been stored: their
+    ///   admissions are lost with the error, as with a sequence of ``enqueue(_:)`` calls).
     public func enqueue(contentsOf payloads: [[UInt8]]) throws -> [BacklogAdmission] {
         let size = payloads.reduce(0) { $0 + $1.count }
         if let spool, !isSpoolDegraded, payloads.count > 1, count + payloads.count <= limits.maxMessages,

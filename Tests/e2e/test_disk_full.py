@@ -188,9 +188,10 @@ def run_disk_full(workdir: Path, events: int = 3000, second_events: int = 500, s
         log = bridge.log()
         minutes = (time.monotonic() - out["broker_back"]) / 60 + 1
         degraded_lines = sum(1 for line in log.splitlines() if any(m in line for m in DEGRADED_LINES))
-        per_message = log.count("spool write failed")
+        # Per-message spool errors: the old "spool write failed" and today's "spool refused".
+        per_message = log.count("spool write failed") + log.count("spool refused")
         notes.append(f"log: {degraded_lines} degraded-spool line(s), {log.count('spool resumed')} resumed, "
-                     f"{per_message} 'spool write failed'")
+                     f"{per_message} per-message spool errors")
         if degraded_lines > int(minutes) + 1 or per_message:
             failures.append(f"the log has {degraded_lines} degraded lines and {per_message} per-message errors")
     finally:

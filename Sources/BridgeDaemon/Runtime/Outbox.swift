@@ -21,7 +21,8 @@ struct OutboxEntry<Item: OutboxItem>: Sendable {
 struct OutboxAdmission: Sendable, Equatable {
     /// Messages dropped by the overflow policy (the offered one included, for drop-newest).
     var dropped = 0
-    /// The spool could not take the message (disk full, I/O error): it was not stored.
+    /// The spool refused the message (closed, or over its payload limit): it was not stored. A full
+    /// or failing disk is not this: the spool degrades and the message waits in memory.
     var spoolFailed = false
 
     init(dropped: Int = 0, spoolFailed: Bool = false) {
@@ -120,7 +121,7 @@ final class Outbox<Item: OutboxItem>: Sendable {
                 admission = OutboxAdmission(try state.backlog.enqueue(item.encoded()))
             } catch {
                 admission.spoolFailed = true
-                logger.error("spool write failed: message not stored", metadata: ["outbox": "\(name)", "error": "\(error)"])
+                logger.error("spool refused the message: not stored", metadata: ["outbox": "\(name)", "error": "\(error)"])
             }
             defer { state.waiter = nil }
             return state.waiter
@@ -139,7 +140,7 @@ final class Outbox<Item: OutboxItem>: Sendable {
                 admissions = try state.backlog.enqueue(contentsOf: items.map { $0.encoded() }).map(OutboxAdmission.init)
             } catch {
                 logger.error(
-                    "spool write failed: messages not stored",
+                    "spool refused the messages: not stored",
                     metadata: ["outbox": "\(name)", "error": "\(error)", "messages": "\(items.count)"])
                 admissions = Array(repeating: OutboxAdmission(dropped: 0, spoolFailed: true), count: items.count)
             }
