@@ -58,6 +58,20 @@ def metric(port: int, name: str) -> float | None:
     return None
 
 
+def books_balance(port: int, direction: str = "pusher_to_mqtt") -> tuple[float, float, float]:
+    """(received_total, the sum of messages_total outcomes, buffered_messages) of one direction:
+    the first equals the sum of the others at a quiet moment (docs/contract.md §7.6)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+        lines = r.read().decode().splitlines()
+
+    def total(family: str) -> float:
+        return sum(float(line.split()[-1]) for line in lines
+                   if line.startswith(family + "{") and f'direction="{direction}"' in line)
+
+    return (total("pusher_mqtt_bridge_received_total"), total("pusher_mqtt_bridge_messages_total"),
+            total("pusher_mqtt_bridge_buffered_messages"))
+
+
 def free_bytes(path: Path) -> int:
     st = os.statvfs(path)
     return st.f_bavail * st.f_frsize
@@ -148,6 +162,11 @@ def run_disk_full(workdir: Path, events: int = 3000, second_events: int = 500, s
         notes.append(f"delivered {delivered()}/{events} {time.monotonic() - out['broker_back']:.1f} s after the broker came back")
         # Everything in the spool is delivered: it frees its own segment and resumes.
         resumed = wait_until_value(metrics_port, DEGRADED, 0, 5)
+        time.sleep(1.5)  # buffered_messages is set each housekeeping second
+        received_total, outcomes, buffered_now = books_balance(metrics_port)
+        notes.append(f"P->M counters: received {received_total:g} = outcomes {outcomes:g} + buffered {buffered_now:g}")
+        if received_total != outcomes + buffered_now or received_total < events:
+            failures.append("the counters do not add up after the disk-full outage")
         notes.append(f"spool_degraded 0 after delivery, filler still there (the spool freed its delivered records): {resumed}")
         if not resumed:
             failures.append("spool_degraded did not go back to 0 once everything was delivered")
