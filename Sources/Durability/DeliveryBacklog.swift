@@ -30,7 +30,8 @@ public enum BacklogAdmission: Sendable, Equatable {
 /// sequences right after the spool's last, so ``pending(after:limit:)`` and ``acknowledge(_:)``
 /// work across the boundary. ``resumeSpool()`` (the owner calls it about once a second) writes
 /// the tail into the spool in order — the tail's acknowledged records as empty placeholders,
-/// acknowledged at once, so the spool's sequences stay consecutive — and leaves the degraded
+/// acknowledged at once, so the spool's sequences stay consecutive (its acknowledged head is
+/// skipped instead when the spool is all delivered) — and leaves the degraded
 /// state when every write succeeded. The tail is in memory only: a crash while degraded loses
 /// it, and only it.
 ///
@@ -283,8 +284,9 @@ public final class DeliveryBacklog {
     public func resumeSpool() -> Bool {
         guard let spool, isSpoolDegraded else { return true }
         do {
-            // Everything on disk is delivered: give its space back first (a full disk needs it).
-            try spool.restartEmptyIfDelivered()
+            // Everything on disk is delivered: give its space back first (a full disk needs it),
+            // and skip the tail's acknowledged head instead of writing placeholders for it.
+            if try spool.restartEmptyIfDelivered(skipping: tailSkipped) { tailSkipped = 0 }
             try spool.writeAcknowledgement()
             while tailSkipped > 0 || !tail.isEmpty {
                 let placeholders = tailSkipped > 0

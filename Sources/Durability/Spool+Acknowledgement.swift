@@ -108,19 +108,28 @@ extension Spool {
     /// between the creation and the deletions leaves a valid log (the old segments, then the empty
     /// one); their records come again only if their acknowledgement record had not been written.
     ///
-    /// - Returns: true when the segments were replaced; false when something is pending or the
-    ///   active segment is already empty.
+    /// `skipping` sequences after the last one are counted delivered without being written (the
+    /// acknowledged head of a degraded backlog's memory tail): the new segment is named after them.
+    /// A crash before the old segments are deleted then finds a gap before the new, empty segment,
+    /// which recovery moves aside (reported as damage); the old records are kept.
+    ///
+    /// - Returns: true when the segments were replaced; false when something is pending, or the
+    ///   active segment is already empty and nothing is skipped.
     /// - Throws: ``SpoolError`` when the new segment cannot be created or an old one deleted.
     @discardableResult
-    func restartEmptyIfDelivered() throws -> Bool {
+    func restartEmptyIfDelivered(skipping skip: UInt64 = 0) throws -> Bool {
         try ensureOpen()
-        let first = lastSequence + 1
-        guard index.isEmpty, let active = segments.last, active.size > 0, active.firstSequence != first else { return false }
+        let first = lastSequence + skip + 1
+        guard index.isEmpty, let active = segments.last, active.size > 0 || skip > 0, active.firstSequence != first else {
+            return false
+        }
         let file = try SpoolFile(
             path: Spool.segmentPath(directory: directory, firstSequence: first), access: .createNew,
             faults: configuration.writeFaults)
         segments.append(SpoolSegment(firstSequence: first, file: file, size: 0, lastDataSequence: first - 1))
         directoryUnflushed = true
+        lastSequence = first - 1
+        deliveredWatermark = first - 1
         acknowledgementWritten()
         while segments.count > 1, let oldest = segments.first {
             if let file = oldest.file { unflushedFiles.removeAll { $0 === file } }

@@ -157,7 +157,7 @@ struct SpoolDegradedTests {
         }
     }
 
-    @Test("a tail whose every record was acknowledged moves as placeholders and leaves nothing pending")
+    @Test("a tail whose every record was acknowledged is skipped, not written, and leaves nothing pending")
     func fullyAcknowledgedTail() throws {
         try withDegradableBacklog { (backlog, spool, faults, directory) throws in
             faults.failWrites()
@@ -166,10 +166,14 @@ struct SpoolDegradedTests {
             #expect(backlog.count == 0)
             #expect(backlog.isSpoolDegraded)
             faults.heal()
+            let bytesBefore = try segmentBytesOnDisk(directory)
             #expect(backlog.resumeSpool())
             #expect(spool.lastSequence == 50)
             #expect(spool.deliveredWatermark == 50)
             #expect(spool.pendingCount == 0)
+            // The spool was all delivered (empty): the 50 are skipped, not written as placeholders.
+            #expect(try segmentBytesOnDisk(directory) == bytesBefore)
+            #expect(try fileNames(in: directory).filter { $0.hasSuffix(".seg") } == ["00000000000000000051.seg"])
             #expect(try backlog.enqueue(payload(for: 51, size: 10)) == .stored(sequence: 51))
             #expect(try recoveredAfterCrash(of: directory) == records([51]))
         }
@@ -273,8 +277,9 @@ struct SpoolDegradedTests {
             #expect(try segmentBytesOnDisk(directory) > 2_000)
             faults.heal()
             #expect(backlog.resumeSpool())
-            // The delivered segment is gone; the new one starts at 21 and holds the tail.
-            #expect(try fileNames(in: directory).filter { $0.hasSuffix(".seg") } == ["00000000000000000021.seg"])
+            // The delivered segment is gone; the new one starts after the tail's acknowledged head
+            // (21, 22: skipped, not written) and holds the rest of the tail.
+            #expect(try fileNames(in: directory).filter { $0.hasSuffix(".seg") } == ["00000000000000000023.seg"])
             #expect(try segmentBytesOnDisk(directory) < 600)
             #expect(spool.deliveredWatermark == 22)
             #expect(try backlog.pending(limit: 10).map(\.sequence) == [23, 24, 25])
