@@ -11,7 +11,8 @@ extension BridgeRuntime {
     var pusherDeliveryPauseReason: String? { pusherPause.reason }
 
     /// Takes messages in bursts (up to 64 already received): one lock for the machine, and the
-    /// burst's events reach the outbox, and its spool, with one lock and one write.
+    /// burst's events reach the outbox, and its spool, with one lock and one write. With the
+    /// `backpressure` policy a burst waits for room in the outbox.
     func consumeMQTT() async {
         var actions: [Action] = []
         var events: [OutgoingPusher] = []
@@ -36,7 +37,11 @@ extension BridgeRuntime {
             }
             actions.removeAll(keepingCapacity: true)
             guard !events.isEmpty else { continue }
-            for (admission, event) in zip(toPusher.append(contentsOf: events), events) {
+            // `backpressure`: wait for room instead of dropping; meanwhile the MQTT client's buffer
+            // fills and it stops reading from the broker (docs/contract.md §7.6).
+            let admissions =
+                toPusher.overflow == .backpressure ? await toPusher.appendWhenRoom(events) : toPusher.append(contentsOf: events)
+            for (admission, event) in zip(admissions, events) {
                 account(admission, rule: event.event.rule, direction: .mqttToPusher)
             }
             events.removeAll(keepingCapacity: true)

@@ -60,6 +60,11 @@ enum ClientSettings {
             username: m.username, password: m.password?.value, tls: tls,
             will: MQTTWill(topic: m.statusTopic, payload: Array("offline".utf8), qos: .atLeastOnce, retain: true),
             reconnect: settings.reconnect,
+            // `backpressure` (docs/contract.md §7.6): the client never drops, it stops reading
+            // from the broker while a quarter of the buffer's bytes (at most 16 MiB) wait for the
+            // outbox; the outbox itself is bounded by `[bridge.buffer]`.
+            messageBufferBytes: min(16 * 1024 * 1024, max(settings.buffer.maxBytes / 4, 64 * 1024)),
+            incomingOverflow: settings.mqttToPusherOverflow == .backpressure ? .pauseReading : .dropAfterTimeout,
             // While the consumer is stuck, libmosquitto's thread blocks and sends no PINGREQ: stay
             // well inside the keepalive, or the broker drops us (seen in the issue 7 benchmark
             // with keepalive 5 s against the former fixed 5 s).

@@ -56,6 +56,15 @@ final class Outbox<Item: OutboxItem>: Sendable {
         /// Tasks waiting for the backlog to empty (``waitUntilEmpty()``), by ticket.
         var emptyWaiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
         var nextTicket: UInt64 = 0
+        /// The producer waiting in ``appendWhenRoom(_:)``: the room it needs, by ticket.
+        var roomWaiter: (ticket: UInt64, messages: Int, bytes: Int, continuation: CheckedContinuation<Void, Never>)?
+
+        /// The producer to wake when the room it waits for is there now (taken out of the state).
+        mutating func takeRoomWaiterIfRoom() -> CheckedContinuation<Void, Never>? {
+            guard let waiter = roomWaiter, closed || backlog.hasRoom(messages: waiter.messages, bytes: waiter.bytes) else { return nil }
+            roomWaiter = nil
+            return waiter.continuation
+        }
 
         /// The waiters to wake when the backlog is empty now (taken out of the state).
         mutating func takeEmptyWaitersIfDrained() -> [CheckedContinuation<Void, Never>] {
@@ -66,6 +75,8 @@ final class Outbox<Item: OutboxItem>: Sendable {
     }
 
     let name: String
+    /// The overflow policy in force (``appendWhenRoom(_:)`` is for `backpressure`).
+    let overflow: BufferOverflowPolicy
     private let state: Locked<State>
     private let logger: Logger
     private let flushSpool: @Sendable (SpoolSyncPoint) async throws -> Void
@@ -80,6 +91,7 @@ final class Outbox<Item: OutboxItem>: Sendable {
         flushSpool: @escaping @Sendable (SpoolSyncPoint) async throws -> Void = { try await $0.flushOnSyncThread() }
     ) throws {
         self.name = name
+        self.overflow = overflow
         self.logger = logger
         self.flushSpool = flushSpool
         if let spoolDirectory {
@@ -135,6 +147,40 @@ final class Outbox<Item: OutboxItem>: Sendable {
         waiter?.resume()
         return admissions
     }
+
+    /// Offers several messages in order once the backlog has room for all of them (the
+    /// `backpressure` policy's producer, docs/contract.md §7.6): it waits while the limits are
+    /// reached instead of dropping. It stops waiting, and stores over the limits, when the outbox
+    /// is closed or the task cancelled (a shutdown spools what it has rather than lose it).
+    /// One producer at a time.
+    func appendWhenRoom(_ items: [Item]) async -> [OutboxAdmission] {
+        let bytes = items.reduce(0) { $0 + $1.encoded().count }
+        let ticket = state.withLock { state in
+            defer { state.nextTicket += 1 }
+            return state.nextTicket
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeNow = state.withLock { state in
+                    if state.closed || Task.isCancelled || state.backlog.hasRoom(messages: items.count, bytes: bytes) { return true }
+                    state.roomWaiter = (ticket, items.count, bytes, continuation)
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        } onCancel: {
+            let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                guard let waiter = state.roomWaiter, waiter.ticket == ticket else { return nil }
+                state.roomWaiter = nil
+                return waiter.continuation
+            }
+            waiter?.resume()
+        }
+        return append(contentsOf: items)
+    }
+
+    /// Whether a producer waits in ``appendWhenRoom(_:)`` now.
+    var isWaitingForRoom: Bool { state.withLock { $0.roomWaiter != nil } }
 
     /// Up to `max` messages not handed out yet, oldest first, waiting while there are none.
     /// Returns `[]` once the outbox is closed and everything was handed out, or on cancellation.
@@ -204,7 +250,7 @@ final class Outbox<Item: OutboxItem>: Sendable {
                     "spool acknowledgement failed; the message may be delivered again",
                     metadata: ["outbox": "\(name)", "error": "\(error)"])
             }
-            return (pending, state.takeEmptyWaitersIfDrained())
+            return (pending, state.takeEmptyWaitersIfDrained() + [state.takeRoomWaiterIfRoom()].compactMap { $0 })
         }
         for waiter in drained { waiter.resume() }
         return pending
@@ -264,12 +310,13 @@ final class Outbox<Item: OutboxItem>: Sendable {
 
     /// No more messages will be appended; `next` returns `[]` once everything was handed out.
     func close() {
-        let waiter = state.withLock { state in
+        let (waiter, producer) = state.withLock { state in
             state.closed = true
             defer { state.waiter = nil }
-            return state.waiter
+            return (state.waiter, state.takeRoomWaiterIfRoom())
         }
         waiter?.resume()
+        producer?.resume()
     }
 
     /// Closes the spool file (what is still pending stays on disk for the next start). A last
