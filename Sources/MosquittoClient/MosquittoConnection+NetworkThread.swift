@@ -223,8 +223,11 @@ extension MosquittoConnection {
             case .disconnected(let code):
                 // A broker's DISCONNECT carries an MQTT 5 reason code (≥ 0x80); a
                 // dropped socket a libmosquitto error code.
-                let reason = String(
-                    cString: code >= 0x80 ? mosquitto_reason_string(code) : mosquitto_strerror(code))
+                // libmosquitto 2.0.11 has no text for its keep-alive close (code 19, MOSQ_ERR_KEEPALIVE).
+                let reason =
+                    code == MosquittoCode.keepAliveExpired
+                    ? "keep-alive timeout (nothing read for 2 × keepalive)"
+                    : String(cString: code >= 0x80 ? mosquitto_reason_string(code) : mosquitto_strerror(code))
                 let error = MQTTError(
                     kind: .connectionLost,
                     message: "connection to \(configuration.host):\(configuration.port) lost: \(reason)",
