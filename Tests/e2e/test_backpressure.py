@@ -160,13 +160,17 @@ def test_pusher_outage_longer_than_the_buffer_and_keepalive_loses_nothing(pusher
     # quarter of it, 256 KiB) while Pusher refuses (403) for 14 s: reading pauses, libmosquitto's
     # keep-alive (5 s) closes the paused connection after 2 x 5 s without a read, the bridge holds
     # its reconnect until the backlog drains, and the broker's session delivers the rest.
-    result = run_load(pusher, broker, workdir, bridges, count=2000, size=1024, rate=500, max_messages=300,
-                      max_bytes="1MiB", outage_s=14.0, limit_s=50.0)
+    # Larger by hand: BP_OUTAGE_COUNT, BP_OUTAGE_RATE, BP_OUTAGE_S, BP_OUTAGE_MAX_MESSAGES, BP_LIMIT_S.
+    count = int(os.environ.get("BP_OUTAGE_COUNT", "2000"))
+    max_messages = int(os.environ.get("BP_OUTAGE_MAX_MESSAGES", "300"))
+    result = run_load(pusher, broker, workdir, bridges, count=count, size=1024,
+                      rate=int(os.environ.get("BP_OUTAGE_RATE", "500")), max_messages=max_messages, max_bytes="1MiB",
+                      outage_s=float(os.environ.get("BP_OUTAGE_S", "14")), limit_s=float(os.environ.get("BP_LIMIT_S", "50")))
     got = result["received"]
-    assert got["missing"] == 0 and got["unique"] == 2000, got
+    assert got["missing"] == 0 and got["unique"] == count, got
     assert got["reordered"] == 0, got
     assert result["dropped"] == 0
     # The outbox held no more than its limit (plus one burst of at most 64) while Pusher refused.
-    assert result["buffered_during_outage"] is not None and result["buffered_during_outage"] <= 300 + 64
+    assert result["buffered_during_outage"] is not None and result["buffered_during_outage"] <= max_messages + 64
     # The long pause took the keep-alive path: the connection closed and the reconnect was held.
     assert result["keepalive_closes"] >= 1 and result["held_reconnects"] >= 1
