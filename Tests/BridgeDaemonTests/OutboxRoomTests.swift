@@ -15,11 +15,12 @@ import Testing
 
     @Test func aBurstWaitsUntilTheAcknowledgementsMakeRoomAndNothingIsDropped() async throws {
         let outbox = try Self.outbox()
-        #expect(await outbox.appendWhenRoom((0..<3).map(OutboxTests.item)).allSatisfy { $0 == OutboxAdmission() })
+        #expect(outbox.append(contentsOf: (0..<3).map(OutboxTests.item)).allSatisfy { $0 == OutboxAdmission() })
         let admitted = Locked(false)
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
-                let admissions = await outbox.appendWhenRoom((3..<6).map(OutboxTests.item))
+                await outbox.waitForRoom(messages: 3, bytes: 30)
+                let admissions = outbox.append(contentsOf: (3..<6).map(OutboxTests.item))
                 #expect(admissions.allSatisfy { $0 == OutboxAdmission() })
                 admitted.withLock { $0 = true }
             }
@@ -38,23 +39,31 @@ import Testing
 
     @Test func aBurstLargerThanTheLimitGoesIntoAnEmptyOutbox() async throws {
         let outbox = try Self.outbox(maxMessages: 2)
-        let admissions = await outbox.appendWhenRoom((0..<5).map(OutboxTests.item))
+        await outbox.waitForRoom(messages: 5, bytes: 50)
+        let admissions = outbox.append(contentsOf: (0..<5).map(OutboxTests.item))
         #expect(admissions.count == 5 && admissions.allSatisfy { $0.dropped == 0 })
         #expect(outbox.pending == 5)
     }
 
     @Test func cancellationAndCloseEndTheWaitAndStoreOverTheLimit() async throws {
         let outbox = try Self.outbox(maxMessages: 2)
-        _ = await outbox.appendWhenRoom((0..<2).map(OutboxTests.item))
-        let cancelled = Task { await outbox.appendWhenRoom([OutboxTests.item(2)]) }
+        _ = outbox.append(contentsOf: (0..<2).map(OutboxTests.item))
+        let cancelled = Task {
+            await outbox.waitForRoom(messages: 1, bytes: 10)
+            return outbox.append(contentsOf: [OutboxTests.item(2)])
+        }
         while !outbox.isWaitingForRoom { await Task.yield() }
         cancelled.cancel()
         #expect(await cancelled.value == [OutboxAdmission()])
-        #expect(outbox.pending == 3)
-        let closing = Task { await outbox.appendWhenRoom([OutboxTests.item(3)]) }
+        #expect(outbox.pending == 3)  // over the limit, not dropped
+        let closing = Task {
+            await outbox.waitForRoom(messages: 1, bytes: 10)
+            return outbox.append(contentsOf: [OutboxTests.item(3)])
+        }
         while !outbox.isWaitingForRoom { await Task.yield() }
         outbox.close()
         #expect(await closing.value == [OutboxAdmission()])
         #expect(outbox.pending == 4)
+        #expect(!outbox.isWaitingForRoom)
     }
 }

@@ -16,10 +16,18 @@ extension BridgeRuntime {
     func consumeMQTT() async {
         var actions: [Action] = []
         var events: [OutgoingPusher] = []
+        let backpressure = toPusher.overflow == .backpressure
         while true {
             let burst = await mqtt.messages.next(max: 64)
             if burst.isEmpty { return }
             let receivedAt = UTCTimestamp.now()
+            if backpressure {
+                // Wait for room instead of dropping; meanwhile the MQTT client's buffer fills and it
+                // stops reading from the broker (docs/contract.md §7.6). Before routing, so that what
+                // the machine counts as received reaches the outbox at once (the counter identity);
+                // the estimate (payload bytes) may let one burst exceed the limits a little.
+                await toPusher.waitForRoom(messages: burst.count, bytes: burst.reduce(0) { $0 + $1.payload.count })
+            }
             let now = ContinuousClock.now
             machine.withLock { machine in
                 for message in burst {
@@ -37,11 +45,7 @@ extension BridgeRuntime {
             }
             actions.removeAll(keepingCapacity: true)
             guard !events.isEmpty else { continue }
-            // `backpressure`: wait for room instead of dropping; meanwhile the MQTT client's buffer
-            // fills and it stops reading from the broker (docs/contract.md §7.6).
-            let admissions =
-                toPusher.overflow == .backpressure ? await toPusher.appendWhenRoom(events) : toPusher.append(contentsOf: events)
-            for (admission, event) in zip(admissions, events) {
+            for (admission, event) in zip(toPusher.append(contentsOf: events), events) {
                 account(admission, rule: event.event.rule, direction: .mqttToPusher)
             }
             events.removeAll(keepingCapacity: true)

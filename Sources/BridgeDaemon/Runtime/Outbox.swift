@@ -56,7 +56,7 @@ final class Outbox<Item: OutboxItem>: Sendable {
         /// Tasks waiting for the backlog to empty (``waitUntilEmpty()``), by ticket.
         var emptyWaiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
         var nextTicket: UInt64 = 0
-        /// The producer waiting in ``appendWhenRoom(_:)``: the room it needs, by ticket.
+        /// The producer waiting in ``waitForRoom(messages:bytes:)``: the room it needs, by ticket.
         var roomWaiter: (ticket: UInt64, messages: Int, bytes: Int, continuation: CheckedContinuation<Void, Never>)?
 
         /// The producer to wake when the room it waits for is there now (taken out of the state).
@@ -75,7 +75,7 @@ final class Outbox<Item: OutboxItem>: Sendable {
     }
 
     let name: String
-    /// The overflow policy in force (``appendWhenRoom(_:)`` is for `backpressure`).
+    /// The overflow policy in force (``waitForRoom(messages:bytes:)`` is for `backpressure`).
     let overflow: BufferOverflowPolicy
     private let state: Locked<State>
     private let logger: Logger
@@ -148,13 +148,12 @@ final class Outbox<Item: OutboxItem>: Sendable {
         return admissions
     }
 
-    /// Offers several messages in order once the backlog has room for all of them (the
-    /// `backpressure` policy's producer, docs/contract.md §7.6): it waits while the limits are
-    /// reached instead of dropping. It stops waiting, and stores over the limits, when the outbox
-    /// is closed or the task cancelled (a shutdown spools what it has rather than lose it).
-    /// One producer at a time.
-    func appendWhenRoom(_ items: [Item]) async -> [OutboxAdmission] {
-        let bytes = items.reduce(0) { $0 + $1.encoded().count }
+    /// Returns once the backlog has room for `messages` more of `bytes` payload bytes in all (an
+    /// empty backlog always has room): the `backpressure` policy's producer waits here instead of
+    /// dropping (docs/contract.md §7.6), woken by the acknowledgements. It also returns when the
+    /// outbox is closed or the task cancelled: a shutdown then stores over the limits rather than
+    /// lose what it has. One producer at a time.
+    func waitForRoom(messages: Int, bytes: Int) async {
         let ticket = state.withLock { state in
             defer { state.nextTicket += 1 }
             return state.nextTicket
@@ -162,8 +161,8 @@ final class Outbox<Item: OutboxItem>: Sendable {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let resumeNow = state.withLock { state in
-                    if state.closed || Task.isCancelled || state.backlog.hasRoom(messages: items.count, bytes: bytes) { return true }
-                    state.roomWaiter = (ticket, items.count, bytes, continuation)
+                    if state.closed || Task.isCancelled || state.backlog.hasRoom(messages: messages, bytes: bytes) { return true }
+                    state.roomWaiter = (ticket, messages, bytes, continuation)
                     return false
                 }
                 if resumeNow { continuation.resume() }
@@ -176,10 +175,9 @@ final class Outbox<Item: OutboxItem>: Sendable {
             }
             waiter?.resume()
         }
-        return append(contentsOf: items)
     }
 
-    /// Whether a producer waits in ``appendWhenRoom(_:)`` now.
+    /// Whether a producer waits in ``waitForRoom(messages:bytes:)`` now.
     var isWaitingForRoom: Bool { state.withLock { $0.roomWaiter != nil } }
 
     /// Up to `max` messages not handed out yet, oldest first, waiting while there are none.
