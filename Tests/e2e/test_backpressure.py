@@ -74,6 +74,15 @@ def m2p(values: dict[str, float], outcome: str) -> float:
                and f'outcome="{outcome}"' in k)
 
 
+def identity(values: dict[str, float]) -> tuple[float, float]:
+    """MQTT -> Pusher received_total, and the sum of its outcomes + buffered (docs/contract.md §7.6)."""
+    received = values.get('pusher_mqtt_bridge_received_total{bridge="bp",direction="mqtt_to_pusher"}', -1.0)
+    outcomes = sum(v for k, v in values.items()
+                   if k.startswith("pusher_mqtt_bridge_messages_total{") and 'direction="mqtt_to_pusher"' in k)
+    buffered = values.get('pusher_mqtt_bridge_buffered_messages{bridge="bp",direction="mqtt_to_pusher"}', 0.0)
+    return received, outcomes + buffered
+
+
 class PeakRSS:
     """Samples the daemon's resident set (VmRSS) every 100 ms; VmHWM is the kernel's own peak."""
 
@@ -130,6 +139,7 @@ def run_load(pusher, broker, workdir, bridges, *, count: int, size: int, rate: i
     out, _ = receiver.communicate(timeout=limit_s + 30)
     received = json.loads(out.decode().strip().splitlines()[-1])
     rss.stop.set()
+    time.sleep(1.5)  # `buffered_messages` is refreshed by the housekeeping second
     values = metrics(metrics_port)
     log = bridge.log()
     result = {"sent": sent, "received": received, "dropped": m2p(values, "dropped"),
@@ -138,7 +148,8 @@ def run_load(pusher, broker, workdir, bridges, *, count: int, size: int, rate: i
               "seconds": round(time.monotonic() - started, 1),
               "keepalive_closes": log.count("keep-alive timeout") // 2,  # two lines per close
               "reading_resumed_lines": log.count("reading from the broker resumed"),
-              "held_reconnects": log.count("not reconnecting until the incoming buffer drains")}
+              "held_reconnects": log.count("not reconnecting until the incoming buffer drains"),
+              "identity_end": identity(values), "identity_during_outage": identity(held) if held else None}
     print("\nbackpressure run:", json.dumps(result))
     return result
 
@@ -153,6 +164,8 @@ def test_burst_larger_than_the_buffer_is_delivered_complete_and_in_order(pusher,
     assert got["missing"] == 0 and got["unique"] == count, got
     assert got["reordered"] == 0, got
     assert result["dropped"] == 0
+    received, accounted = result["identity_end"]
+    assert received == accounted == count
 
 
 def test_pusher_outage_longer_than_the_buffer_and_keepalive_loses_nothing(pusher, broker, workdir, bridges):
@@ -172,5 +185,9 @@ def test_pusher_outage_longer_than_the_buffer_and_keepalive_loses_nothing(pusher
     assert result["dropped"] == 0
     # The outbox held no more than its limit (plus one burst of at most 64) while Pusher refused.
     assert result["buffered_during_outage"] is not None and result["buffered_during_outage"] <= max_messages + 64
+    # received = outcomes + buffered while held back (nothing moves then) and at the end.
+    during = result["identity_during_outage"]
+    assert during[0] == during[1] > 0, during
+    assert result["identity_end"] == (count, count)
     # The long pause took the keep-alive path: the connection closed and the reconnect was held.
     assert result["keepalive_closes"] >= 1 and result["held_reconnects"] >= 1
