@@ -9,7 +9,7 @@ is counted at the Pusher side by Benchmarks/bridge/ws_sub.c (a plain WebSocket s
 reports missing, duplicated and reordered sequence numbers). Both are compiled into the test's
 directory unless BENCH_TOOLS names a directory holding them.
 
-Full scale, by hand (the numbers in docs/contract.md §7.6 / the report):
+Full scale, by hand (BP_PERSIST=false keeps the outbox in memory, to see the buffer in the RSS):
     BP_COUNT=20000 BP_SIZE=8192 BP_MAX_MESSAGES=100000 BP_MAX_BYTES=64MiB BRIDGE_BIN=.build/release/pusher-mqtt-bridge \\
         .venv/bin/python -m pytest -q -s Tests/e2e/test_backpressure.py -k burst
 """
@@ -59,6 +59,8 @@ def config(pusher, broker, workdir: Path, max_messages: int, max_bytes: str, met
     assert old in text
     text = text.replace(old, f'max_messages = {max_messages}\nmax_bytes = "{max_bytes}"\n')
     text = text.replace('metrics = ""', f'metrics = "127.0.0.1:{metrics_port}"')
+    if os.environ.get("BP_PERSIST") == "false":  # the outbox in memory: RSS then holds the whole buffer
+        text = text.replace("persist = true", "persist = false")
     return text.replace('log_level = "debug"', 'log_level = "info"')
 
 
@@ -117,6 +119,8 @@ def run_load(pusher, broker, workdir, bridges, *, count: int, size: int, rate: i
     wait_until(ready, 20, 0.1, "the bridge to be ready")
     time.sleep(0.5)  # the MQTT subscription follows the CONNACK
     rss = PeakRSS(bridge.pid)
+    time.sleep(0.2)
+    start_rss_mib = round(rss.peak_kib / 1024, 1)
     receiver = subprocess.Popen([str(bin_dir / "ws_sub"), str(pusher.port), pusher.key, "ov-s", "bench", str(count),
                                  "8", str(int(limit_s)), str(workdir / "latencies.bin")],
                                 stdout=subprocess.PIPE, stderr=open(workdir / "ws_sub.log", "ab"))
@@ -143,7 +147,7 @@ def run_load(pusher, broker, workdir, bridges, *, count: int, size: int, rate: i
     values = metrics(metrics_port)
     log = bridge.log()
     result = {"sent": sent, "received": received, "dropped": m2p(values, "dropped"),
-              "delivered": m2p(values, "delivered"), "peak_rss_mib": round(rss.peak_kib / 1024, 1),
+              "delivered": m2p(values, "delivered"), "start_rss_mib": start_rss_mib, "peak_rss_mib": round(rss.peak_kib / 1024, 1),
               "buffered_during_outage": held.get('pusher_mqtt_bridge_buffered_messages{bridge="bp",direction="mqtt_to_pusher"}'),
               "seconds": round(time.monotonic() - started, 1),
               "keepalive_closes": log.count("keep-alive timeout") // 2,  # two lines per close
