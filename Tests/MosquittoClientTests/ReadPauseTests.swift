@@ -10,8 +10,10 @@ import Testing
 @Suite(.timeLimit(.minutes(1))) struct ReadPauseTests {
     typealias S = ClientSupport
 
-    static func pausingConfiguration(port: Int, id: String, capacity: Int) -> MQTTConfiguration {
-        var configuration = S.configuration(port: port, id: id, cleanSession: false)
+    static func pausingConfiguration(
+        port: Int, id: String, capacity: Int, version: MQTTProtocolVersion = .v5
+    ) -> MQTTConfiguration {
+        var configuration = S.configuration(port: port, id: id, version: version, cleanSession: false)
         configuration.messageBufferSize = capacity
         configuration.incomingOverflow = .pauseReading
         return configuration
@@ -35,10 +37,12 @@ import Testing
         await client.shutdown()
     }
 
-    @Test func aPauseBeyondTheKeepAliveClosesTheConnectionAndTheReconnectWaitsForRoom() async throws {
+    @Test(arguments: [MQTTProtocolVersion.v311, .v5])
+    func aPauseBeyondTheKeepAliveClosesTheConnectionAndTheReconnectWaitsForRoom(version: MQTTProtocolVersion) async throws {
         let broker = try Mosquitto()
         try broker.start()
-        let client = try await S.connectedClient(Self.pausingConfiguration(port: broker.port, id: S.uniqueID("held"), capacity: 5))
+        let client = try await S.connectedClient(
+            Self.pausingConfiguration(port: broker.port, id: S.uniqueID("held"), capacity: 5, version: version))
         try await client.subscribe(MQTTSubscription("held/#", qos: .atLeastOnce))
         let publisher = try await S.connectedClient(S.configuration(port: broker.port, id: S.uniqueID("pub")))
         for n in 0..<100 { try await publisher.send(.text("held/t", "\(n)")) }
