@@ -217,7 +217,10 @@ public final class Daemon: Sendable {
         if runtimes.isEmpty { return "no bridges" }
         return runtimes.map { runtime in
             let s = runtime.status
-            let line = "\(runtime.name): pusher \(s.connectivity.pusherState), mqtt \(s.connectivity.mqttState), buffered \(s.buffered)"
+            var line = "\(runtime.name): pusher \(s.connectivity.pusherState), mqtt \(s.connectivity.mqttState), buffered \(s.buffered)"
+            for (direction, count) in s.memoryOnly.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+                line += ", \(direction.rawValue) spool degraded (\(count) in memory only)"
+            }
             return runtime.pusherDeliveryPauseReason.map { line + ", MQTT→Pusher paused (\($0))" } ?? line
         }.joined(separator: "; ")
     }

@@ -46,7 +46,7 @@ extension Spool {
                 )
                 break
             }
-            var file = try SpoolFile(path: path, access: .readWrite)
+            var file = try SpoolFile(path: path, access: .readWrite, faults: configuration.writeFaults)
             let bytes = try file.readToEnd()
             let scan = SpoolRecordFormat.scan(
                 bytes,
@@ -109,7 +109,8 @@ extension Spool {
             if stopAfterThis { break }
         }
         if recovered.segments.isEmpty {
-            let file = try SpoolFile(path: segmentPath(directory: directory, firstSequence: 1), access: .createNew)
+            let file = try SpoolFile(
+                path: segmentPath(directory: directory, firstSequence: 1), access: .createNew, faults: configuration.writeFaults)
             recovered.segments.append(SpoolSegment(firstSequence: 1, file: file, size: 0, lastDataSequence: 0))
             if configuration.fsync != .never { try SpoolDirectory.synchronize(directory) }
         }

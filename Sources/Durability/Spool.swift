@@ -323,7 +323,7 @@ public final class Spool {
         if flushesHere { try flushNow() }
         let first = lastSequence + 1
         let path = Spool.segmentPath(directory: directory, firstSequence: first)
-        let file = try SpoolFile(path: path, access: .createNew)
+        let file = try SpoolFile(path: path, access: .createNew, faults: configuration.writeFaults)
         segments.append(SpoolSegment(firstSequence: first, file: file, size: 0, lastDataSequence: first - 1))
         directoryUnflushed = true
         if flushesHere { try flushNow() }

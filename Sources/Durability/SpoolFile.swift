@@ -52,16 +52,19 @@ final class SpoolFile: Sendable {
     let path: String
     private let descriptor: CInt
     private let isDirectory: Bool
+    /// The tests' failure injector (nil outside tests).
+    private let faults: SpoolWriteFaults?
 
-    /// Opens `path`.
+    /// Opens `path`; `faults` (tests only) makes its writes and flushes fail on demand.
     ///
     /// - Throws: ``SpoolError`` naming the operation, the path and `errno`.
-    init(path: String, access: Access) throws {
+    init(path: String, access: Access, faults: SpoolWriteFaults? = nil) throws {
         let descriptor = open(path, access.flags, 0o644)
         guard descriptor >= 0 else { throw SpoolError.io(access.operation, path: path, errno: errno) }
         self.path = path
         self.descriptor = descriptor
         self.isDirectory = access == .directory
+        self.faults = faults
     }
 
     deinit {
@@ -75,7 +78,17 @@ final class SpoolFile: Sendable {
     }
 
     /// Writes all of `bytes` at `offset` (`pwrite`, retried on `EINTR` and short writes).
+    ///
+    /// - Throws: ``SpoolError`` on failure, when part of the bytes may have reached the file.
     func write(_ bytes: [UInt8], at offset: Int) throws {
+        if let faults, let fault = faults.writeFault(count: bytes.count) {
+            try writeAll(Array(bytes[0..<fault.written]), at: offset)
+            throw SpoolError.io("write", path: path, errno: fault.errno)
+        }
+        try writeAll(bytes, at: offset)
+    }
+
+    private func writeAll(_ bytes: [UInt8], at offset: Int) throws {
         var done = 0
         while done < bytes.count {
             let count = bytes.withUnsafeBytes { buffer in
@@ -135,6 +148,9 @@ final class SpoolFile: Sendable {
     /// directory, whose entries are its data). Blocks until the disk has it: 0.1–3 ms on a
     /// virtual disk, far longer on a busy one — keep it off the cooperative pool and out of locks.
     func synchronize() throws {
+        if let code = faults?.flushFault() {
+            throw SpoolError.io(isDirectory ? "fsync directory" : "fdatasync", path: path, errno: code)
+        }
         #if os(Linux)
             let result = isDirectory ? fsync(descriptor) : fdatasync(descriptor)
         #else

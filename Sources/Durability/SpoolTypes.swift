@@ -59,6 +59,8 @@ public struct SpoolConfiguration: Sendable, Equatable {
     /// with the next append, and is written by `sync`, rotation and `close`). A crash redelivers
     /// at most this many acknowledged records, plus those since the owner's last `sync`.
     public var acknowledgementBatch: Int
+    /// Tests only: makes the segment files' writes and flushes fail on demand (a full disk).
+    var writeFaults: SpoolWriteFaults?
 
     /// - Parameters:
     ///   - fsync: default ``SpoolFsyncPolicy/default``.
@@ -205,6 +207,14 @@ public struct SpoolError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The configuration cannot work (e.g. a zero batch size).
     static func invalidConfiguration(_ message: String, path: String) -> SpoolError {
         SpoolError(code: .invalidConfiguration(message), path: path)
+    }
+
+    /// True for a failed system call on the spool's files (disk full, I/O error, quota, a file
+    /// that cannot be created): the disk's trouble, not the message's; a ``DeliveryBacklog``
+    /// degrades to memory on it (docs/contract.md §7.6).
+    public var isDiskFailure: Bool {
+        if case .io = code { return true }
+        return false
     }
 
     /// True for ``payloadTooLarge``, which the caller should treat as a bad message, not a bad disk.

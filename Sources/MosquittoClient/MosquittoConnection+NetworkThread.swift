@@ -108,7 +108,9 @@ extension MosquittoConnection {
                         ])
                 case .scheduleReconnect(_, let delay, let error):
                     socketOpen = false
-                    logger.warning(
+                    // Every failed attempt, hence info; the application reports the failure
+                    // from the `.disconnected` state (the daemon: one rate-limited error line).
+                    logger.info(
                         "disconnected; reconnecting after backoff",
                         metadata: ["mqtt.error": "\(error)", "mqtt.retry_in": "\(delay)"])
                 case .keepWaiting:

@@ -128,6 +128,10 @@ extension PusherClient {
         case .error(let error):
             if error.isConnectionRefused || error.isGaveUp {
                 logger.error("Pusher connection refused", metadata: ["pusher.error": "\(error)"])
+            } else if error.isTransportFailure {
+                // Every failed attempt; the application decides what to report (the daemon: one
+                // rate-limited error line naming the reason).
+                logger.info("Pusher connection failed", metadata: ["pusher.error": "\(error)"])
             } else {
                 logger.warning("Pusher error", metadata: ["pusher.error": "\(error)"])
             }

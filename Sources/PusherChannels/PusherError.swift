@@ -91,6 +91,8 @@ public struct PusherError: Error, Sendable, Hashable, CustomStringConvertible {
     public var isGaveUp: Bool { code == .gaveUp }
     /// Whether a client event was refused (rate limit, wrong channel, …).
     public var isClientEventRejected: Bool { code == .clientEventRejected }
+    /// Whether the WebSocket or TCP/TLS connection failed (``transport(_:)``).
+    public var isTransportFailure: Bool { code == .transport }
     /// Whether decrypting an encrypted event failed.
     public var isDecryptionFailure: Bool { code == .decryptionFailed }
 }

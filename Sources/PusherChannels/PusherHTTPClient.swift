@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
+import NIOSSL
 import PusherProtocol
 
 /// The signed Pusher HTTP API (docs/pusher-protocol.md §2): trigger, batch trigger, channel queries.
@@ -25,6 +26,8 @@ public struct PusherHTTPClient: Sendable {
     /// with SHA-256(channel ‖ key) before sending, as Pusher's server libraries do.
     public var encryptionMasterKey: [UInt8]?
     private let signature: RequestSignature
+    /// Trusts `caFile` instead of the system roots (HTTPS only), per request.
+    private let tlsConfiguration: TLSConfiguration?
     private let httpClient: HTTPClient
     private let logger: Logger
 
@@ -33,6 +36,7 @@ public struct PusherHTTPClient: Sendable {
     /// - Parameters:
     ///   - host: `.cluster("mt1")` or `.host("127.0.0.1", port: 6001)`.
     ///   - encrypted: HTTPS (default) or HTTP.
+    ///   - caFile: a PEM file with CA certificate(s) to trust instead of the system roots (HTTPS).
     ///   - httpClient: the connection pool to use; its lifetime is the caller's.
     public init(
         appID: String,
@@ -40,6 +44,7 @@ public struct PusherHTTPClient: Sendable {
         secret: String,
         host: PusherClientOptions.Host = .cluster("mt1"),
         encrypted: Bool = true,
+        caFile: String? = nil,
         maxEventBytes: Int = PusherLimits.eventDataBytes,
         timeout: Duration = .seconds(10),
         encryptionMasterKey: [UInt8]? = nil,
@@ -54,6 +59,13 @@ public struct PusherHTTPClient: Sendable {
             self.baseURL = "\(scheme)://api-\(cluster).pusher.com"
         case .host(let name, let port):
             self.baseURL = "\(scheme)://\(name):\(port ?? (encrypted ? 443 : 80))"
+        }
+        if encrypted, let caFile {
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.trustRoots = .file(caFile)
+            self.tlsConfiguration = tls
+        } else {
+            self.tlsConfiguration = nil
         }
         self.maxEventBytes = maxEventBytes
         self.timeout = timeout
@@ -212,6 +224,7 @@ public struct PusherHTTPClient: Sendable {
         let query = signed.map { PusherAuthRequest.formEncode($0.0) + "=" + PusherAuthRequest.formEncode($0.1) }
             .joined(separator: "&")
         var request = HTTPClientRequest(url: baseURL + path + "?" + query)
+        request.tlsConfiguration = tlsConfiguration
         request.method = method
         if let bodyBytes {
             request.headers.add(name: "Content-Type", value: "application/json")

@@ -49,6 +49,9 @@ public struct PusherLocalConfiguration: Sendable {
     public var maxBodySize: Int
     /// Frames that may wait for one slow connection before it is disconnected.
     public var maxQueuedFrames: Int
+    /// The certificate and key to serve `https://` and `wss://` with; `nil` serves plain
+    /// `http://` and `ws://`.
+    public var tls: PusherLocalTLS?
 
     public init(
         host: String = "127.0.0.1",
@@ -60,7 +63,8 @@ public struct PusherLocalConfiguration: Sendable {
         webhookURL: String? = nil,
         maxFrameSize: Int = 256 * 1024,
         maxBodySize: Int = 1024 * 1024,
-        maxQueuedFrames: Int = 1_000_000
+        maxQueuedFrames: Int = 1_000_000,
+        tls: PusherLocalTLS? = nil
     ) {
         self.host = host
         self.port = port
@@ -72,6 +76,7 @@ public struct PusherLocalConfiguration: Sendable {
         self.maxFrameSize = maxFrameSize
         self.maxBodySize = maxBodySize
         self.maxQueuedFrames = maxQueuedFrames
+        self.tls = tls
     }
 
     /// Problems that make this configuration unusable, one message each (empty when valid).

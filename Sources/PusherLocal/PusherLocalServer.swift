@@ -1,4 +1,6 @@
 import Hummingbird
+import HummingbirdCore
+import HummingbirdTLS
 import HummingbirdWebSocket
 import Locking
 import Logging
@@ -69,29 +71,30 @@ public struct PusherLocalServer: Service {
         let onListening = self.onListening
         let connections = ConnectionHandler(registry: registry, configuration: configuration, logger: logger)
         let responder = HTTPAPIResponder(registry: registry, configuration: configuration, logger: logger)
+        let plain: HTTPServerBuilder = .http1WebSocketUpgrade(
+            configuration: .init(
+                http1: .init(idleTimeout: .seconds(60)),
+                ws: .init(
+                    maxFrameSize: configuration.maxFrameSize,
+                    // Pusher keep-alive is done with pusher:ping (ActivityMonitor); the
+                    // client's WebSocket pings are still answered by swift-websocket.
+                    autoPing: .disabled,
+                    closeTimeout: .seconds(2)
+                )
+            ),
+            shouldUpgrade: { request, _, _ in
+                guard let path = request.path, path.hasPrefix("/app/") else { return .dontUpgrade }
+                return .upgrade(
+                    [:],
+                    { inbound, outbound, _ in
+                        await connections.handle(path: path, inbound: inbound, outbound: outbound)
+                    }
+                )
+            }
+        )
         let app = Application(
             responder: responder,
-            server: .http1WebSocketUpgrade(
-                configuration: .init(
-                    http1: .init(idleTimeout: .seconds(60)),
-                    ws: .init(
-                        maxFrameSize: configuration.maxFrameSize,
-                        // Pusher keep-alive is done with pusher:ping (ActivityMonitor); the
-                        // client's WebSocket pings are still answered by swift-websocket.
-                        autoPing: .disabled,
-                        closeTimeout: .seconds(2)
-                    )
-                ),
-                shouldUpgrade: { request, _, _ in
-                    guard let path = request.path, path.hasPrefix("/app/") else { return .dontUpgrade }
-                    return .upgrade(
-                        [:],
-                        { inbound, outbound, _ in
-                            await connections.handle(path: path, inbound: inbound, outbound: outbound)
-                        }
-                    )
-                }
-            ),
+            server: try configuration.tls.map { try HTTPServerBuilder.tls(plain, tlsConfiguration: $0.serverConfiguration) } ?? plain,
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: nil),
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? configuration.port
@@ -100,7 +103,7 @@ public struct PusherLocalServer: Service {
                     "pusher-local listening",
                     metadata: [
                         "server.host": "\(configuration.host)", "server.port": "\(port)",
-                        "pusher.apps": "\(configuration.apps.map(\.description))",
+                        "pusher.apps": "\(configuration.apps.map(\.description))", "server.tls": "\(configuration.tls != nil)",
                     ]
                 )
                 await onListening(running)
@@ -166,13 +169,13 @@ public struct RunningPusherLocal: Sendable {
     public let configuration: PusherLocalConfiguration
     let registry: AppRegistry
 
-    /// `ws://HOST:PORT/app/KEY?protocol=7` for the first app, or for `app`.
+    /// `ws://HOST:PORT/app/KEY?protocol=7` (`wss://` with TLS) for the first app, or for `app`.
     public func webSocketURL(key: String? = nil) -> String {
-        "ws://\(host):\(port)/app/\(key ?? configuration.apps[0].key)?protocol=7"
+        (configuration.tls == nil ? "ws" : "wss") + "://\(host):\(port)/app/\(key ?? configuration.apps[0].key)?protocol=7"
     }
 
-    /// `http://HOST:PORT`.
-    public var httpURL: String { "http://\(host):\(port)" }
+    /// `http://HOST:PORT` (`https://` with TLS).
+    public var httpURL: String { (configuration.tls == nil ? "http" : "https") + "://\(host):\(port)" }
 
     /// The first configured app.
     public var app: PusherLocalApp { configuration.apps[0] }

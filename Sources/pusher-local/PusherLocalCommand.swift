@@ -19,8 +19,10 @@ struct PusherLocalCommand: AsyncParsableCommand {
             Without --app/--app-id the demo app is served: id 1, key app-key, secret app-secret.
             Test/fault control endpoints (development only, unauthenticated) live under
             /pusher-local/... on the same port; --no-control turns them off.
+            With --tls-cert and --tls-key (PEM files) the same port serves wss:// and https://.
             Prints one line "pusher-local listening on HOST:PORT (apps: ID/KEY ...)" to stdout when
-            ready; logs go to stderr. SIGTERM/SIGINT stop it cleanly (exit 0).
+            ready ("... HOST:PORT with TLS (apps: ...)" with TLS); logs go to stderr.
+            SIGTERM/SIGINT stop it cleanly (exit 0).
             """
     )
 
@@ -56,6 +58,12 @@ struct PusherLocalCommand: AsyncParsableCommand {
     @Option(help: "POST webhooks (signed with X-Pusher-Signature) to this http:// URL.")
     var webhook: String?
 
+    @Option(name: .customLong("tls-cert"), help: "Serve wss:// and https:// with this PEM certificate chain (with --tls-key).")
+    var tlsCertificate: String?
+
+    @Option(name: .customLong("tls-key"), help: "The PEM private key of --tls-cert.")
+    var tlsKey: String?
+
     @Flag(name: .customLong("no-control"), help: "Do not serve the /pusher-local/... control endpoints.")
     var noControl = false
 
@@ -69,6 +77,7 @@ struct PusherLocalCommand: AsyncParsableCommand {
         }
         if activityTimeout < 1 { throw ValidationError("--activity-timeout must be at least 1") }
         if pongTimeout < 1 { throw ValidationError("--pong-timeout must be at least 1") }
+        if (tlsCertificate == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
     }
 
     func run() async throws {
@@ -83,6 +92,10 @@ struct PusherLocalCommand: AsyncParsableCommand {
         if let appID, let key, let secret { appList.append(PusherLocalApp(id: appID, key: key, secret: secret)) }
         appList += apps.compactMap(PusherLocalApp.init(spec:))
         if appList.isEmpty { appList = [.demo] }
+        // A missing, unreadable or garbled file ends here: "Error: TLS key FILE: …", exit 1.
+        let tls = try tlsCertificate.flatMap { certificate in
+            try tlsKey.map { try PusherLocalTLS.load(certificateFile: certificate, keyFile: $0) }
+        }
         let configuration = PusherLocalConfiguration(
             host: host,
             port: port,
@@ -90,14 +103,16 @@ struct PusherLocalCommand: AsyncParsableCommand {
             activityTimeout: .seconds(activityTimeout),
             pongTimeout: .seconds(pongTimeout),
             controlEnabled: !noControl,
-            webhookURL: webhook
+            webhookURL: webhook,
+            tls: tls
         )
         let problems = configuration.problems
         if !problems.isEmpty { throw ValidationError(problems.joined(separator: "; ")) }
         let server = PusherLocalServer(configuration: configuration, logger: logger) { running in
             let apps = running.configuration.apps.map(\.description).joined(separator: ", ")
             // The ready line: stdout, exactly once, flushed (tests and scripts wait for it).
-            print("pusher-local listening on \(running.host):\(running.port) (apps: \(apps))")
+            let tls = running.configuration.tls == nil ? "" : " with TLS"
+            print("pusher-local listening on \(running.host):\(running.port)\(tls) (apps: \(apps))")
             fflush(nil)  // all C streams; names no global, so no shared mutable state
         }
         let group = ServiceGroup(

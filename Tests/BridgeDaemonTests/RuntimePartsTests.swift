@@ -169,6 +169,8 @@ struct ZeroSeriesTests {
             #"pusher_mqtt_bridge_reconnects_total{bridge="f",side="mqtt"} 0"#,
             #"pusher_mqtt_bridge_connection_up{bridge="f",side="mqtt"} 0"#,
             #"pusher_mqtt_bridge_buffered_messages{bridge="f",direction="mqtt_to_pusher"} 0"#,
+            #"pusher_mqtt_bridge_spool_degraded{bridge="f",direction="pusher_to_mqtt"} 0"#,
+            #"pusher_mqtt_bridge_spool_degraded{bridge="f",direction="mqtt_to_pusher"} 0"#,
             #"pusher_mqtt_bridge_errors_total{bridge="f",kind="spool"} 0"#,
             #"pusher_mqtt_bridge_messages_total{bridge="f",rule="hot",direction="mqtt_to_pusher",outcome="filtered"} 0"#,
             #"pusher_mqtt_bridge_messages_total{bridge="f",rule="hot",direction="mqtt_to_pusher",outcome="coalesced"} 0"#,

@@ -3,6 +3,7 @@ import Foundation
 import Locking
 import Logging
 import NIOCore
+import NIOSSL
 import NIOWebSocket
 import PusherLocal
 import PusherProtocol
@@ -125,7 +126,10 @@ struct ReceivedEvent {
 }
 
 /// Runs `body` with a connected socket to `url`; the socket closes when `body` returns.
-func withSocket<T: Sendable>(_ url: String, autoPing: Duration? = nil, _ body: @Sendable (TestSocket) async throws -> T) async throws -> T {
+/// With `tls`, a `wss://` URL is verified against it.
+func withSocket<T: Sendable>(
+    _ url: String, autoPing: Duration? = nil, tls: TLSConfiguration? = nil, _ body: @Sendable (TestSocket) async throws -> T
+) async throws -> T {
     let socket = TestSocket()
     let logger = {
         var logger = Logger(label: "test-client")
@@ -142,6 +146,7 @@ func withSocket<T: Sendable>(_ url: String, autoPing: Duration? = nil, _ body: @
                     closeTimeout: .seconds(2),
                     autoPing: autoPing.map { .enabled(timePeriod: $0) } ?? .disabled
                 ),
+                tlsConfiguration: tls,
                 logger: logger
             ) { inbound, outbound, _ in
                 try await withThrowingTaskGroup(of: Void.self) { inner in
@@ -213,7 +218,8 @@ func apiRequest(
     params: [(String, String)] = [],
     body: String? = nil,
     secret: String? = nil,
-    timestamp: Int? = nil
+    timestamp: Int? = nil,
+    client: HTTPClient = .shared
 ) async throws -> (status: Int, body: String) {
     let app = running.app
     let signature = RequestSignature(key: app.key, secret: secret ?? app.secret)
@@ -227,20 +233,20 @@ func apiRequest(
     )
     let query = signed.map { $0.0 + "=" + ($0.1.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? $0.1) }.joined(
         separator: "&")
-    return try await rawRequest(running, method: method, target: path + "?" + query, body: body)
+    return try await rawRequest(running, method: method, target: path + "?" + query, body: body, client: client)
 }
 
-/// An unsigned HTTP request.
-func rawRequest(_ running: RunningPusherLocal, method: String, target: String, body: String? = nil) async throws -> (
-    status: Int, body: String
-) {
+/// An unsigned HTTP request (through `client`, e.g. one that trusts a test CA).
+func rawRequest(_ running: RunningPusherLocal, method: String, target: String, body: String? = nil, client: HTTPClient = .shared)
+    async throws -> (status: Int, body: String)
+{
     var request = HTTPClientRequest(url: running.httpURL + target)
     request.method = .init(rawValue: method)
     if let body {
         request.headers.add(name: "Content-Type", value: "application/json")
         request.body = .bytes(ByteBuffer(string: body))
     }
-    let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+    let response = try await client.execute(request, timeout: .seconds(10))
     let buffer = try await response.body.collect(upTo: 1 << 20)
     return (Int(response.status.code), String(buffer: buffer))
 }

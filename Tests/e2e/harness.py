@@ -12,9 +12,11 @@ import queue
 import re
 import signal
 import socket
+import ssl
 import subprocess
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import paho.mqtt.client as mqtt
@@ -104,10 +106,57 @@ class Process:
             return ""
 
 
-class Mosquitto(Process):
-    """mosquitto on a free port with a generated config (persistence on, so restarts keep sessions)."""
+class TestCA:
+    """A certificate authority made with the `openssl` CLI in `directory` (EC P-256, valid 2 days),
+    issuing server and client certificates for the TLS tests."""
 
-    def __init__(self, workdir: Path, port: int | None = None):
+    __test__ = False  # not a pytest test class, whatever its name
+
+    def __init__(self, directory: Path, name: str = "ca"):
+        self.directory, self.name = directory, name
+        directory.mkdir(parents=True, exist_ok=True)
+        self.cert, self.key = directory / f"{name}.pem", directory / f"{name}.key"
+        self._openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                      "-keyout", self.key, "-out", self.cert, "-days", "2", "-subj", f"/CN=pusher-mqtt-bridge test {name}")
+
+    def issue(self, name: str, *, dns: tuple[str, ...] = (), ips: tuple[str, ...] = (),
+              client: bool = False) -> tuple[Path, Path]:
+        """A certificate (with these subjectAltNames) and its key, signed by this CA: (cert, key)."""
+        cert, key = self.directory / f"{name}.pem", self.directory / f"{name}.key"
+        csr, ext = self.directory / f"{name}.csr", self.directory / f"{name}.ext"
+        self._openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key,
+                      "-out", csr, "-subj", f"/CN={name}")
+        lines = ["basicConstraints=CA:FALSE", f"extendedKeyUsage={'clientAuth' if client else 'serverAuth'}"]
+        names = [f"DNS:{d}" for d in dns] + [f"IP:{i}" for i in ips]
+        if names:
+            lines.append("subjectAltName=" + ",".join(names))
+        ext.write_text("\n".join(lines) + "\n")
+        self._openssl("x509", "-req", "-in", csr, "-CA", self.cert, "-CAkey", self.key, "-CAcreateserial", "-out", cert,
+                      "-days", "2", "-extfile", ext)
+        return cert, key
+
+    def _openssl(self, *args):
+        done = subprocess.run(["openssl", *map(str, args)], cwd=self.directory, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"openssl {args[0]} failed: {done.stderr}")
+
+
+@dataclass
+class BrokerTLS:
+    """A TLS listener for Mosquitto: its CA (which client certificates must chain to), its
+    certificate and key; `require_certificate` makes every client present a certificate."""
+    ca_file: Path
+    cert_file: Path
+    key_file: Path
+    require_certificate: bool = True
+
+
+class Mosquitto(Process):
+    """mosquitto on a free port with a generated config (persistence on, so restarts keep sessions);
+    with `tls`, the one listener speaks TLS (mqtts)."""
+
+    def __init__(self, workdir: Path, port: int | None = None, tls: BrokerTLS | None = None):
+        self.tls = tls
         self.port = port or free_port()
         self.data = workdir / f"mosquitto-{self.port}"
         self.data.mkdir(parents=True, exist_ok=True)
@@ -116,6 +165,8 @@ class Mosquitto(Process):
             f"listener {self.port} 127.0.0.1\nallow_anonymous true\nset_tcp_nodelay true\n"
             f"max_queued_messages 0\npersistence true\npersistence_location {self.data}/\n"
             "autosave_interval 1\n"
+            + (f"cafile {tls.ca_file}\ncertfile {tls.cert_file}\nkeyfile {tls.key_file}\n"
+               f"require_certificate {'true' if tls.require_certificate else 'false'}\n" if tls else "")
             # Run as root, mosquitto would switch to the `mosquitto` user and could not write its
             # persistence file here: sessions would silently not survive a broker restart.
             + ("user root\n" if os.geteuid() == 0 else "")
@@ -131,14 +182,18 @@ class Mosquitto(Process):
 
 
 class PusherLocal(Process):
-    """pusher-local on a free port; the ready line on stdout gives the port."""
+    """pusher-local on a free port; the ready line on stdout gives the port. With `tls` (a
+    certificate and key) it serves https:// and wss://, and `ca_file` is what its clients here trust."""
 
-    def __init__(self, workdir: Path, app_id="1", key="app-key", secret="app-secret", port: int = 0, extra=()):
+    def __init__(self, workdir: Path, app_id="1", key="app-key", secret="app-secret", port: int = 0, extra=(),
+                 tls: tuple[Path, Path] | None = None, ca_file: Path | None = None):
         self.app_id, self.key, self.secret = app_id, key, secret
         self.requested_port = port
         self.port = 0
+        self.tls, self.ca_file = tls, ca_file
+        tls_args = ["--tls-cert", str(tls[0]), "--tls-key", str(tls[1])] if tls else []
         argv = [binary("PUSHER_LOCAL_BIN", "pusher-local"), "--host", "127.0.0.1", "--port", str(port),
-                "--app-id", app_id, "--key", key, "--secret", secret, *extra]
+                "--app-id", app_id, "--key", key, "--secret", secret, *tls_args, *extra]
         super().__init__(f"pusher-local-{port or 'any'}-{id(self)}", argv, workdir)
 
     def start(self, stdout=None):
@@ -167,17 +222,39 @@ class PusherLocal(Process):
     def control(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
         import urllib.request
 
-        req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", data=body, method=method)
+        scheme = "https" if self.tls else "http"
+        req = urllib.request.Request(f"{scheme}://127.0.0.1:{self.port}{path}", data=body, method=method)
+        context = ssl.create_default_context(cafile=str(self.ca_file)) if self.tls and self.ca_file else None
         try:
-            with urllib.request.urlopen(req, timeout=5) as resp:
+            with urllib.request.urlopen(req, timeout=5, context=context) as resp:
                 return resp.status, resp.read()
         except urllib.error.HTTPError as e:
             return e.code, e.read()
 
     def http_client(self) -> pusher_http.Pusher:
-        """The official Pusher server library, pointed at this server (it signs every request)."""
+        """The official Pusher server library, pointed at this server (it signs every request);
+        over https with TLS, verifying against `ca_file`."""
+        if self.tls:
+            return https_pusher_client(self.app_id, self.key, self.secret, "127.0.0.1", self.port, self.ca_file)
         return pusher_http.Pusher(app_id=self.app_id, key=self.key, secret=self.secret,
                                   host="127.0.0.1", port=self.port, ssl=False)
+
+
+def https_pusher_client(app_id: str, key: str, secret: str, host: str, port: int, ca_file) -> pusher_http.Pusher:
+    """The official `pusher` library over https, verifying the server against `ca_file`.
+
+    With `ssl=True` the library pins its own bundled cacert.pem (`verify=` in its requests
+    backend), so REQUESTS_CA_BUNDLE is ignored; a backend that verifies against `ca_file` instead
+    keeps verification on with a private CA."""
+    from pusher.requests import RequestsBackend
+
+    class VerifyAgainstCA(RequestsBackend):
+        def __init__(self, client, **options):
+            super().__init__(client, **options)
+            self.options["verify"] = str(ca_file)
+
+    return pusher_http.Pusher(app_id=app_id, key=key, secret=secret, host=host, port=port, ssl=True,
+                              backend=VerifyAgainstCA)
 
 
 class Bridge(Process):
@@ -197,10 +274,24 @@ class Bridge(Process):
                               text=True, timeout=timeout, env={**self.env, **(env or {})}, cwd=self.workdir)
 
 
+@dataclass
+class ClientTLS:
+    """TLS for a paho-mqtt client: the CA to verify the broker with (host name checked) and an
+    optional client certificate."""
+    ca_file: Path
+    cert_file: Path | None = None
+    key_file: Path | None = None
+
+    def apply(self, client: mqtt.Client):
+        client.tls_set(ca_certs=str(self.ca_file), certfile=self.cert_file and str(self.cert_file),
+                       keyfile=self.key_file and str(self.key_file), cert_reqs=ssl.CERT_REQUIRED)
+
+
 class MQTTCollector:
     """A paho-mqtt subscriber that records every message (topic, payload bytes, retain, properties)."""
 
-    def __init__(self, port: int, topics: list[str], qos: int = 1, client_id: str | None = None, v5: bool = True):
+    def __init__(self, port: int, topics: list[str], qos: int = 1, client_id: str | None = None, v5: bool = True,
+                 tls: ClientTLS | None = None):
         self.messages: list = []
         self.lock = threading.Lock()
         self.connected = threading.Event()
@@ -220,6 +311,8 @@ class MQTTCollector:
 
         self.client.on_connect = on_connect
         self.client.on_message = on_message
+        if tls:
+            tls.apply(self.client)
         self.client.connect("127.0.0.1", port, keepalive=30)
         self.client.loop_start()
         if not self.connected.wait(10):
@@ -239,9 +332,12 @@ class MQTTCollector:
         self.client.disconnect()
 
 
-def publish(port: int, topic: str, payload: bytes | str, qos: int = 1, retain: bool = False):
+def publish(port: int, topic: str, payload: bytes | str, qos: int = 1, retain: bool = False,
+            tls: ClientTLS | None = None):
     """One message from a fresh paho-mqtt client, waiting for the broker's ack."""
     client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"pub-{time.monotonic_ns()}")
+    if tls:
+        tls.apply(client)
     client.connect("127.0.0.1", port)
     client.loop_start()
     info = client.publish(topic, payload, qos=qos, retain=retain)

@@ -48,6 +48,8 @@ class Row:
     netns: bool = False
     notes: list[str] = field(default_factory=list)
     config: Callable[[str], str] | None = None  # edits the bridge's config before it starts
+    # A row with its own setup and traffic instead of the Rig's (disk-full): runs the whole row.
+    custom: Callable[[Row, Path], Result] | None = None
 
 
 # ---- faults ---------------------------------------------------------------------------------
@@ -242,6 +244,36 @@ def sighups(times: int = 10, bad_at: int = 5):
     return inject
 
 
+def disk_full_row(row: Row, base: Path) -> Result:
+    """A real full disk (docs/contract.md §7.6): Tests/e2e/test_disk_full.py's scenario -- state_dir on a
+    1 MiB tmpfs filled to 192 KiB free, mosquitto stopped, 3,000 Pusher events of 1 KB, broker back;
+    then 500 more in a second outage, the filler deleted while the broker is away, the daemon
+    SIGKILLed and restarted. Only Pusher -> MQTT carries traffic; M->P is not judged."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
+    from test_disk_full import MountRefused, run_disk_full
+
+    started = time.monotonic()
+    observations: list[str] = []
+    observed: dict = {}
+    try:
+        out = run_disk_full(base / row.name, events=3000, second_events=500)
+        observations = out["observations"]
+        totals, recovery, misses, _ = judge_direction(out["sent"], out["received"], row.p2m, [out["broker_back"]])
+        misses = [f"P->M {m}" for m in misses] + out["failures"]
+        observed = {"p2m": fmt_dir(totals, recovery)}
+    except MountRefused as e:
+        misses = [f"not run: {e}"]
+    except Exception as e:
+        misses = [f"row error: {e!r}"]
+        observations.append(traceback.format_exc(limit=3))
+    return Result(row.name, row.fault, describe(row.p2m), describe(row.m2p), observed,
+                  "PASS" if not misses else "MISS", misses, observations, round(time.monotonic() - started, 1))
+
+
+def not_injected(rig: Rig) -> list[float]:
+    raise AssertionError("a custom row runs itself")
+
+
 # ---- the matrix: expected outcomes, stated before running -----------------------------------
 R = RATE
 ZERO = "zero loss, order kept, duplicates counted"
@@ -326,6 +358,14 @@ def rows() -> list[Row]:
                             "closes the paused connection, the reconnect waits for the backlog, the broker's session "
                             f"holds the rest and redelivers it in order: {ZERO}"),
             mqtt_to_pusher_overload(), config=small_backpressure_buffer),
+        Row("disk-full", "state_dir on a 1 MiB tmpfs (192 KiB free) while mosquitto is down: 3,000 Pusher events of 1 KB; "
+                         "then 500 more, space freed while the broker is away, daemon SIGKILLed and restarted",
+            Expectation(0, max_recovery_s=15,
+                        why="docs/contract.md §7.6: ENOSPC degrades the spool, the 3.5 MB wait in the 64 MiB memory buffer: "
+                            "0 lost, in order; spool_degraded 1 then 0 when the delivered segment or the filler frees space; "
+                            "the tail written back to disk survives the SIGKILL; at most a degraded log line a minute"),
+            Expectation(0, why="no MQTT -> Pusher traffic in this row (not judged)"),
+            not_injected, custom=disk_full_row),
     ]
 
 
@@ -460,7 +500,7 @@ def main() -> int:
     for row in todo:
         print(f"--- {row.name}: {row.fault}", flush=True)
         print(f"    expected P->M: {describe(row.p2m)}\n    expected M->P: {describe(row.m2p)}", flush=True)
-        result = run_row(row, base)
+        result = row.custom(row, base) if row.custom else run_row(row, base)
         results.append(result)
         print(f"    observed P->M: {cell(result.observed.get('p2m', {}))}", flush=True)
         print(f"    observed M->P: {cell(result.observed.get('m2p', {}))} (pysher: {cell(result.observed.get('m2p_at_pysher', {}))})", flush=True)

@@ -28,14 +28,20 @@ class PusherLocal:
     secret: str
     process: subprocess.Popen
     stderr_lines: list = field(default_factory=list)
+    ready_line: str = ""
+
+    @property
+    def tls(self):
+        """Whether it serves wss:// and https:// (started with --tls-cert/--tls-key)."""
+        return " with TLS " in self.ready_line
 
     @property
     def ws_url(self):
-        return f"ws://{self.host}:{self.port}/app/{self.key}?protocol=7"
+        return f"{'wss' if self.tls else 'ws'}://{self.host}:{self.port}/app/{self.key}?protocol=7"
 
     @property
     def http_url(self):
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
     def control(self, method, path, body=None):
         """Calls a /pusher-local/... control endpoint; returns (status, text)."""
@@ -85,7 +91,7 @@ def start(app_id="1", key="app-key", secret="app-secret", extra_args=(), timeout
         raise RuntimeError(f"pusher-local did not print its ready line; got {ready!r}; stderr: {''.join(stderr_lines)}")
     match = READY.search(ready[0])
     return PusherLocal(host=match.group(1), port=int(match.group(2)), app_id=app_id, key=key,
-                       secret=secret, process=process, stderr_lines=stderr_lines)
+                       secret=secret, process=process, stderr_lines=stderr_lines, ready_line=ready[0])
 
 
 def stop(process, timeout=10):

@@ -9,6 +9,8 @@ extension BridgeStateMachine {
         connectivity.pusherConnected = connected
         var actions: [Action] = []
         if connected {
+            connectivity.pusherProblem = nil
+            connectionFailureLog.connected(.pusher)
             actions.append(.connectionChanged(.pusher, up: true, reconnected: pusherConnectedOnce))
             pusherConnectedOnce = true
         } else {
@@ -29,11 +31,24 @@ extension BridgeStateMachine {
         connectivity.mqttState = state
         connectivity.mqttConnected = connected
         guard connected else { return [.connectionChanged(.mqtt, up: false, reconnected: false)] }
+        connectivity.mqttProblem = nil
+        connectionFailureLog.connected(.mqtt)
         var actions: [Action] = [.connectionChanged(.mqtt, up: true, reconnected: mqttConnectedOnce)]
         mqttConnectedOnce = true
         inbound.connected(now: now)
         actions.append(.publishStatus(topic: settings.mqtt.statusTopic, payload: "online"))
         forEachMirror(receivedAtMillis: receivedAtMillis, into: &actions) { $0.mqttConnected() }
         return actions
+    }
+
+    /// `side` could not connect, or lost its connection, for `reason` (a ``ConnectionFailureReason``):
+    /// `/readyz` shows it until the side connects; whether to log this one is returned
+    /// (``ConnectionFailureLog``: the first, a new reason, else once a minute).
+    public mutating func connectionFailed(_ side: BridgeSide, reason: String, now: Instant) -> ConnectionFailureLog<Instant>.Decision {
+        switch side {
+        case .pusher: connectivity.pusherProblem = reason
+        case .mqtt: connectivity.mqttProblem = reason
+        }
+        return connectionFailureLog.failed(side, reason: reason, now: now)
     }
 }

@@ -73,6 +73,7 @@ public struct BridgeStateMachine<Instant: InstantProtocol>: Sendable where Insta
     var mqttConnectedOnce = false
     var deadLetterLog = RateLimitedLog<Instant>(perMinute: 20)
     var dropLog = RateLimitedLog<Instant>(perMinute: 20)
+    var connectionFailureLog = ConnectionFailureLog<Instant>()
     private var lastHeartbeat: Instant?
 
     /// The rule name presence-mirror publishes are counted under.

@@ -78,6 +78,12 @@ public final class BridgeMetrics: Sendable {
         gauge("pusher_mqtt_bridge_buffered_messages", [("bridge", bridge), ("direction", direction.rawValue)])
     }
 
+    /// `pusher_mqtt_bridge_spool_degraded{bridge,direction}`: 1 while the direction's spool cannot
+    /// write and new messages wait in memory only, else 0 (docs/contract.md §7.6).
+    public func spoolDegraded(bridge: String, direction: Direction) -> CoreMetrics.Gauge {
+        gauge("pusher_mqtt_bridge_spool_degraded", [("bridge", bridge), ("direction", direction.rawValue)])
+    }
+
     /// `pusher_mqtt_bridge_connection_up{bridge,side}`: 1 while connected, else 0.
     public func connectionUp(bridge: String, side: Side) -> CoreMetrics.Gauge {
         gauge("pusher_mqtt_bridge_connection_up", [("bridge", bridge), ("side", side.rawValue)])
@@ -113,6 +119,7 @@ public final class BridgeMetrics: Sendable {
         }
         for direction in [Direction.pusherToMQTT, .mqttToPusher] {
             buffered(bridge: name, direction: direction).record(0)
+            spoolDegraded(bridge: name, direction: direction).record(0)
             _ = received(bridge: name, direction: direction)
             _ = messages(bridge: name, rule: "", direction: direction, outcome: .unmatched)
         }

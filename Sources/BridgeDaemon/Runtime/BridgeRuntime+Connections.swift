@@ -14,9 +14,9 @@ extension BridgeRuntime {
             case .idle: (connected, description) = (false, "idle")
             case .connecting: (connected, description) = (false, "connecting")
             case .connected(let present): (connected, description, sessionPresent) = (true, "connected", present)
-            case .disconnected(let error, let retryIn):
+            case .disconnected(let error, _):
                 (connected, description) = (false, "disconnected")
-                logger.warning("MQTT disconnected", metadata: ["error": "\(error)", "retry_in": "\(retryIn)"])
+                reportConnectionFailure(.mqtt, error: "\(error)")
             case .stopped(let error):
                 (connected, description) = (false, "stopped")
                 if let error { logger.error("MQTT gave up", metadata: ["error": "\(error)"]) }
@@ -71,10 +71,16 @@ extension BridgeRuntime {
             machine.withLock { $0.heartbeat(now: now) }
             await toMQTT.sync()
             await toPusher.sync()
+            // A degraded spool counts as a spool error each second (docs/contract.md §7.6).
+            for degraded in [toMQTT.spoolDegraded, toPusher.spoolDegraded] where degraded {
+                metrics.errors(bridge: name, kind: "spool").increment()
+            }
             // What a `throttle` holds waits in the bridge too (the identity of docs/contract.md §7.6).
             let held = machine.withLock { ($0.heldMessages(.pusherToMQTT), $0.heldMessages(.mqttToPusher)) }
             metrics.buffered(bridge: name, direction: .pusherToMQTT).record(toMQTT.pending + held.0)
             metrics.buffered(bridge: name, direction: .mqttToPusher).record(toPusher.pending + held.1)
+            metrics.spoolDegraded(bridge: name, direction: .pusherToMQTT).record(toMQTT.spoolDegraded ? 1 : 0)
+            metrics.spoolDegraded(bridge: name, direction: .mqttToPusher).record(toPusher.spoolDegraded ? 1 : 0)
             for (rule, count) in machine.withLock({ $0.shapingTargetCounts }) {
                 metrics.throttleTargets(bridge: name, rule: rule).record(count)
             }

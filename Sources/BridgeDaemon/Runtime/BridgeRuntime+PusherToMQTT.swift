@@ -54,7 +54,11 @@ extension BridgeRuntime {
                 }
             case .error(let error):
                 metrics.errors(bridge: name, kind: "pusher").increment()
-                logger.warning("pusher error", metadata: ["error": "\(error)"])
+                if error.isTransportFailure {
+                    reportConnectionFailure(.pusher, error: error.description)
+                } else {
+                    logger.warning("pusher error", metadata: ["error": "\(error)"])
+                }
             }
             execute(actions)
             actions.removeAll(keepingCapacity: true)

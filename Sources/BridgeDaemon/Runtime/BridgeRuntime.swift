@@ -11,6 +11,8 @@ import ServiceLifecycle
 struct BridgeStatus: Sendable, Equatable {
     var connectivity = BridgeConnectivity()
     var buffered = 0
+    /// Messages held in memory only because a spool is degraded, by direction (none: absent).
+    var memoryOnly: [MessageDirection: Int] = [:]
 }
 
 /// One bridge at work: a Pusher client and an MQTT client wired through the bridge's state
@@ -92,7 +94,11 @@ final class BridgeRuntime: Service, Sendable {
     // MARK: Status
 
     var status: BridgeStatus {
-        BridgeStatus(connectivity: machine.withLock { $0.connectivity }, buffered: toMQTT.pending + toPusher.pending)
+        var degraded: [MessageDirection: Int] = [:]
+        if toMQTT.spoolDegraded { degraded[.pusherToMQTT] = toMQTT.memoryOnly }
+        if toPusher.spoolDegraded { degraded[.mqttToPusher] = toPusher.memoryOnly }
+        return BridgeStatus(
+            connectivity: machine.withLock { $0.connectivity }, buffered: toMQTT.pending + toPusher.pending, memoryOnly: degraded)
     }
 
     /// Whether the housekeeping task ran within `interval` (the systemd watchdog's liveness check).
@@ -154,10 +160,14 @@ final class BridgeRuntime: Service, Sendable {
             await self.toPusher.waitUntilEmpty()
         }
         let offline = MQTTMessage(topic: connection.mqtt.statusTopic, payload: Array("offline".utf8), qos: .atLeastOnce, retain: true)
-        do {
-            try await withDeadline(deadline) { try await self.mqtt.publish(offline) }
-        } catch {
-            logger.warning("could not publish offline status", metadata: ["error": "\(error)"])
+        // Only while connected: a publish queued for a broker that never answers (a wrong CA)
+        // resumes only on delivery, and withDeadline waits for its body, so stop would hang.
+        if mqttUp.isOpen {
+            do {
+                try await withDeadline(deadline) { try await self.mqtt.publish(offline) }
+            } catch {
+                logger.warning("could not publish offline status", metadata: ["error": "\(error)"])
+            }
         }
         await mqtt.shutdown()
         toPusher.close()

@@ -43,7 +43,7 @@ enum ClientSettings {
         return PusherHTTPClient(
             appID: appID, key: p.key, secret: secret.value,
             host: p.cluster.map { .cluster($0) } ?? .host(p.restHost, port: p.restPort),
-            encrypted: p.useTLS, maxEventBytes: p.maxEventBytes, encryptionMasterKey: masterKey, logger: logger
+            encrypted: p.useTLS, caFile: p.caFile, maxEventBytes: p.maxEventBytes, encryptionMasterKey: masterKey, logger: logger
         )
     }
 

@@ -21,7 +21,8 @@ struct OutboxEntry<Item: OutboxItem>: Sendable {
 struct OutboxAdmission: Sendable, Equatable {
     /// Messages dropped by the overflow policy (the offered one included, for drop-newest).
     var dropped = 0
-    /// The spool could not take the message (disk full, I/O error): it was not stored.
+    /// The spool refused the message (closed, or over its payload limit): it was not stored. A full
+    /// or failing disk is not this: the spool degrades and the message waits in memory.
     var spoolFailed = false
 
     init(dropped: Int = 0, spoolFailed: Bool = false) {
@@ -45,6 +46,11 @@ struct OutboxAdmission: Sendable, Equatable {
 ///
 /// A message stays in the backlog until the far side accepted it (``acknowledge(_:)``), so what
 /// is in flight at a crash is delivered again after the restart (at-least-once, docs/contract.md §5.6).
+///
+/// When the spool's disk fails (full, I/O error), the backlog keeps new messages in memory
+/// (docs/contract.md §7.6); ``sync()`` (about once a second) tries to move them back to the spool
+/// and logs the degraded spool once, then at most once a minute with the count held in memory
+/// only, and once when it resumes.
 final class Outbox<Item: OutboxItem>: Sendable {
     private struct State: ~Copyable {
         var backlog: DeliveryBacklog
@@ -56,6 +62,8 @@ final class Outbox<Item: OutboxItem>: Sendable {
         /// Tasks waiting for the backlog to empty (``waitUntilEmpty()``), by ticket.
         var emptyWaiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
         var nextTicket: UInt64 = 0
+        /// When to log the degraded spool.
+        var degradedLog = SpoolDegradedLog<ContinuousClock.Instant>()
         /// The producer waiting in ``waitForRoom(messages:bytes:)``: the room it needs, by ticket.
         var roomWaiter: (ticket: UInt64, messages: Int, bytes: Int, continuation: CheckedContinuation<Void, Never>)?
 
@@ -84,10 +92,12 @@ final class Outbox<Item: OutboxItem>: Sendable {
     /// - Parameters:
     ///   - spoolDirectory: where to keep the spool; `nil` keeps messages in memory only.
     ///     An existing spool's pending records (from an earlier run) are handed out first.
+    ///   - spoolConfiguration: the spool's tuning (tests: a failure injector).
     ///   - flushSpool: forces a sync point to disk; the spools' sync thread unless a test
     ///     needs to hold a sync in progress.
     init(
         name: String, limits: BufferLimits, overflow: BufferOverflowPolicy, spoolDirectory: String?, logger: Logger,
+        spoolConfiguration: SpoolConfiguration = .init(),
         flushSpool: @escaping @Sendable (SpoolSyncPoint) async throws -> Void = { try await $0.flushOnSyncThread() }
     ) throws {
         self.name = name
@@ -95,7 +105,7 @@ final class Outbox<Item: OutboxItem>: Sendable {
         self.logger = logger
         self.flushSpool = flushSpool
         if let spoolDirectory {
-            let spool = try Spool(directory: spoolDirectory, logger: logger)
+            let spool = try Spool(directory: spoolDirectory, configuration: spoolConfiguration, logger: logger)
             let backlog = DeliveryBacklog(limits: limits, overflow: overflow, spool: spool)
             if backlog.count > 0 {
                 logger.notice("spool recovered", metadata: ["outbox": "\(name)", "messages": "\(backlog.count)"])
@@ -108,6 +118,11 @@ final class Outbox<Item: OutboxItem>: Sendable {
 
     /// Messages not yet acknowledged (waiting or in flight).
     var pending: Int { state.withLock { $0.backlog.count } }
+    /// True while the spool cannot write and new messages wait in memory only
+    /// (`pusher_mqtt_bridge_spool_degraded`, docs/contract.md §7.6).
+    var spoolDegraded: Bool { state.withLock { $0.backlog.isSpoolDegraded } }
+    /// Messages held in memory only while the spool is degraded (a crash loses them).
+    var memoryOnly: Int { state.withLock { $0.backlog.isPersistent ? $0.backlog.memoryOnlyCount : 0 } }
 
     /// Offers a message: store it (on disk when spooled), wake the consumer.
     @discardableResult
@@ -118,7 +133,7 @@ final class Outbox<Item: OutboxItem>: Sendable {
                 admission = OutboxAdmission(try state.backlog.enqueue(item.encoded()))
             } catch {
                 admission.spoolFailed = true
-                logger.error("spool write failed: message not stored", metadata: ["outbox": "\(name)", "error": "\(error)"])
+                logger.error("spool refused the message: not stored", metadata: ["outbox": "\(name)", "error": "\(error)"])
             }
             defer { state.waiter = nil }
             return state.waiter
@@ -137,7 +152,7 @@ final class Outbox<Item: OutboxItem>: Sendable {
                 admissions = try state.backlog.enqueue(contentsOf: items.map { $0.encoded() }).map(OutboxAdmission.init)
             } catch {
                 logger.error(
-                    "spool write failed: messages not stored",
+                    "spool refused the messages: not stored",
                     metadata: ["outbox": "\(name)", "error": "\(error)", "messages": "\(items.count)"])
                 admissions = Array(repeating: OutboxAdmission(dropped: 0, spoolFailed: true), count: items.count)
             }
@@ -275,16 +290,18 @@ final class Outbox<Item: OutboxItem>: Sendable {
         }
     }
 
-    /// Forces spooled appends to disk (called about once a second; see `SpoolFsyncPolicy`).
+    /// Forces spooled appends to disk (called about once a second; see `SpoolFsyncPolicy`), and
+    /// while the spool is degraded first tries to write what waits in memory into it.
     ///
     /// Only the quick part runs under the outbox lock: taking the sync point (which writes the
     /// acknowledgement record into the page cache, in order with the appends). The `fdatasync`
     /// runs on the spools' sync thread without the lock — appends, hand-outs and acknowledgements
     /// go on meanwhile, and what they write belongs to the next sync — and its result is recorded
-    /// under the lock again (a failed flush is retried by the next sync).
+    /// under the lock again (a failed flush is retried by the next sync, and degrades the spool).
     func sync() async {
         let point: SpoolSyncPoint? = state.withLock { state in
             guard let spool = state.spool else { return nil }
+            state.backlog.resumeSpool()
             do {
                 let point = try spool.prepareSync()
                 guard !point.isEmpty else {
@@ -293,17 +310,54 @@ final class Outbox<Item: OutboxItem>: Sendable {
                 }
                 return point
             } catch {
-                logger.warning("spool sync failed", metadata: ["outbox": "\(name)", "error": "\(error)"])
+                syncFailed(error, backlog: state.backlog)
                 return nil
             }
         }
-        guard let point else { return }
-        var flushed = true
-        do { try await flushSpool(point) } catch {
-            flushed = false
+        if let point {
+            var failure: (any Error)?
+            do { try await flushSpool(point) } catch { failure = error }
+            state.withLock { state in
+                state.spool?.finishSync(point, flushed: failure == nil)
+                if let failure { syncFailed(failure, backlog: state.backlog) }
+            }
+        }
+        reportDegradedSpool(now: .now)
+    }
+
+    /// A disk failure degrades the spool (reported by ``reportDegradedSpool(now:)``); anything
+    /// else (the sync thread not running) is logged here.
+    private func syncFailed(_ error: any Error, backlog: DeliveryBacklog) {
+        if let error = error as? SpoolError, error.isDiskFailure {
+            backlog.spoolFailed(error)
+        } else {
             logger.warning("spool sync failed", metadata: ["outbox": "\(name)", "error": "\(error)"])
         }
-        state.withLock { $0.spool?.finishSync(point, flushed: flushed) }
+    }
+
+    /// Logs the degraded spool: when it degrades, then at most once a minute with the count of
+    /// messages in memory only, and when it resumes.
+    private func reportDegradedSpool(now: ContinuousClock.Instant) {
+        let (line, failure): (SpoolDegradedLog<ContinuousClock.Instant>.Line?, SpoolError?) = state.withLock { state in
+            guard state.spool != nil else { return (nil, nil) }
+            let line = state.degradedLog.observed(
+                degraded: state.backlog.isSpoolDegraded, memoryOnly: state.backlog.memoryOnlyCount, now: now)
+            return (line, state.backlog.spoolFailure)
+        }
+        switch line {
+        case .degraded(let memoryOnly):
+            logger.error(
+                "spool degraded: new messages wait in memory only (lost on a crash) until the disk takes writes again",
+                metadata: ["outbox": "\(name)", "memory_only": "\(memoryOnly)", "error": "\(failure.map { "\($0)" } ?? "")"])
+        case .stillDegraded(let memoryOnly):
+            logger.warning(
+                "spool still degraded",
+                metadata: ["outbox": "\(name)", "memory_only": "\(memoryOnly)", "error": "\(failure.map { "\($0)" } ?? "")"])
+        case .resumed:
+            logger.notice("spool resumed: every message is on disk again", metadata: ["outbox": "\(name)"])
+        case nil:
+            break
+        }
     }
 
     /// No more messages will be appended; `next` returns `[]` once everything was handed out.
@@ -323,10 +377,50 @@ final class Outbox<Item: OutboxItem>: Sendable {
     func closeSpool() async {
         await sync()
         state.withLock { state in
+            if state.spool != nil, state.backlog.memoryOnlyCount > 0 {
+                logger.error(
+                    "spool degraded at close: messages held in memory only are lost",
+                    metadata: ["outbox": "\(name)", "messages": "\(state.backlog.memoryOnlyCount)"])
+            }
             do { try state.spool?.close() } catch {
                 logger.warning("spool close failed", metadata: ["outbox": "\(name)", "error": "\(error)"])
             }
             state.spool = nil
         }
+    }
+}
+
+/// When to log a degraded spool (docs/contract.md §7.6): a line when it degrades, then at most one
+/// a minute while it stays degraded, with the count of messages in memory only; a line when it
+/// resumes, if its degradation was logged. A spool that degrades again within a minute of its last
+/// line waits for the minute: at most one degraded line and one resumed line a minute.
+struct SpoolDegradedLog<Instant: InstantProtocol> where Instant.Duration == Duration {
+    /// A line to log.
+    enum Line: Equatable {
+        /// The spool degraded: this many messages are held in memory only.
+        case degraded(memoryOnly: Int)
+        /// A minute later, still degraded.
+        case stillDegraded(memoryOnly: Int)
+        /// Writes succeed again; everything is on disk.
+        case resumed
+    }
+
+    /// The shortest time between two degraded lines.
+    static var interval: Duration { .seconds(60) }
+
+    private var lastLine: Instant?
+    private var announced = false
+
+    /// The spool's state at `now` (observed about once a second): the line to log, if any.
+    mutating func observed(degraded: Bool, memoryOnly: Int, now: Instant) -> Line? {
+        guard degraded else {
+            guard announced else { return nil }
+            announced = false
+            return .resumed
+        }
+        if let lastLine, lastLine.duration(to: now) < Self.interval { return nil }
+        lastLine = now
+        defer { announced = true }
+        return announced ? .stillDegraded(memoryOnly: memoryOnly) : .degraded(memoryOnly: memoryOnly)
     }
 }
