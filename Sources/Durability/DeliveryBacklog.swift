@@ -107,7 +107,9 @@ public final class DeliveryBacklog {
             return .droppedOversize
         }
         var dropped: [UInt64] = []
-        while count >= limits.maxMessages || byteCount + size > limits.maxBytes {
+        // `backpressure` drops nothing: its producer waits for ``hasRoom(messages:bytes:)`` first,
+        // and what arrives anyway (a shutdown, a timer's release) is stored over the limits.
+        while overflow != .backpressure, count >= limits.maxMessages || byteCount + size > limits.maxBytes {
             guard overflow == .dropOldest, let oldest = oldestPending else {
                 counters.droppedNewest += 1
                 return .droppedNewest
@@ -147,6 +149,13 @@ public final class DeliveryBacklog {
             }
         }
         return try payloads.map { try enqueue($0) }
+    }
+
+    /// Whether `messages` more messages of `bytes` payload bytes in all fit within the limits
+    /// now. An empty backlog always has room, so that a burst larger than the limits cannot wait
+    /// for ever (the `backpressure` producer's wait, docs/contract.md §7.6).
+    public func hasRoom(messages: Int, bytes: Int) -> Bool {
+        count == 0 || (count + messages <= limits.maxMessages && byteCount + bytes <= limits.maxBytes)
     }
 
     /// Up to `limit` undelivered messages with a sequence above `after`, in order.

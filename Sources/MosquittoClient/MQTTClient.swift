@@ -31,8 +31,9 @@ import MQTTVocabulary
 /// (`sessionPresent == false`) the client resubscribes all of them by itself.
 ///
 /// **Incoming messages** go through a bounded buffer (`messageBufferSize`); see `MessageBuffer`
-/// for the slow-consumer rule (block the network thread up to `backpressureTimeout`, then drop
-/// and count).
+/// for the slow-consumer rule: with `incomingOverflow = .dropAfterTimeout` block the network
+/// thread up to `backpressureTimeout`, then drop and count; with `.pauseReading` never drop, stop
+/// reading from the broker instead and reconnect only once there is room (`IncomingFlowControl`).
 public final class MQTTClient: Sendable {
     let connection: MosquittoConnection
 

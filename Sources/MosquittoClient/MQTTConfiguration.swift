@@ -51,6 +51,16 @@ public struct MQTTWill: Sendable, Hashable {
     }
 }
 
+/// What the client does when incoming messages arrive faster than its consumer takes them.
+public enum MQTTIncomingOverflow: Sendable, Hashable {
+    /// Block the network thread up to `backpressureTimeout` for room, then drop, count and log.
+    case dropAfterTimeout
+    /// Never drop: stop reading from the broker while the buffer is above `messageBufferSize`
+    /// messages or `messageBufferBytes` bytes, go on below half of both; a lost connection is
+    /// opened again only then (the persistent session holds the rest; docs/contract.md §7.6).
+    case pauseReading
+}
+
 /// Everything an `MQTTClient` needs to know, with the defaults a bridge wants.
 ///
 /// | field | default | note |
@@ -67,6 +77,8 @@ public struct MQTTWill: Sendable, Hashable {
 /// | `reconnect` | `ReconnectPolicy.default` | our own backoff (docs/contract.md §5.5), not libmosquitto's quadratic one |
 /// | `maxInFlight` | 1000 | publishes accepted but not yet completed (≤ 65535) |
 /// | `messageBufferSize` | 10 000 | incoming messages waiting for the consumer |
+/// | `messageBufferBytes` | 16 MiB | with `.pauseReading`, the payload bytes at which reading pauses |
+/// | `incomingOverflow` | `.dropAfterTimeout` | a full buffer: block then drop, or pause reading |
 /// | `backpressureTimeout` | 5 s | how long the network thread waits for room before dropping (see `MQTTClient.messages`) |
 /// | `shutdownDrainTimeout` | 2 s | how long `shutdown()` waits for outstanding acknowledgements |
 public struct MQTTConfiguration: Sendable {
@@ -98,6 +110,10 @@ public struct MQTTConfiguration: Sendable {
     public var maxInFlight: Int
     /// Capacity of the incoming message buffer.
     public var messageBufferSize: Int
+    /// With `.pauseReading`: the buffered payload bytes at which reading pauses.
+    public var messageBufferBytes: Int
+    /// What a full incoming buffer does: block then drop, or pause reading.
+    public var incomingOverflow: MQTTIncomingOverflow
     /// How long the network thread blocks for room in a full message buffer before it drops.
     public var backpressureTimeout: Duration
     /// How long `shutdown()` waits for outstanding acknowledgements before disconnecting.
@@ -118,6 +134,8 @@ public struct MQTTConfiguration: Sendable {
         reconnect: ReconnectPolicy = .default,
         maxInFlight: Int = 1000,
         messageBufferSize: Int = 10_000,
+        messageBufferBytes: Int = 16 * 1024 * 1024,
+        incomingOverflow: MQTTIncomingOverflow = .dropAfterTimeout,
         backpressureTimeout: Duration = .seconds(5),
         shutdownDrainTimeout: Duration = .seconds(2)
     ) {
@@ -135,6 +153,8 @@ public struct MQTTConfiguration: Sendable {
         self.reconnect = reconnect
         self.maxInFlight = maxInFlight
         self.messageBufferSize = messageBufferSize
+        self.messageBufferBytes = messageBufferBytes
+        self.incomingOverflow = incomingOverflow
         self.backpressureTimeout = backpressureTimeout
         self.shutdownDrainTimeout = shutdownDrainTimeout
     }
@@ -154,6 +174,7 @@ public struct MQTTConfiguration: Sendable {
         }
         if !(1...65535).contains(maxInFlight) { found.append("max_in_flight must be between 1 and 65535") }
         if messageBufferSize < 1 { found.append("message_buffer_size must be at least 1") }
+        if messageBufferBytes < 1 { found.append("message_buffer_bytes must be at least 1") }
         if backpressureTimeout < .zero { found.append("backpressure_timeout must not be negative") }
         if password != nil && username == nil { found.append("password needs a username") }
         if let tls {

@@ -12,6 +12,11 @@ import Locking
 /// for longer than the timeout is the message dropped, counted (`droppedCount`) and logged by
 /// the owner. Blocking also delays PUBACKs for our own publishes and keep-alive pings, so the
 /// timeout should stay well below 1.5 × keep-alive.
+///
+/// With `MQTTIncomingOverflow.pauseReading` the network thread uses ``append(_:)`` instead,
+/// which never blocks and never drops: it stops reading from the socket while the buffer is
+/// above its high-water mark (``IncomingFlowControl``), so the buffer overshoots that mark by at
+/// most what one `mosquitto_loop` pass reads.
 final class MessageBuffer: Sendable {
     private struct State: Sendable {
         var items: Deque<MQTTMessage> = []
@@ -21,6 +26,14 @@ final class MessageBuffer: Sendable {
         var finished = false
         var producerWaiting = false
         var dropped = 0
+        /// Payload bytes of `items`.
+        var bytes = 0
+
+        mutating func popFirst() -> MQTTMessage? {
+            guard let item = items.popFirst() else { return nil }
+            bytes -= item.payload.count
+            return item
+        }
     }
 
     private let state = Locked(State())
@@ -51,6 +64,7 @@ final class MessageBuffer: Sendable {
                 }
                 if state.items.count < capacity {
                     state.items.append(message)
+                    state.bytes += message.payload.count
                     return .delivered(nil)
                 }
                 state.producerWaiting = true
@@ -81,6 +95,29 @@ final class MessageBuffer: Sendable {
         }
     }
 
+    /// Called on the network thread when it pauses reading instead (`pauseReading`): buffers the
+    /// message whatever the level, never waits. Returns `false` only when the buffer finished.
+    func append(_ message: MQTTMessage) -> Bool {
+        enum Step { case delivered(CheckedContinuation<MQTTMessage?, Never>?), finished }
+        let step: Step = state.withLock { state in
+            if state.finished { return .finished }
+            if let consumer = state.consumers.popFirst() { return .delivered(consumer.continuation) }
+            state.items.append(message)
+            state.bytes += message.payload.count
+            return .delivered(nil)
+        }
+        switch step {
+        case .delivered(let consumer):
+            consumer?.resume(returning: message)
+            return true
+        case .finished:
+            return false
+        }
+    }
+
+    /// Messages and payload bytes buffered right now.
+    var level: (messages: Int, bytes: Int) { state.withLock { ($0.items.count, $0.bytes) } }
+
     /// The next message; `nil` once finished and drained, or when the task is cancelled.
     func next() async -> MQTTMessage? {
         let token = state.withLock { state in
@@ -91,7 +128,7 @@ final class MessageBuffer: Sendable {
             await withCheckedContinuation { (continuation: CheckedContinuation<MQTTMessage?, Never>) in
                 enum Step { case value(MQTTMessage?, wakeProducer: Bool), parked }
                 let step: Step = state.withLock { state in
-                    if let item = state.items.popFirst() {
+                    if let item = state.popFirst() {
                         let wake = state.producerWaiting
                         state.producerWaiting = false
                         return .value(item, wakeProducer: wake)
@@ -122,7 +159,7 @@ final class MessageBuffer: Sendable {
         guard max > 1 else { return [first] }
         var batch = [first]
         let wake: Bool = state.withLock { state in
-            while batch.count < max, let item = state.items.popFirst() { batch.append(item) }
+            while batch.count < max, let item = state.popFirst() { batch.append(item) }
             guard batch.count > 1, state.producerWaiting else { return false }
             state.producerWaiting = false
             return true

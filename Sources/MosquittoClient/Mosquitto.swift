@@ -28,6 +28,8 @@ struct MosquittoHandle: @unchecked Sendable {
 enum MosquittoCode {
     static let success = MOSQ_ERR_SUCCESS.rawValue
     static let noConnection = MOSQ_ERR_NO_CONN.rawValue
+    /// The keep-alive check closed the connection: no packet read for 2 × keepalive.
+    static let keepAliveExpired = MOSQ_ERR_KEEPALIVE.rawValue
 
     /// Our error for a libmosquitto return code; `detail` adds what its log said (TLS errors).
     static func error(_ rc: Int32, context: String, detail: String? = nil) -> MQTTError {

@@ -14,6 +14,10 @@ extension MosquittoConnection {
     /// libmosquitto offers no other way to interrupt the loop from outside.
     static let loopPassTimeoutMilliseconds: Int32 = 100
 
+    /// How long one pass waits for the socket to take our writes while reading is paused (or,
+    /// with nothing to write, how often the buffer level and a stop request are looked at).
+    static let pausedPassMilliseconds: Int32 = 20
+
     /// How long to wait for our DISCONNECT to be written on shutdown.
     static let disconnectTimeout: Duration = .seconds(1)
 
@@ -71,6 +75,10 @@ extension MosquittoConnection {
     func networkThreadMain() {
         var actions: Deque<Machine.NetworkAction> = [withMachine { $0.machine.networkThreadStarted(now: .now) }]
         var socketOpen = false
+        // Decides when to stop reading (`pauseReading` only): docs/contract.md §7.6.
+        var flow: IncomingFlowControl? =
+            configuration.incomingOverflow == .pauseReading
+            ? IncomingFlowControl(capacity: configuration.messageBufferSize, byteCapacity: configuration.messageBufferBytes) : nil
         while true {
             while let action = actions.popFirst() {
                 switch action {
@@ -108,7 +116,7 @@ extension MosquittoConnection {
                 case .keepWaiting:
                     break
                 case .drainAndDisconnect(let deadline):
-                    drainAndDisconnect(until: deadline)
+                    drainAndDisconnect(until: deadline, readingPaused: flow?.isPaused ?? false)
                     socketOpen = false
                     actions.append(withMachine { $0.machine.disconnectCompleted(now: .now) })
                 case .release(let release):
@@ -123,9 +131,11 @@ extension MosquittoConnection {
             }
 
             if socketOpen {
-                runLoopPass(into: &actions)
+                observeBufferLevel(&flow)
+                runLoopPass(readingPaused: flow?.isPaused ?? false, into: &actions)
             } else if let deadline = session.withLock({ $0.machine.reconnectDeadline }) {
                 sleep(until: deadline)
+                holdReconnectWhilePaused(&flow)
                 actions.append(withMachine { $0.machine.backoffElapsed(now: .now) })
             } else {
                 // Nothing open and nothing scheduled: only a stop request can come, and it wakes us.
@@ -142,9 +152,62 @@ extension MosquittoConnection {
         _ = wake.wait(until: deadline)
     }
 
-    /// One `mosquitto_loop` pass; feeds the machine what the callbacks saw.
-    private func runLoopPass(into actions: inout Deque<Machine.NetworkAction>) {
-        let rc = mosquitto_loop(handle.raw, Self.loopPassTimeoutMilliseconds, 1)
+    /// Reports the incoming buffer's level to `flow` and logs a change.
+    private func observeBufferLevel(_ flow: inout IncomingFlowControl?) {
+        guard var control = flow else { return }
+        let (messages, bytes) = messageBuffer.level
+        let change = control.bufferLevelObserved(.init(messages: messages, bytes: bytes), now: .now)
+        flow = control
+        switch change {
+        case .paused(let level):
+            logger.debug(
+                "incoming buffer full: reading from the broker paused",
+                metadata: ["mqtt.buffered": "\(level.messages)", "mqtt.buffered_bytes": "\(level.bytes)"])
+        case .resumed(let after):
+            // Short pauses come and go with every burst; a long one is worth a line.
+            logger.log(
+                level: after >= .seconds(1) ? .notice : .debug, "reading from the broker resumed",
+                metadata: ["mqtt.paused_for": "\(after)"])
+        case nil:
+            break
+        }
+    }
+
+    /// While reading is paused the connection is not opened again: the broker keeps the
+    /// messages in the session until there is room (or a stop request ends the wait).
+    private func holdReconnectWhilePaused(_ flow: inout IncomingFlowControl?) {
+        observeBufferLevel(&flow)
+        guard flow?.mayReconnect == false else { return }
+        logger.notice("not reconnecting until the incoming buffer drains; the broker keeps the messages in the session")
+        while flow?.mayReconnect == false, !session.withLock({ $0.machine.isStopping }) {
+            _ = wake.wait(timeout: .now() + .milliseconds(Int(Self.pausedPassMilliseconds)))
+            observeBufferLevel(&flow)
+        }
+    }
+
+    /// A pass while reading is paused: write what waits (our publishes, PINGREQ) and run
+    /// libmosquitto's keep-alive check, but read nothing, so TCP holds the broker back. The
+    /// keep-alive check closes the connection once nothing was read for 2 × keep-alive
+    /// (`MOSQ_ERR_KEEPALIVE`, reported through the disconnect callback).
+    private func runPausedPass() -> Int32 {
+        let raw = handle.raw
+        let fd = mosquitto_socket(raw)
+        if fd >= 0, mosquitto_want_write(raw) {
+            var descriptor = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+            if poll(&descriptor, 1, Self.pausedPassMilliseconds) > 0 {
+                let rc = mosquitto_loop_write(raw, 1)
+                if rc != MosquittoCode.success { return rc }
+            }
+        } else {
+            // Woken early by a stop request; `loopPassCompleted` then takes it.
+            _ = wake.wait(timeout: .now() + .milliseconds(Int(Self.pausedPassMilliseconds)))
+        }
+        return mosquitto_loop_misc(raw)
+    }
+
+    /// One `mosquitto_loop` pass (or a paused pass); feeds the machine what the callbacks saw.
+    private func runLoopPass(readingPaused: Bool, into actions: inout Deque<Machine.NetworkAction>) {
+        let rc = readingPaused ? runPausedPass() : mosquitto_loop(handle.raw, Self.loopPassTimeoutMilliseconds, 1)
         flushCompletions()
         let events = callbacks.withLock { record in
             defer { record.loopEvents.removeAll() }
@@ -162,8 +225,11 @@ extension MosquittoConnection {
             case .disconnected(let code):
                 // A broker's DISCONNECT carries an MQTT 5 reason code (≥ 0x80); a
                 // dropped socket a libmosquitto error code.
-                let reason = String(
-                    cString: code >= 0x80 ? mosquitto_reason_string(code) : mosquitto_strerror(code))
+                // libmosquitto 2.0.11 has no text for its keep-alive close (code 19, MOSQ_ERR_KEEPALIVE).
+                let reason =
+                    code == MosquittoCode.keepAliveExpired
+                    ? "keep-alive timeout (nothing read for 2 × keepalive)"
+                    : String(cString: code >= 0x80 ? mosquitto_reason_string(code) : mosquitto_strerror(code))
                 let error = MQTTError(
                     kind: .connectionLost,
                     message: "connection to \(configuration.host):\(configuration.port) lost: \(reason)",
@@ -247,8 +313,10 @@ extension MosquittoConnection {
     /// Graceful shutdown: give outstanding acknowledgements until `deadline`, then DISCONNECT
     /// (so the broker does not publish our Last Will) and wait for it to be written. Each
     /// `mosquitto_loop` blocks until socket activity or the deadline, never a fixed tick.
-    private func drainAndDisconnect(until deadline: ContinuousClock.Instant) {
-        while callbacks.withLock({ $0.publishes.used }) > 0 {
+    /// While reading is paused nothing is read: no acknowledgement is waited for (what is
+    /// unacknowledged stays with the caller, the bridge's spool) and DISCONNECT is only written.
+    private func drainAndDisconnect(until deadline: ContinuousClock.Instant, readingPaused: Bool) {
+        while !readingPaused, callbacks.withLock({ $0.publishes.used }) > 0 {
             guard let timeout = Self.milliseconds(until: deadline) else { break }
             let rc = mosquitto_loop(handle.raw, timeout, 1)
             flushCompletions()
@@ -258,7 +326,7 @@ extension MosquittoConnection {
         guard mosquitto_disconnect_v5(handle.raw, 0, nil) == MosquittoCode.success else { return }
         let disconnectDeadline = ContinuousClock.now + Self.disconnectTimeout
         while let timeout = Self.milliseconds(until: disconnectDeadline) {
-            let rc = mosquitto_loop(handle.raw, timeout, 1)
+            let rc = readingPaused ? runPausedPass() : mosquitto_loop(handle.raw, timeout, 1)
             flushCompletions()
             let disconnected = callbacks.withLock { record in
                 record.loopEvents.contains { if case .disconnected = $0 { return true } else { return false } }

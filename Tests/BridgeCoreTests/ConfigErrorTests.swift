@@ -131,7 +131,7 @@ private let badConfigs: [BadConfig] = [
             "/etc/bridges.conf:17: error: bridge.factory.reconnect.jitter: must be between 0 and 1, found 1.5",
             "/etc/bridges.conf:18: error: bridge.factory.reconnect.multiplier: must be a number ≥ 1, found 0.5",
             "/etc/bridges.conf:20: error: bridge.factory.buffer.max_bytes: unknown size unit \"MB!\" in \"64MB!\"; use B, KiB, MiB, GiB (or KB, MB, GB)",
-            "/etc/bridges.conf:21: error: bridge.factory.buffer.overflow: \"drop-latest\" is not one of \"drop-oldest\", \"drop-newest\" (did you mean \"drop-oldest\"?)",
+            "/etc/bridges.conf:21: error: bridge.factory.buffer.overflow: \"drop-latest\" is not one of \"drop-oldest\", \"drop-newest\", \"backpressure\" (did you mean \"drop-oldest\"?)",
         ]),
     BadConfig(
         name: "unset environment variable, missing secret file, missing ca file",

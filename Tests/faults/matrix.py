@@ -30,6 +30,7 @@ from typing import Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from checker import Expectation  # noqa: E402
+import rig as rig_module  # noqa: E402
 from rig import EXTRA_RULE, Rig, judge_direction  # noqa: E402
 
 RATE = float(os.environ.get("FAULTS_RATE", "200"))
@@ -46,6 +47,7 @@ class Row:
     inject: Callable[[Rig], list[float]]  # does the fault; returns the times each fault ended
     netns: bool = False
     notes: list[str] = field(default_factory=list)
+    config: Callable[[str], str] | None = None  # edits the bridge's config before it starts
     # A row with its own setup and traffic instead of the Rig's (disk-full): runs the whole row.
     custom: Callable[[Row, Path], Result] | None = None
 
@@ -164,6 +166,34 @@ def pusher_quota(seconds: float = 10.0):
         log = rig.bridge.log()
         rig.observations.append(f"log lines: paused {log.count('MQTT→Pusher paused:')}, resumed {log.count('MQTT→Pusher resumed')}")
         return [ended]
+    return inject
+
+
+def small_backpressure_buffer(config: str) -> str:
+    """No `overflow` key (the default for the QoS 1 rule m2p: backpressure, docs/contract.md §7.6) and a
+    buffer of 500 messages / 1 MiB, so that 15 s of M->P traffic does not fit (the MQTT client then
+    pauses reading at a quarter of max_bytes)."""
+    old = 'max_messages = 100000\nmax_bytes = "64MiB"\noverflow = "drop-oldest"\n'
+    assert old in config
+    return config.replace(old, 'max_messages = 500\nmax_bytes = "1MiB"\n')
+
+
+def mqtt_to_pusher_overload(seconds: float = 15.0):
+    """Pusher refuses (403) for `seconds` while M->P traffic goes on: more than the buffer holds, and
+    longer than 2 x keepalive (5 s), so the paused connection is closed by libmosquitto's keep-alive
+    check and the bridge holds its reconnect until the backlog drains."""
+    quota = pusher_quota(seconds)
+
+    def inject(rig: Rig) -> list[float]:
+        ends = quota(rig)
+        time.sleep(3.0)
+        log = rig.bridge.log()
+        rig.observations.append(f"keep-alive closes while reading was paused: {log.count('keep-alive timeout') // 2}; "
+                                f"reconnects held until the backlog drained: {log.count('not reconnecting until')}; "
+                                f"'buffer full: message dropped' lines: {log.count('buffer full: message dropped')}")
+        if "buffer full: message dropped" in log:
+            rig.failures.append("the bridge dropped messages for lack of room")
+        return ends
     return inject
 
 
@@ -320,6 +350,14 @@ def rows() -> list[Row]:
             Expectation(0, max_recovery_s=2, why=f"rule-only reloads keep both connections; a bad file is refused: {ZERO}"),
             Expectation(0, max_recovery_s=2, why=f"{ZERO}"),
             sighups()),
+        Row("mqtt-to-pusher-overload", "HTTP API answers 403 for 15 s with M->P at rate, default overflow (backpressure: the rule "
+                                       "reads QoS 1), buffer max_messages 500 / 1 MiB: the backlog exceeds the buffer",
+            Expectation(0, why=f"not affected (the P->M test sender is refused by the quota too): {ZERO}"),
+            Expectation(0, max_recovery_s=8,
+                        why="docs/contract.md §7.6: nothing dropped for lack of room; the bridge stops reading, the keep-alive "
+                            "closes the paused connection, the reconnect waits for the backlog, the broker's session "
+                            f"holds the rest and redelivers it in order: {ZERO}"),
+            mqtt_to_pusher_overload(), config=small_backpressure_buffer),
         Row("disk-full", "state_dir on a 1 MiB tmpfs (192 KiB free) while mosquitto is down: 3,000 Pusher events of 1 KB; "
                          "then 500 more, space freed while the broker is away, daemon SIGKILLed and restarted",
             Expectation(0, max_recovery_s=15,
@@ -363,7 +401,14 @@ def run_row(row: Row, base: Path) -> Result:
             partition_ctx = Partition().__enter__()
         rig = Rig(workdir, row.name, rate=RATE, netns=partition_ctx)
         rig.observations, rig.failures = [], []
-        rig.start()
+        original_config = rig_module.bridge_config
+        if row.config is not None:
+            edit = row.config
+            rig_module.bridge_config = lambda *a, **k: edit(original_config(*a, **k))
+        try:
+            rig.start()
+        finally:
+            rig_module.bridge_config = original_config
         rig.start_traffic()
         time.sleep(WARMUP_S)
         ends = row.inject(rig)

@@ -317,12 +317,15 @@ public struct MQTTSettings: Sendable, Equatable {
     }
 }
 
-/// What to drop when a full buffer receives another message (docs/contract.md §4 `[bridge.buffer] overflow`).
+/// What to do when a full buffer receives another message (docs/contract.md §4 `[bridge.buffer] overflow`, §7.6).
 public enum BufferOverflowPolicy: String, Sendable, Equatable, CaseIterable {
     /// Make room by dropping the oldest buffered messages: the freshest data wins (dashboards).
     case dropOldest = "drop-oldest"
     /// Keep what is buffered and drop the incoming message: the earliest data wins (audit trails).
     case dropNewest = "drop-newest"
+    /// Drop nothing: the producer waits for room. For MQTT → Pusher the bridge then stops reading
+    /// from the broker, whose persistent session holds the rest (docs/contract.md §7.6).
+    case backpressure
 }
 
 /// `[bridge.buffer]`: bounds of the per-direction buffer while the far side is down.
@@ -331,18 +334,41 @@ public struct BufferSettings: Sendable, Equatable {
     public var maxMessages: Int
     /// `max_bytes`, default 64 MiB.
     public var maxBytes: Int
-    /// `overflow`, default `drop-oldest`.
-    public var overflow: BufferOverflowPolicy
+    /// `overflow` as the file says it; `nil` when the key is absent (then each direction takes
+    /// its default, see ``BridgeSettings/mqttToPusherOverflow``).
+    public var overflowSetting: BufferOverflowPolicy?
     /// `persist`, default true: spool to `state_dir`.
     public var persist: Bool
 
+    /// `overflow` as written, `drop-oldest` when absent.
+    public var overflow: BufferOverflowPolicy {
+        get { overflowSetting ?? .dropOldest }
+        set { overflowSetting = newValue }
+    }
+
     public init(
-        maxMessages: Int = 100_000, maxBytes: Int = 64 * 1024 * 1024, overflow: BufferOverflowPolicy = .dropOldest, persist: Bool = true
+        maxMessages: Int = 100_000, maxBytes: Int = 64 * 1024 * 1024, overflow: BufferOverflowPolicy? = nil, persist: Bool = true
     ) {
         self.maxMessages = maxMessages
         self.maxBytes = maxBytes
-        self.overflow = overflow
+        self.overflowSetting = overflow
         self.persist = persist
+    }
+}
+
+extension BridgeSettings {
+    /// The policy of the Pusher → MQTT buffer: `overflow`, default `drop-oldest`. Pusher cannot
+    /// be held back, so `backpressure` means `drop-oldest` in this direction (docs/contract.md §7.6).
+    public var pusherToMQTTOverflow: BufferOverflowPolicy {
+        buffer.overflow == .backpressure ? .dropOldest : buffer.overflow
+    }
+
+    /// The policy of the MQTT → Pusher buffer: `overflow` when the file sets it; otherwise
+    /// `backpressure` when a rule reads QoS ≥ 1 (the broker's persistent session is then the
+    /// durable queue) and `drop-oldest` when every rule reads QoS 0 (docs/contract.md §7.6).
+    public var mqttToPusherOverflow: BufferOverflowPolicy {
+        if let setting = buffer.overflowSetting { return setting }
+        return mqttToPusherRules.contains { $0.qos >= 1 } ? .backpressure : .dropOldest
     }
 }
 

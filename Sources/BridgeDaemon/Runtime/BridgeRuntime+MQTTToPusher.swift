@@ -11,14 +11,23 @@ extension BridgeRuntime {
     var pusherDeliveryPauseReason: String? { pusherPause.reason }
 
     /// Takes messages in bursts (up to 64 already received): one lock for the machine, and the
-    /// burst's events reach the outbox, and its spool, with one lock and one write.
+    /// burst's events reach the outbox, and its spool, with one lock and one write. With the
+    /// `backpressure` policy a burst waits for room in the outbox.
     func consumeMQTT() async {
         var actions: [Action] = []
         var events: [OutgoingPusher] = []
+        let backpressure = toPusher.overflow == .backpressure
         while true {
             let burst = await mqtt.messages.next(max: 64)
             if burst.isEmpty { return }
             let receivedAt = UTCTimestamp.now()
+            if backpressure {
+                // Wait for room instead of dropping; meanwhile the MQTT client's buffer fills and it
+                // stops reading from the broker (docs/contract.md §7.6). Before routing, so that what
+                // the machine counts as received reaches the outbox at once (the counter identity);
+                // the estimate (payload bytes) may let one burst exceed the limits a little.
+                await toPusher.waitForRoom(messages: burst.count, bytes: burst.reduce(0) { $0 + $1.payload.count })
+            }
             let now = ContinuousClock.now
             machine.withLock { machine in
                 for message in burst {

@@ -80,10 +80,10 @@ final class BridgeRuntime: Service, Sendable {
             return Spool.directory(stateDirectory: daemon.stateDirectory, bridge: settings.name, direction: direction.rawValue)
         }
         toMQTT = try Outbox(
-            name: MessageDirection.pusherToMQTT.rawValue, limits: limits, overflow: settings.buffer.overflow,
+            name: MessageDirection.pusherToMQTT.rawValue, limits: limits, overflow: settings.pusherToMQTTOverflow,
             spoolDirectory: spool(.pusherToMQTT), logger: logger)
         toPusher = try Outbox(
-            name: MessageDirection.mqttToPusher.rawValue, limits: limits, overflow: settings.buffer.overflow,
+            name: MessageDirection.mqttToPusher.rawValue, limits: limits, overflow: settings.mqttToPusherOverflow,
             spoolDirectory: spool(.mqttToPusher), logger: logger)
         machine = Locked(BridgeStateMachine(settings: settings))
         metrics.registerZeroSeries(for: settings)

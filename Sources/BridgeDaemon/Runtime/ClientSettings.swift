@@ -49,6 +49,7 @@ enum ClientSettings {
 
     static func mqttConfiguration(_ settings: BridgeSettings) -> MQTTConfiguration {
         let m = settings.mqtt
+        let backpressure = settings.mqttToPusherOverflow == .backpressure
         var tls: MQTTTLSConfiguration?
         if m.useTLS {
             tls = MQTTTLSConfiguration(caFile: m.caFile, certificateFile: m.certFile, keyFile: m.keyFile, insecure: m.tlsInsecure)
@@ -60,6 +61,12 @@ enum ClientSettings {
             username: m.username, password: m.password?.value, tls: tls,
             will: MQTTWill(topic: m.statusTopic, payload: Array("offline".utf8), qos: .atLeastOnce, retain: true),
             reconnect: settings.reconnect,
+            // `backpressure` (docs/contract.md §7.6): the client never drops, it stops reading
+            // from the broker while a quarter of `[bridge.buffer]` (at most 10,000 messages and
+            // 16 MiB) waits for the outbox; the outbox itself is bounded by `[bridge.buffer]`.
+            messageBufferSize: backpressure ? min(10_000, max(settings.buffer.maxMessages / 4, 16)) : 10_000,
+            messageBufferBytes: min(16 * 1024 * 1024, max(settings.buffer.maxBytes / 4, 64 * 1024)),
+            incomingOverflow: backpressure ? .pauseReading : .dropAfterTimeout,
             // While the consumer is stuck, libmosquitto's thread blocks and sends no PINGREQ: stay
             // well inside the keepalive, or the broker drops us (seen in the issue 7 benchmark
             // with keepalive 5 s against the former fixed 5 s).

@@ -64,6 +64,15 @@ final class Outbox<Item: OutboxItem>: Sendable {
         var nextTicket: UInt64 = 0
         /// When to log the degraded spool.
         var degradedLog = SpoolDegradedLog<ContinuousClock.Instant>()
+        /// The producer waiting in ``waitForRoom(messages:bytes:)``: the room it needs, by ticket.
+        var roomWaiter: (ticket: UInt64, messages: Int, bytes: Int, continuation: CheckedContinuation<Void, Never>)?
+
+        /// The producer to wake when the room it waits for is there now (taken out of the state).
+        mutating func takeRoomWaiterIfRoom() -> CheckedContinuation<Void, Never>? {
+            guard let waiter = roomWaiter, closed || backlog.hasRoom(messages: waiter.messages, bytes: waiter.bytes) else { return nil }
+            roomWaiter = nil
+            return waiter.continuation
+        }
 
         /// The waiters to wake when the backlog is empty now (taken out of the state).
         mutating func takeEmptyWaitersIfDrained() -> [CheckedContinuation<Void, Never>] {
@@ -74,6 +83,8 @@ final class Outbox<Item: OutboxItem>: Sendable {
     }
 
     let name: String
+    /// The overflow policy in force (``waitForRoom(messages:bytes:)`` is for `backpressure`).
+    let overflow: BufferOverflowPolicy
     private let state: Locked<State>
     private let logger: Logger
     private let flushSpool: @Sendable (SpoolSyncPoint) async throws -> Void
@@ -90,6 +101,7 @@ final class Outbox<Item: OutboxItem>: Sendable {
         flushSpool: @escaping @Sendable (SpoolSyncPoint) async throws -> Void = { try await $0.flushOnSyncThread() }
     ) throws {
         self.name = name
+        self.overflow = overflow
         self.logger = logger
         self.flushSpool = flushSpool
         if let spoolDirectory {
@@ -150,6 +162,38 @@ final class Outbox<Item: OutboxItem>: Sendable {
         waiter?.resume()
         return admissions
     }
+
+    /// Returns once the backlog has room for `messages` more of `bytes` payload bytes in all (an
+    /// empty backlog always has room): the `backpressure` policy's producer waits here instead of
+    /// dropping (docs/contract.md §7.6), woken by the acknowledgements. It also returns when the
+    /// outbox is closed or the task cancelled: a shutdown then stores over the limits rather than
+    /// lose what it has. One producer at a time.
+    func waitForRoom(messages: Int, bytes: Int) async {
+        let ticket = state.withLock { state in
+            defer { state.nextTicket += 1 }
+            return state.nextTicket
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeNow = state.withLock { state in
+                    if state.closed || Task.isCancelled || state.backlog.hasRoom(messages: messages, bytes: bytes) { return true }
+                    state.roomWaiter = (ticket, messages, bytes, continuation)
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        } onCancel: {
+            let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                guard let waiter = state.roomWaiter, waiter.ticket == ticket else { return nil }
+                state.roomWaiter = nil
+                return waiter.continuation
+            }
+            waiter?.resume()
+        }
+    }
+
+    /// Whether a producer waits in ``waitForRoom(messages:bytes:)`` now.
+    var isWaitingForRoom: Bool { state.withLock { $0.roomWaiter != nil } }
 
     /// Up to `max` messages not handed out yet, oldest first, waiting while there are none.
     /// Returns `[]` once the outbox is closed and everything was handed out, or on cancellation.
@@ -219,7 +263,7 @@ final class Outbox<Item: OutboxItem>: Sendable {
                     "spool acknowledgement failed; the message may be delivered again",
                     metadata: ["outbox": "\(name)", "error": "\(error)"])
             }
-            return (pending, state.takeEmptyWaitersIfDrained())
+            return (pending, state.takeEmptyWaitersIfDrained() + [state.takeRoomWaiterIfRoom()].compactMap { $0 })
         }
         for waiter in drained { waiter.resume() }
         return pending
@@ -318,12 +362,13 @@ final class Outbox<Item: OutboxItem>: Sendable {
 
     /// No more messages will be appended; `next` returns `[]` once everything was handed out.
     func close() {
-        let waiter = state.withLock { state in
+        let (waiter, producer) = state.withLock { state in
             state.closed = true
             defer { state.waiter = nil }
-            return state.waiter
+            return (state.waiter, state.takeRoomWaiterIfRoom())
         }
         waiter?.resume()
+        producer?.resume()
     }
 
     /// Closes the spool file (what is still pending stays on disk for the next start). A last
