@@ -47,7 +47,8 @@ public enum CheckReport {
         lines.append(
             "  reconnect \(format(reconnect.initialDelay))…\(format(reconnect.maxDelay)) ×\(reconnect.multiplier) ±\(Int(reconnect.jitter * 100))%; "
                 + "buffer \(bridge.buffer.maxMessages) messages / \(bridge.buffer.maxBytes) bytes per direction, "
-                + "\(bridge.buffer.overflow.rawValue)\(bridge.buffer.persist ? ", spooled" : ", memory only")")
+                + "pusher->mqtt \(bridge.pusherToMQTTOverflow.rawValue), mqtt->pusher \(bridge.mqttToPusherOverflow.rawValue)"
+                + "\(bridge.buffer.persist ? ", spooled" : ", memory only")")
         let channels = bridge.pusherChannels
         lines.append("  pusher channels: " + (channels.isEmpty ? "none" : channels.joined(separator: ", ")))
         let subscriptions = bridge.mqttSubscriptions
