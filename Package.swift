@@ -180,6 +180,9 @@ let package = Package(
         ),
         /// Release-mode throughput measurement of the spool: `swift run -c release spool-bench`.
         .executableTarget(name: "spool-bench", dependencies: ["Durability"], swiftSettings: swiftSettings),
+        /// Release-mode cost of `RuleTable.route` with 1…10,000 rules, plain and with payload rules
+        /// (`where`, `{json:…}`): `swift run -c release rules-bench` (BENCHMARKS.md "Payload rules").
+        .executableTarget(name: "rules-bench", dependencies: ["BridgeCore"], swiftSettings: swiftSettings),
         /// The daemon and its command line.
         .executableTarget(
             name: "pusher-mqtt-bridge",

@@ -261,21 +261,24 @@ class Bench:
         except (OSError, ValueError) as error:
             raise BenchError(f"pusher-local stream request failed: {error}")
 
-    def c_pub(self, topic: str, count: int, qos: int, size: int, rate: float, topics: int = 1) -> dict:
+    def c_pub(self, topic: str, count: int, qos: int, size: int, rate: float, topics: int = 1, fields: int = 0) -> dict:
+        """`fields` > 0 adds members f00… to every payload (the payload-rule benchmark, bench_rules.py)."""
         out = subprocess.run([str(self.tools / "c_pub"), str(self.broker.port), topic, str(count), str(qos), str(size),
-                              str(rate), "1000", str(topics)], capture_output=True, timeout=self.total + 30)
+                              str(rate), "1000", str(topics), str(fields)], capture_output=True, timeout=self.total + 30)
         if out.returncode != 0:
             raise BenchError(f"c_pub exited {out.returncode}: {out.stderr.decode(errors='replace')[-500:]}")
         return json.loads(out.stdout.decode().strip().splitlines()[-1])
 
-    def start_bridge(self, impl: str, direction: str, qos: int, run_dir: Path):
-        """A fresh bridge with the one rule of `direction`; returns it once a probe went through."""
+    def start_bridge(self, impl: str, direction: str, qos: int, run_dir: Path, rule: str | None = None,
+                     probe_payload: str = "probe"):
+        """A fresh bridge with the one rule of `direction` (or `rule`, TOML text, for the daemon);
+        returns it once a probe (`probe_payload`: one the rule's `where` lets through) went through."""
         run_dir.mkdir(parents=True, exist_ok=True)
         if impl in ("bridge", "bridge-memory"):
-            if direction == "p2m":
+            if rule is None and direction == "p2m":
                 rule = f'[[bridge.rule]]\nname = "p2m"\nfrom = "pusher"\nchannel = "{P2M_CHANNEL}"\n' \
                        f'topic = "bench/p2m/{{event}}"\nqos = {qos}\npayload = "data"\n'
-            else:
+            elif rule is None:
                 rule = f'[[bridge.rule]]\nname = "m2p"\nfrom = "mqtt"\ntopic = "bench/m2p/+"\n' \
                        f'channel = "bench-m2p-{{1}}"\nevent = "bench"\nqos = {qos}\npayload = "data"\n'
             config = bridge_config(self.pusher, self.broker, run_dir, rule, name=f"bench{self.counter}")
@@ -296,13 +299,13 @@ class Bench:
         bridge.start()
         STARTED.append(bridge)
         try:
-            self.probe(direction, bridge)
+            self.probe(direction, bridge, probe_payload)
         except Exception:
             bridge.stop()
             raise
         return bridge
 
-    def probe(self, direction: str, bridge):
+    def probe(self, direction: str, bridge, payload: str = "probe"):
         """Waits until a message really crosses the bridge (event/topic `probe`, which the
         receivers ignore), so that connection set-up is not part of the measurement."""
         deadline = time.monotonic() + 30
@@ -314,7 +317,7 @@ class Bench:
                     if not bridge.running():
                         raise BenchError(f"bridge exited: {bridge.log()[-2000:]}")
                     try:
-                        http.trigger(P2M_CHANNEL, "probe", "probe")
+                        http.trigger(P2M_CHANNEL, "probe", payload)
                     except Exception:
                         pass
                     time.sleep(0.2)
@@ -331,7 +334,7 @@ class Bench:
             while time.monotonic() < deadline:
                 if not bridge.running():
                     raise BenchError(f"bridge exited: {bridge.log()[-2000:]}")
-                publish(self.broker.port, "bench/m2p/probe", "probe", qos=1)
+                publish(self.broker.port, "bench/m2p/probe", payload, qos=1)
                 time.sleep(0.2)
                 if published() > before:
                     return
