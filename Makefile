@@ -89,6 +89,12 @@ tsan: setup
 bench:
 	scripts/bench.sh
 
+# Payload rules (`where`, `{json:…}`) against plain rules, A B A B in one run, plus RuleTable.route
+# with 1…10,000 rules -> Benchmarks/results/payload-rules/. PAIRS=7, QOS=0, QUICK=1 (smoke check).
+.PHONY: bench-rules
+bench-rules:
+	scripts/bench-rules.sh
+
 run: setup
 	$(SWIFT) build $(BUILD_FLAGS)
 	exec scripts/run-local.sh "$(BIN_DIR)" "$(CONFIG)"
