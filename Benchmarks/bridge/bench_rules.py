@@ -265,7 +265,9 @@ def main() -> int:
             "pairs": args.pairs, "qos": args.qos, "quick": args.quick,
             "machine": f"{os.cpu_count()} cores, {platform.platform()}",
             "load_before": " ".join(Path("/proc/loadavg").read_text().split()[:3]),
-            "command": "make bench-rules" + (f" PAIRS={args.pairs}" if args.pairs != 7 else "") + (" QUICK=1" if args.quick else "")}
+            "command": "make bench-rules" + (f" PAIRS={args.pairs}" if args.pairs != 7 else "") + (f" QOS={args.qos}" if args.qos else "")
+            + (" QUICK=1" if args.quick else ""),
+            "argv": " ".join(sys.argv[1:])}
     started = time.monotonic()
     micro: list[dict] = []
     errors: list[str] = []
