@@ -31,85 +31,71 @@ extension BridgeStateMachine {
 
     func release(_ table: inout RuleShaping<Instant>, now: Instant, into actions: inout [Action]) {
         for rule in table.toPusher.keys.sorted() {
-            guard let deadline = table.toPusher[rule]?.nextDeadline, deadline <= now else { continue }
-            let (releases, unchanged) = table.toPusher[rule]!.due(now: now)
-            for release in releases {
-                actions.append(.enqueueToPusher(release.message.event, receivedAtMillis: release.message.receivedAtMillis))
-            }
-            if unchanged > 0 { actions.append(.count(rule: rule, direction: .mqttToPusher, outcome: .unchanged, by: unchanged)) }
+            Self.releaseDue(&table.toPusher[rule]!, rule: rule, direction: .mqttToPusher, now: now, into: &actions, as: Self.toPusher)
         }
         for rule in table.toMQTT.keys.sorted() {
-            guard let deadline = table.toMQTT[rule]?.nextDeadline, deadline <= now else { continue }
-            let (releases, unchanged) = table.toMQTT[rule]!.due(now: now)
-            for release in releases {
-                actions.append(.enqueueToMQTT(release.message.publish, receivedAtMillis: release.message.receivedAtMillis))
-            }
-            if unchanged > 0 { actions.append(.count(rule: rule, direction: .pusherToMQTT, outcome: .unchanged, by: unchanged)) }
+            Self.releaseDue(&table.toMQTT[rule]!, rule: rule, direction: .pusherToMQTT, now: now, into: &actions, as: Self.toMQTT)
         }
     }
 
     /// An MQTT → Pusher event of a rule with `throttle`/`on_change`: forwarded, held or dropped.
     mutating func shape(_ event: PusherEventPublish, receivedAtMillis: Int64, now: Instant, into actions: inout [Action]) {
-        let target = event.channel + " " + event.event  // a space is in neither name: unambiguous
         let held = ShapedPusherEvent(event: event, receivedAtMillis: receivedAtMillis)
-        // An interval that ended before the timer ran is closed first: its message goes out.
-        if let deadline = shaping.toPusher[event.rule]?.nextDeadline, deadline <= now {
-            let (releases, unchanged) = shaping.toPusher[event.rule]!.due(now: now)
-            for release in releases {
-                actions.append(.enqueueToPusher(release.message.event, receivedAtMillis: release.message.receivedAtMillis))
-            }
-            if unchanged > 0 { actions.append(.count(rule: event.rule, direction: .mqttToPusher, outcome: .unchanged, by: unchanged)) }
-        }
-        guard let offer = shaping.toPusher[event.rule]?.offer(held, target: target, payload: Array(event.data.utf8), now: now) else {
-            actions.append(.enqueueToPusher(event, receivedAtMillis: receivedAtMillis))
-            return
-        }
-        switch offer {
-        case .forward(let message):
-            actions.append(.enqueueToPusher(message.event, receivedAtMillis: message.receivedAtMillis))
-        case .forwardUnshaped(let message):
-            actions.append(.enqueueToPusher(message.event, receivedAtMillis: message.receivedAtMillis))
-            actions.append(.shapingTargetsFull(rule: event.rule, direction: .mqttToPusher))
-        case .held(let coalesced):
-            shaped(coalesced: coalesced, rule: event.rule, direction: .mqttToPusher, into: &actions)
-        case .unchanged:
-            actions.append(.count(rule: event.rule, direction: .mqttToPusher, outcome: .unchanged, by: 1))
-        }
+        guard shaping.toPusher[event.rule] != nil else { return actions.append(Self.toPusher(held)) }
+        // A space is in neither a channel nor an event name: the target is unambiguous.
+        Self.shape(
+            held, target: event.channel + " " + event.event, payload: Array(event.data.utf8), shaper: &shaping.toPusher[event.rule]!,
+            rule: event.rule, direction: .mqttToPusher, now: now, into: &actions, as: Self.toPusher)
     }
 
     /// A Pusher → MQTT publish of a rule with `throttle`/`on_change`: forwarded, held or dropped.
     mutating func shape(_ publish: MQTTPublish, receivedAtMillis: Int64, now: Instant, into actions: inout [Action]) {
         let held = ShapedMQTTPublish(publish: publish, receivedAtMillis: receivedAtMillis)
-        if let deadline = shaping.toMQTT[publish.rule]?.nextDeadline, deadline <= now {
-            let (releases, unchanged) = shaping.toMQTT[publish.rule]!.due(now: now)
-            for release in releases {
-                actions.append(.enqueueToMQTT(release.message.publish, receivedAtMillis: release.message.receivedAtMillis))
-            }
-            if unchanged > 0 { actions.append(.count(rule: publish.rule, direction: .pusherToMQTT, outcome: .unchanged, by: unchanged)) }
-        }
-        guard let offer = shaping.toMQTT[publish.rule]?.offer(held, target: publish.topic, payload: publish.payload, now: now) else {
-            actions.append(.enqueueToMQTT(publish, receivedAtMillis: receivedAtMillis))
-            return
-        }
-        switch offer {
+        guard shaping.toMQTT[publish.rule] != nil else { return actions.append(Self.toMQTT(held)) }
+        Self.shape(
+            held, target: publish.topic, payload: publish.payload, shaper: &shaping.toMQTT[publish.rule]!, rule: publish.rule,
+            direction: .pusherToMQTT, now: now, into: &actions, as: Self.toMQTT)
+    }
+
+    private static func toPusher(_ message: ShapedPusherEvent) -> Action {
+        .enqueueToPusher(message.event, receivedAtMillis: message.receivedAtMillis)
+    }
+
+    private static func toMQTT(_ message: ShapedMQTTPublish) -> Action {
+        .enqueueToMQTT(message.publish, receivedAtMillis: message.receivedAtMillis)
+    }
+
+    /// Offers one message to its rule's shaper (first closing an interval that ended before the
+    /// timer ran) and turns the answer into outbox appends and counts.
+    private static func shape<Message: Sendable>(
+        _ message: Message, target: String, payload: [UInt8], shaper: inout RateShaper<Instant, Message>, rule: String,
+        direction: MessageDirection, now: Instant, into actions: inout [Action], as enqueue: (Message) -> Action
+    ) {
+        releaseDue(&shaper, rule: rule, direction: direction, now: now, into: &actions, as: enqueue)
+        switch shaper.offer(message, target: target, payload: payload, now: now) {
         case .forward(let message):
-            actions.append(.enqueueToMQTT(message.publish, receivedAtMillis: message.receivedAtMillis))
+            actions.append(enqueue(message))
         case .forwardUnshaped(let message):
-            actions.append(.enqueueToMQTT(message.publish, receivedAtMillis: message.receivedAtMillis))
-            actions.append(.shapingTargetsFull(rule: publish.rule, direction: .pusherToMQTT))
-        case .held(let coalesced):
-            shaped(coalesced: coalesced, rule: publish.rule, direction: .pusherToMQTT, into: &actions)
+            actions.append(enqueue(message))
+            actions.append(.shapingTargetsFull(rule: rule, direction: direction))
+        case .held(let coalesced) where coalesced > 0:
+            actions.append(.count(rule: rule, direction: direction, outcome: .coalesced, by: coalesced))
+        case .held:
+            // A new interval began: the release timer may need to wake sooner.
+            actions.append(.shapingHeld)
         case .unchanged:
-            actions.append(.count(rule: publish.rule, direction: .pusherToMQTT, outcome: .unchanged, by: 1))
+            actions.append(.count(rule: rule, direction: direction, outcome: .unchanged, by: 1))
         }
     }
 
-    private func shaped(coalesced: Int, rule: String, direction: MessageDirection, into actions: inout [Action]) {
-        if coalesced > 0 {
-            actions.append(.count(rule: rule, direction: direction, outcome: .coalesced, by: coalesced))
-        } else {
-            // A new interval began: the release timer may need to wake sooner.
-            actions.append(.shapingHeld)
-        }
+    /// Releases what `shaper` holds whose interval ended by `now`.
+    private static func releaseDue<Message: Sendable>(
+        _ shaper: inout RateShaper<Instant, Message>, rule: String, direction: MessageDirection, now: Instant,
+        into actions: inout [Action], as enqueue: (Message) -> Action
+    ) {
+        guard let deadline = shaper.nextDeadline, deadline <= now else { return }
+        let (releases, unchanged) = shaper.due(now: now)
+        for release in releases { actions.append(enqueue(release.message)) }
+        if unchanged > 0 { actions.append(.count(rule: rule, direction: direction, outcome: .unchanged, by: unchanged)) }
     }
 }
