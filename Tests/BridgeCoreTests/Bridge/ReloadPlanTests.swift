@@ -44,7 +44,9 @@ import Testing
     }
 
     static func mqttRule(qos: Int, overflow: String? = nil) -> String {
-        Self.bridge("b").replacingOccurrences(of: "key = \"k\"", with: "key = \"k\"\napp_id = \"1\"\nsecret = \"s\"") + (overflow.map { "[bridge.buffer]\noverflow = \"\($0)\"\n" } ?? "")
+        let signed = Self.bridge("b").replacingOccurrences(of: "key = \"k\"", with: "key = \"k\"\napp_id = \"1\"\nsecret = \"s\"")
+        let buffer = overflow.map { "[bridge.buffer]\noverflow = \"\($0)\"\n" } ?? ""
+        return signed + buffer
             + "[[bridge.rule]]\nname = \"m\"\nfrom = \"mqtt\"\ntopic = \"in/+\"\nchannel = \"c-{1}\"\nevent = \"e\"\nqos = \(qos)\n"
     }
 
