@@ -219,6 +219,8 @@ def run_disk_full(workdir: Path, events: int = 3000, second_events: int = 500, s
         # The restarted process counts what it recovered from the spool as arrivals (docs/contract.md §7.6).
         received_total, outcomes, buffered_now = books_balance(metrics_port)
         notes.append(f"P->M counters at the end: received {received_total:g} = outcomes {outcomes:g} + buffered {buffered_now:g}")
+        mark = "=" if received_total == outcomes + buffered_now else "!="
+        out["identity"] = {"pusher_to_mqtt": f"{received_total:g} {mark} {outcomes:g} + {buffered_now:g}"}
         if received_total != outcomes + buffered_now:
             failures.append("the counters do not add up at the end of the run")
 
