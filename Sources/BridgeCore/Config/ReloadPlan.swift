@@ -3,7 +3,7 @@
 public struct ReloadPlan: Sendable {
     /// Same settings: untouched, connections kept.
     public var unchanged: [String]
-    /// Only rules or presence mirrors changed: swapped in place, connections kept.
+    /// Only rules, presence mirrors or `[bridge.webhooks]` changed: swapped in place, connections kept.
     public var rulesChanged: [BridgeSettings] = []
     /// Connection, reconnect or buffer settings changed: the bridge restarts.
     public var restarted: [BridgeSettings] = []
