@@ -336,3 +336,30 @@ def test_pusher_locals_own_webhooks_reach_mqtt(workdir, broker, bridges):
         for client in clients:
             client.disconnect(timeout=2)
         local.stop()
+
+
+def test_reload_swaps_bridge_webhooks_in_place(workdir, broker, pusher, bridges):
+    webhook_port, metrics_port = free_port(), free_port()
+    config = webhook_config(pusher, broker, workdir, webhook_port, metrics_port)
+    bridge = start_bridge(bridges, config, webhook_port, metrics_port)
+    assert signed_post(webhook_port, pusher, [{"name": "member_added", "channel": "presence-r", "user_id": "a"}])[0] == 200
+    reconnects = metric(metrics_port, "pusher_mqtt_bridge_reconnects_total", bridge=NAME)
+    bridge.write_config(config.replace(f'topic_prefix = "{PREFIX}"', 'topic_prefix = "hooks/moved"\nqos = 0'))
+    bridge.send_signal(signal.SIGHUP)
+    wait_until(lambda: "reloaded" in bridge.log(), 10, 0.1, "the reload")
+    assert "bridge rules changed; connections kept" in bridge.log()
+    collector = MQTTCollector(broker.port, ["hooks/moved/#"])
+    try:
+        # The members known before the reload are kept: b makes the count 2.
+        assert signed_post(webhook_port, pusher, [{"name": "member_added", "channel": "presence-r", "user_id": "b"}])[0] == 200
+        wait_until(lambda: len(collector.snapshot()) >= 2, 10, what="the publishes under the new prefix")
+        got = {m.topic: (m.payload, m.qos) for m in collector.snapshot()}
+        assert got == {"hooks/moved/channels/presence-r/members/b": (b"{}", 0), "hooks/moved/channels/presence-r/count": (b"2", 0)}
+    finally:
+        collector.close()
+    assert metric(metrics_port, "pusher_mqtt_bridge_reconnects_total", bridge=NAME) == reconnects
+    # Removing [bridge.webhooks] turns this bridge's endpoint off: 404.
+    bridge.write_config(config[:config.index("[bridge.webhooks]")])
+    bridge.send_signal(signal.SIGHUP)
+    wait_until(lambda: bridge.log().count("reloaded") >= 2, 10, 0.1, "the second reload")
+    assert signed_post(webhook_port, pusher, [{"name": "cache_miss", "channel": "c"}])[0] == 404
