@@ -96,7 +96,8 @@ def books_balance(port: int) -> tuple[float, float]:
 
 def start_bridge(bridges, config: str, webhook_port: int, metrics_port: int) -> Bridge:
     bridge = bridges(config)
-    wait_until(lambda: port_open(webhook_port) or not bridge.running(), 20, what="the webhook listener")
+    wait_until(lambda: (port_open(webhook_port) and port_open(metrics_port)) or not bridge.running(), 20,
+               what="the webhook and metrics listeners")
     assert bridge.running(), bridge.log()
     wait_until(lambda: metric(metrics_port, "pusher_mqtt_bridge_connection_up", side="mqtt") == 1, 15, 0.1, "MQTT up")
     return bridge
@@ -210,7 +211,7 @@ def run_webhook_outage(workdir: Path, requests: int = 200, persist: bool = True)
         config = webhook_config(pusher, broker, workdir, webhook_port, metrics_port, persist=persist).replace(
             'log_level = "debug"', 'log_level = "info"')
         bridge = Bridge(workdir, config).start()
-        wait_until(lambda: port_open(webhook_port), 20, what="the webhook listener")
+        wait_until(lambda: port_open(webhook_port) and port_open(metrics_port), 20, what="the webhook and metrics listeners")
         wait_until(lambda: metric(metrics_port, "pusher_mqtt_bridge_connection_up", side="mqtt") == 1, 15, 0.1, "MQTT up")
 
         received: list[tuple[int, float]] = []

@@ -1,6 +1,18 @@
 import BridgeCore
 import Logging
 
+/// What became of a request under the receiver's lock.
+private enum WebhookHandling {
+    /// Refused (413, 401, 400): nothing to store.
+    case refused(WebhookRefusal)
+    /// A repeat within the dedupe window: nothing to store.
+    case duplicate
+    /// Accepted, but the outbox could not take it (503).
+    case unavailable(String)
+    /// Accepted and in the outbox.
+    case stored(WebhookAcceptance)
+}
+
 /// What the webhook listener answers to one request.
 struct WebhookReply: Sendable, Equatable {
     /// The HTTP status.
@@ -23,19 +35,44 @@ extension BridgeRuntime {
     var takesWebhooks: Bool { webhooks.withLock { $0 != nil } }
 
     /// Handles one request whose body was read in full (at most 1 MiB).
+    ///
+    /// Checking, translating and appending to the outbox happen under the receiver's lock, so
+    /// that concurrent requests reach the outbox in the order their counts were computed (a
+    /// retained `count` must not go back in time).
     func webhookRequest(body: [UInt8], key: String?, signature: String?) -> WebhookReply {
         let now = ContinuousClock.now
-        guard let decision = webhooks.withLock({ $0?.requestReceived(body: body, key: key, signature: signature, now: now) }) else {
-            return WebhookReply(status: 404, text: "webhooks are not enabled for this bridge\n")
+        let handled: WebhookHandling? = webhooks.withLock { receiver in
+            guard let decision = receiver?.requestReceived(body: body, key: key, signature: signature, now: now) else { return nil }
+            let acceptance: WebhookAcceptance
+            switch decision {
+            case .refused(let refusal): return .refused(refusal)
+            case .duplicate: return .duplicate
+            case .accepted(let accepted): acceptance = accepted
+            }
+            if let reason = storeWebhookPublishes(acceptance.publishes) {
+                receiver?.requestUnavailable(acceptance.digest)
+                return .unavailable(reason)
+            }
+            return .stored(acceptance)
         }
-        switch decision {
+        switch handled {
+        case nil:
+            return WebhookReply(status: 404, text: "webhooks are not enabled for this bridge\n")
         case .refused(let refusal):
             return webhookRefused(refusal.outcome, reason: refusal.reason, now: now)
         case .duplicate:
             metrics.webhooks(bridge: name, outcome: .duplicate).increment()
             return WebhookReply(status: 200, text: "duplicate: already published\n")
-        case .accepted(let acceptance):
-            return webhookAccepted(acceptance, now: now)
+        case .unavailable(let reason):
+            return webhookRefused(.unavailable, reason: reason, now: now)
+        case .stored(let acceptance):
+            metrics.webhooks(bridge: name, outcome: .accepted).increment()
+            for (outcome, count) in acceptance.skipped { metrics.webhooks(bridge: name, outcome: outcome).increment(by: count) }
+            if let unknown = acceptance.skipped[.unknownEvent] {
+                logger.debug("webhook events with unknown names skipped", metadata: ["events": "\(unknown)"])
+            }
+            webhookEventsAccepted(acceptance.events)
+            return WebhookReply(status: 200, text: "ok\n")
         }
     }
 
@@ -44,35 +81,24 @@ extension BridgeRuntime {
         webhookRefused(.tooLarge, reason: "body over 1 MiB", now: .now)
     }
 
-    private func webhookAccepted(_ acceptance: WebhookAcceptance, now: ContinuousClock.Instant) -> WebhookReply {
+    /// Puts an accepted request's publishes into the Pusher → MQTT outbox, each counted as an
+    /// arrival; returns why it cannot (then nothing was stored), or `nil` once they are all in.
+    private func storeWebhookPublishes(_ publishes: [MQTTPublish]) -> String? {
         let receivedAt = UTCTimestamp.now().millisecondsSince1970
-        let items = acceptance.publishes.map { OutgoingMQTT(publish: $0, receivedAtMillis: receivedAt) }
-        var unavailable: String?
-        if !connection.buffer.persist, !mqttUp.isOpen {
-            unavailable = "MQTT is disconnected and persist = false"
-        } else if !toMQTT.canTakeWithoutLoss(items) {
-            unavailable = toMQTT.spoolDegraded ? "the spool is degraded" : "the Pusher → MQTT buffer is full or closed"
+        let items = publishes.map { OutgoingMQTT(publish: $0, receivedAtMillis: receivedAt) }
+        if !connection.buffer.persist, !mqttUp.isOpen { return "MQTT is disconnected and persist = false" }
+        if !toMQTT.canTakeWithoutLoss(items) {
+            return toMQTT.spoolDegraded ? "the spool is degraded" : "the Pusher → MQTT buffer is full or closed"
         }
-        if unavailable == nil, !items.isEmpty {
-            receivedToMQTT.increment(by: items.count)
-            var stored = true
-            for admission in toMQTT.append(contentsOf: items) {
-                account(admission, rule: WebhookTranslator.ruleName, direction: .pusherToMQTT)
-                if admission.spoolFailed || (admission.dropped > 0 && toMQTT.overflow == .dropNewest) { stored = false }
-            }
-            if !stored { unavailable = "the Pusher → MQTT buffer refused a message" }
+        guard !items.isEmpty else { return nil }
+        receivedToMQTT.increment(by: items.count)
+        var stored = true
+        for admission in toMQTT.append(contentsOf: items) {
+            account(admission, rule: WebhookTranslator.ruleName, direction: .pusherToMQTT)
+            if admission.spoolFailed || (admission.dropped > 0 && toMQTT.overflow == .dropNewest) { stored = false }
         }
-        if let unavailable {
-            webhooks.withLock { $0?.requestUnavailable(acceptance.digest) }
-            return webhookRefused(.unavailable, reason: unavailable, now: now)
-        }
-        metrics.webhooks(bridge: name, outcome: .accepted).increment()
-        for (outcome, count) in acceptance.skipped { metrics.webhooks(bridge: name, outcome: outcome).increment(by: count) }
-        if let unknown = acceptance.skipped[.unknownEvent] {
-            logger.debug("webhook events with unknown names skipped", metadata: ["events": "\(unknown)"])
-        }
-        webhookEventsAccepted(acceptance.events)
-        return WebhookReply(status: 200, text: "ok\n")
+        // Only a race with another producer gets here: what was stored goes out, the retry may repeat it.
+        return stored ? nil : "the Pusher → MQTT buffer refused a message"
     }
 
     /// Counts a refusal and logs it, at most 10 lines a minute per bridge.
