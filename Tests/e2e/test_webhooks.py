@@ -364,3 +364,48 @@ def test_reload_swaps_bridge_webhooks_in_place(workdir, broker, pusher, bridges)
     bridge.send_signal(signal.SIGHUP)
     wait_until(lambda: bridge.log().count("reloaded") >= 2, 10, 0.1, "the second reload")
     assert signed_post(webhook_port, pusher, [{"name": "cache_miss", "channel": "c"}])[0] == 404
+
+
+def test_concurrent_requests_keep_the_count_in_order(setup, broker, pusher):
+    """Requests handled at once must reach the outbox in the order their counts were computed: the
+    retained count ends at the number of members, never at an older value."""
+    webhook_port, _, _ = setup
+    channel = "presence-crowd"
+    users = [f"u{n}" for n in range(40)]
+    statuses: list[int] = []
+
+    def join(user: str):
+        statuses.append(signed_post(webhook_port, pusher, [{"name": "member_added", "channel": channel, "user_id": user}])[0])
+
+    threads = [threading.Thread(target=join, args=(user,)) for user in users]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(20)
+    assert statuses == [200] * len(users)
+    base = f"{PREFIX}/channels/{channel}"
+    wait_until(lambda: len(retained(broker.port, f"{base}/#", settle=0.3)) == len(users) + 1, 10, 0.2, "every member")
+    assert retained(broker.port, f"{base}/count") == {f"{base}/count": str(len(users)).encode()}
+
+
+def test_an_accepted_request_survives_a_sigkill_in_the_spool(workdir, broker, pusher, bridges):
+    """200 with persist = true means spooled: accepted while the broker is down, the daemon killed,
+    both back -- the events arrive (Pusher would not send them again after a 200)."""
+    webhook_port, metrics_port = free_port(), free_port()
+    config = webhook_config(pusher, broker, workdir, webhook_port, metrics_port)
+    bridge = start_bridge(bridges, config, webhook_port, metrics_port)
+    broker.stop(signal.SIGTERM)
+    wait_until(lambda: metric(metrics_port, "pusher_mqtt_bridge_connection_up", side="mqtt") == 0, 10, 0.1, "MQTT down")
+    for seq in range(10):
+        status, _ = signed_post(webhook_port, pusher, [{"name": "client_event", "channel": "private-k", "event": "client-n",
+                                                        "data": str(seq)}])
+        assert status == 200
+    bridge.kill()
+    broker.start()
+    collector = MQTTCollector(broker.port, [f"{PREFIX}/channels/private-k/client-events/#"])
+    try:
+        start_bridge(bridges, config, webhook_port, metrics_port)
+        wait_until(lambda: len(collector.payloads()) >= 10, 15, 0.1, "the spooled webhook publishes")
+        assert collector.payloads() == [str(seq).encode() for seq in range(10)]
+    finally:
+        collector.close()
