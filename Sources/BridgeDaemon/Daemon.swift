@@ -122,10 +122,10 @@ public final class Daemon: Sendable {
         return .success
     }
 
-    private func makeRuntime(_ settings: BridgeSettings, daemon: DaemonSettings) throws -> BridgeRuntime {
+    private func makeRuntime(_ settings: BridgeSettings, daemon: DaemonSettings, restarting: Bool = false) throws -> BridgeRuntime {
         try BridgeRuntime(
             settings: settings, daemon: daemon, metrics: metrics,
-            logger: logger.with(metadata: ["bridge": "\(settings.name)"])
+            logger: logger.with(metadata: ["bridge": "\(settings.name)"]), countsRecoveredAsReceived: !restarting
         )
     }
 
@@ -164,14 +164,15 @@ public final class Daemon: Sendable {
             runtime.applyRules(settings)
         }
         for settings in plan.restarted + plan.added {
-            if let runtime = current[settings.name] {
+            let running = current[settings.name]
+            if let running {
                 logger.info("bridge connection settings changed; reconnecting it", metadata: ["bridge": "\(settings.name)"])
-                await runtime.stop(grace: old.daemon.shutdownGrace)
+                await running.stop(grace: old.daemon.shutdownGrace)
             } else {
                 logger.info("bridge added", metadata: ["bridge": "\(settings.name)"])
             }
             do {
-                let runtime = try makeRuntime(settings, daemon: old.daemon)
+                let runtime = try makeRuntime(settings, daemon: old.daemon, restarting: running != nil)
                 state.withLock { $0.bridges[settings.name] = runtime }
                 await services.addServiceUnlessShutdown(.init(service: runtime, successTerminationBehavior: .ignore))
             } catch {

@@ -69,7 +69,14 @@ final class BridgeRuntime: Service, Sendable {
 
     typealias Action = BridgeStateMachine<ContinuousClock.Instant>.Action
 
-    init(settings: BridgeSettings, daemon: DaemonSettings, metrics: BridgeMetrics, logger: Logger) throws {
+    /// - Parameter countsRecoveredAsReceived: true when this process starts the bridge for the first
+    ///   time: the messages recovered from its spools are then arrivals of this process in
+    ///   `received_total` (docs/contract.md §7.6), so that the counters balance after a restart.
+    ///   False when a reload restarts a running bridge: its buffer was counted already.
+    init(
+        settings: BridgeSettings, daemon: DaemonSettings, metrics: BridgeMetrics, logger: Logger,
+        countsRecoveredAsReceived: Bool = true
+    ) throws {
         name = settings.name
         connection = settings
         self.daemon = daemon
@@ -94,6 +101,10 @@ final class BridgeRuntime: Service, Sendable {
         metrics.registerZeroSeries(for: settings)
         receivedToMQTT = metrics.received(bridge: settings.name, direction: .pusherToMQTT)
         receivedToPusher = metrics.received(bridge: settings.name, direction: .mqttToPusher)
+        if countsRecoveredAsReceived {
+            receivedToMQTT.increment(by: toMQTT.pending)
+            receivedToPusher.increment(by: toPusher.pending)
+        }
     }
 
     // MARK: Status
