@@ -47,7 +47,9 @@ def webhook_outage_row(row, base: Path):
         if memory["statuses"].get("retry") != {200: REQUESTS}:
             misses.append(f"persist = false answered {memory['statuses'].get('retry')} to the retries, not all 200")
         observations += [f"persist: {o}" for o in persisted["observations"]] + [f"memory: {o}" for o in memory["observations"]]
-        observed = {"p2m": fmt_dir(totals, recovery)}
+        identity = [run.get("identity", {}).get("pusher_to_mqtt", "-") for run in (persisted, memory)]
+        observed = {"p2m": fmt_dir(totals, recovery),
+                    "identity": {"pusher_to_mqtt": f"persist {identity[0]}, memory {identity[1]}"}}
     except Exception as e:
         misses.append(f"row error: {e!r}")
         observations.append(traceback.format_exc(limit=3))
