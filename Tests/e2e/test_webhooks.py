@@ -299,17 +299,21 @@ def test_outage_without_persist_is_503_then_the_retry_is_published(workdir):
 
 
 def test_pusher_locals_own_webhooks_reach_mqtt(workdir, broker, bridges):
+    """pusher-local posts its own webhooks (batched, signed) as pysher clients come and go: presence
+    members and count, occupancy, subscription counts and a client event arrive on MQTT."""
     import pysher
 
     webhook_port, metrics_port = free_port(), free_port()
-    local = PusherLocal(workdir, extra=["--activity-timeout", "2", "--webhook",
+    local = PusherLocal(workdir, extra=["--activity-timeout", "2", "--subscription-count", "--webhook",
                                        f"http://127.0.0.1:{webhook_port}/webhooks/{NAME}"]).start()
     clients = []
     try:
         start_bridge(bridges, webhook_config(local, broker, workdir, webhook_port, metrics_port), webhook_port, metrics_port)
         channel = "presence-lobby"
-        collector = MQTTCollector(broker.port, [f"{PREFIX}/channels/{channel}/#"])
+        base = f"{PREFIX}/channels/{channel}"
+        collector = MQTTCollector(broker.port, [f"{base}/client-events/#"])
         try:
+            lobbies = []
             for user in ("alice", "bob"):
                 client = pysher.Pusher(local.key, custom_host="127.0.0.1", port=local.port, secure=False, secret=local.secret,
                                        user_data={"user_id": user}, log_level=logging.WARNING)
@@ -317,14 +321,22 @@ def test_pusher_locals_own_webhooks_reach_mqtt(workdir, broker, bridges):
                 client.connection.bind("pusher:connection_established", lambda _data, c=connected: c.set())
                 client.connect()
                 assert connected.wait(10)
-                client.subscribe(channel)
+                lobbies.append(client.subscribe(channel))
+                client.subscribe("private-ops")
                 clients.append(client)
-            base = f"{PREFIX}/channels/{channel}"
             wait_until(lambda: retained(broker.port, f"{base}/#", settle=0.3).get(f"{base}/count") == b"2", 15, 0.2,
                        "count 2 from pusher-local's member_added webhooks")
             held = retained(broker.port, f"{base}/#")
             assert held == {f"{base}/occupied": b"true", f"{base}/members/alice": b"{}", f"{base}/members/bob": b"{}",
                             f"{base}/count": b"2"}
+            ops = f"{PREFIX}/channels/private-ops/subscription_count"
+            wait_until(lambda: retained(broker.port, ops, settle=0.3).get(ops) == b"2", 15, 0.2, "subscription_count 2")
+            lobbies[0].trigger("client-hello", {"from": "alice"})
+            wait_until(lambda: collector.snapshot(), 15, 0.1, "the client_event webhook")
+            event = collector.snapshot()[0]
+            assert event.topic == f"{base}/client-events/client-hello"
+            assert json.loads(event.payload) == {"from": "alice"}
+            assert ("pusher-user-id", "alice") in (event.properties.UserProperty or [])
             clients.pop().disconnect(timeout=2)
             wait_until(lambda: retained(broker.port, f"{base}/#", settle=0.3).get(f"{base}/count") == b"1", 15, 0.2,
                        "count 1 after bob left")
@@ -333,6 +345,7 @@ def test_pusher_locals_own_webhooks_reach_mqtt(workdir, broker, bridges):
                        "channel_vacated deletes occupied")
             assert retained(broker.port, f"{base}/#") == {f"{base}/count": b"0"}
             assert metric(metrics_port, "pusher_mqtt_bridge_webhooks_total", bridge=NAME, outcome="unauthorized") == 0
+            assert metric(metrics_port, "pusher_mqtt_bridge_webhooks_total", bridge=NAME, outcome="accepted") >= 1
         finally:
             collector.close()
     finally:
