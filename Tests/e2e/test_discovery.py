@@ -11,7 +11,7 @@ import time
 import pysher
 
 from conftest import bridge_config
-from harness import MQTTCollector, wait_until
+from harness import MQTTCollector, publish, retained, wait_until
 
 INTERVAL = 5.0
 
@@ -38,12 +38,12 @@ def subscriptions(pusher_local) -> dict[str, int]:
 class PysherDevices:
     """One pysher connection subscribed to `channels` (private: pysher signs with the secret)."""
 
-    def __init__(self, pusher_local, channels: list[str]):
+    def __init__(self, pusher_local, channels: list[str], user_data: dict | None = None):
         self.pending = set(channels)
         self.lock = threading.Lock()
         self.all_subscribed = threading.Event()
         self.client = pysher.Pusher(pusher_local.key, custom_host="127.0.0.1", port=pusher_local.port,
-                                    secure=False, secret=pusher_local.secret)
+                                    secure=False, secret=pusher_local.secret, user_data=user_data)
 
         def subscribed(channel):
             with self.lock:
@@ -105,3 +105,30 @@ def test_discovered_channels_are_joined_bridged_and_left(pusher, broker, workdir
     log = bridge.log()
     assert log.count("discovered channel left") >= len(CHANNELS)
     collector.close()
+
+
+ROOMS = """
+[[bridge.presence]]
+channel_prefix = "presence-room-"
+topic = "dash/rooms/{suffix}"
+discovery_interval = "5s"
+"""
+
+
+def test_discovered_presence_rooms_are_mirrored_and_cleared(pusher, broker, workdir, bridges):
+    # A ghost from an earlier run: cleared once the room is joined and its member list arrives.
+    publish(broker.port, "dash/rooms/a/members/ghost", "{}", retain=True)
+    bridge = bridges(bridge_config(pusher, broker, workdir, ROOMS))
+    wait_until(lambda: "pusher connected" in bridge.log(), 10, 0.1, "the bridge to connect")
+
+    ann = PysherDevices(pusher, ["presence-room-a"], user_data={"user_id": "ann", "user_info": {"name": "Ann"}})
+    expected = {"dash/rooms/a/members/ann": b'{"name":"Ann"}', "dash/rooms/a/count": b"1"}
+    wait_until(lambda: retained(broker.port, "dash/rooms/#", settle=0.2) == expected, INTERVAL + 5, 0.2,
+               "room a mirrored under dash/rooms/a (ghost cleared, the bridge not listed)")
+    assert subscriptions(pusher).get("presence-room-a") == 2
+
+    # Ann leaves: user_count 1 is the bridge itself; the room is left and its retained state cleared.
+    ann.close()
+    wait_until(lambda: not subscriptions(pusher).get("presence-room-a", 0), 2 * INTERVAL + 2, 0.1,
+               "the bridge to leave presence-room-a")
+    wait_until(lambda: retained(broker.port, "dash/rooms/#", settle=0.2) == {}, 5, 0.2, "room a's members and count cleared")
