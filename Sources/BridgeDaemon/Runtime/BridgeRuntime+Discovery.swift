@@ -166,7 +166,11 @@ extension BridgeRuntime {
             case .poll(let rule, let prefix, let info):
                 discovery.polls.continuation.yield(BridgeDiscovery.Poll(rule: rule, prefix: prefix, info: info))
             case .subscribe(let channel):
-                execute(.subscribeChannel(channel))
+                // The client's own subscribe, as for configured channels (authorization,
+                // resubscription after reconnects); it ignores a channel it already has. Not
+                // through `execute(.subscribeChannel)`, whose check copies the whole channel
+                // list: with thousands of discovered channels that would be quadratic.
+                pusher.subscribe(channel)
             case .unsubscribe(let channel):
                 execute(.unsubscribeChannel(channel))
             case .joined(let channel, let rule):
