@@ -120,6 +120,9 @@ discovery_interval = "5s"
 def test_discovered_presence_rooms_are_mirrored_and_cleared(pusher, broker, workdir, bridges):
     # A ghost from an earlier run: cleared once the room is joined and its member list arrives.
     publish(broker.port, "dash/rooms/a/members/ghost", "{}", retain=True)
+    # And one in a room nobody enters: cleared after a poll shows the room empty.
+    publish(broker.port, "dash/rooms/gone/members/old", "{}", retain=True)
+    publish(broker.port, "dash/rooms/gone/count", "1", retain=True)
     bridge = bridges(bridge_config(pusher, broker, workdir, ROOMS))
     wait_until(lambda: "pusher connected" in bridge.log(), 10, 0.1, "the bridge to connect")
 
