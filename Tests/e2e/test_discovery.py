@@ -107,6 +107,9 @@ def test_discovered_channels_are_joined_bridged_and_left(pusher, broker, workdir
     log = bridge.log()
     assert log.count("discovered channel left") >= len(CHANNELS)
     collector.close()
+    stopping = time.monotonic()
+    assert bridge.stop(signal.SIGTERM) == 0
+    assert time.monotonic() - stopping < 5  # the discovery task ends with the bridge
 
 
 ROOMS = """
