@@ -200,7 +200,7 @@ struct HTTPAPIResponder: HTTPResponder {
     }
 
     /// `GET /apps/ID/channels?filter_by_prefix=P&info=user_count,subscription_count` — occupied
-    /// channels, with the counts asked for (what channel discovery polls, docs/contract.md §7.1).
+    /// channels, each with the attributes asked for (`user_count` only for `presence-` prefixes).
     func channels(_ live: LiveApp, query: [(String, String)]) throws(APIError) -> Response {
         let prefix = query.first { $0.0 == "filter_by_prefix" }?.1
         let info = (query.first { $0.0 == "info" }?.1).map { $0.split(separator: ",").map(String.init) } ?? []
