@@ -209,3 +209,27 @@ def test_subscription_count_events_leave_at_once(broker, workdir, bridges):
         assert "reason=alone" in bridge.log()
     finally:
         local.stop()
+
+
+def test_channel_occupied_webhooks_join_at_once(broker, workdir, bridges):
+    """pusher-local's channel_occupied webhook makes the bridge join the channel (and poll its
+    prefix) at once, long before the next poll."""
+    webhook_port = free_port()
+    local = PusherLocal(workdir, extra=["--activity-timeout", "2", "--webhook",
+                                       f"http://127.0.0.1:{webhook_port}/webhooks/e2e"]).start()
+    try:
+        slow = DEVICES.replace('discovery_interval = "5s"', 'discovery_interval = "60s"')
+        config = (bridge_config(local, broker, workdir, slow, daemon=f'webhooks = "127.0.0.1:{webhook_port}"')
+                  + '\n[bridge.webhooks]\ntopic_prefix = "hooks/e2e"\n')
+        bridge = bridges(config)
+        wait_until(lambda: port_open(webhook_port) and "pusher connected" in bridge.log(), 15, 0.1,
+                   "the webhook listener and the Pusher connection")
+        time.sleep(0.5)  # past the start-up poll
+        devices = PysherDevices(local, ["private-device-w"])
+        occupied = time.monotonic()
+        wait_until(lambda: subscriptions(local).get("private-device-w") == 2, 10, 0.1,
+                   "the bridge to join on the channel_occupied webhook")
+        assert time.monotonic() - occupied < 10  # the next poll is 60 s away
+        devices.close()
+    finally:
+        local.stop()
