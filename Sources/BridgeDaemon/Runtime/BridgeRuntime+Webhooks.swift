@@ -132,7 +132,18 @@ extension BridgeRuntime {
     }
 
     /// Called once a request was accepted and its publishes are in the outbox.
+    /// Channel discovery (docs/contract.md §7.1) reacts to `channel_occupied` (join, poll the
+    /// prefix at once) and `subscription_count` (leave when only the bridge is left).
     func webhookEventsAccepted(_ events: [PusherWebhookEvent]) {
-        // Channel discovery (docs/contract.md §7.1) reacts to channel_occupied and subscription_count here; wired by the lead.
+        for event in events {
+            switch event.kind {
+            case .channelOccupied:
+                discoveryChannelOccupied(event.channel)
+            case .subscriptionCount:
+                if let count = event.subscriptionCount { discoverySubscriptionCount(event.channel, count: count) }
+            default:
+                break
+            }
+        }
     }
 }

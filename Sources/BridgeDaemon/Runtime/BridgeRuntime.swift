@@ -60,6 +60,8 @@ final class BridgeRuntime: Service, Sendable {
     let pusherPause = PusherDeliveryPause()
     /// Wakes the release timer of `throttle` (``releaseThrottled()``) when a message is held.
     let shapingWake = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+    /// Channel discovery (docs/contract.md §7.1): BridgeRuntime+Discovery.swift.
+    let discovery: BridgeDiscovery
     /// Webhooks in (BridgeRuntime+Webhooks.swift): `nil` without `[bridge.webhooks]`.
     let webhooks: Locked<WebhookReceiver<ContinuousClock.Instant>?>
     /// Limits the log lines of refused webhook requests.
@@ -97,6 +99,7 @@ final class BridgeRuntime: Service, Sendable {
             name: MessageDirection.mqttToPusher.rawValue, limits: limits, overflow: settings.mqttToPusherOverflow,
             spoolDirectory: spool(.mqttToPusher), logger: logger)
         machine = Locked(BridgeStateMachine(settings: settings))
+        discovery = BridgeDiscovery(settings: settings)
         webhooks = Locked(WebhookReceiver(settings: settings))
         metrics.registerZeroSeries(for: settings)
         receivedToMQTT = metrics.received(bridge: settings.name, direction: .pusherToMQTT)
@@ -140,6 +143,7 @@ final class BridgeRuntime: Service, Sendable {
             group.addTask { await self.runCommands() }
             group.addTask { await self.housekeeping() }
             group.addTask { await self.releaseThrottled() }
+            group.addTask { await self.runDiscovery() }
             group.addTask {
                 // Cancellation (the bridge finished) throws here; a graceful shutdown drains.
                 guard (try? await gracefulShutdown()) != nil else { return }
@@ -199,12 +203,14 @@ final class BridgeRuntime: Service, Sendable {
     }
 
     /// Replaces rules, presence mirrors and `[bridge.webhooks]` without touching the connections
-    /// (SIGHUP with only `[[bridge.rule]]` / `[[bridge.presence]]` / `[bridge.webhooks]` changes).
+    /// (SIGHUP with only `[[bridge.rule]]` / `[[bridge.presence]]` / `[bridge.webhooks]` changes),
+    /// channel discovery included.
     func applyRules(_ settings: BridgeSettings) {
         let receivedAt = UTCTimestamp.now().millisecondsSince1970
         let now = ContinuousClock.now
         metrics.registerZeroSeries(for: settings)
         execute(machine.withLock { $0.rulesReplaced(by: settings, receivedAtMillis: receivedAt, now: now) })
+        applyDiscoveryRules(settings)
         webhookSettingsChanged(settings)
     }
 
