@@ -30,6 +30,7 @@ from typing import Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from checker import Expectation  # noqa: E402
+import fleet_rows  # noqa: E402
 import rig as rig_module  # noqa: E402
 from rig import EXTRA_RULE, Rig, judge_direction  # noqa: E402
 
@@ -366,6 +367,7 @@ def rows() -> list[Row]:
                             "the tail written back to disk survives the SIGKILL; at most a degraded log line a minute"),
             Expectation(0, why="no MQTT -> Pusher traffic in this row (not judged)"),
             not_injected, custom=disk_full_row),
+        fleet_rows.discovery_api_failures(sys.modules[__name__]),
     ]
 
 
