@@ -113,7 +113,8 @@ struct PusherLocalCommand: AsyncParsableCommand {
         }
         if webhookRetryCapMillis < webhookRetryInitialMillis {
             throw ValidationError(
-                "--webhook-retry-cap-ms must be at least --webhook-retry-initial-ms (\(webhookRetryInitialMillis)), got \(webhookRetryCapMillis)"
+                "--webhook-retry-cap-ms must be at least --webhook-retry-initial-ms (\(webhookRetryInitialMillis)), "
+                    + "got \(webhookRetryCapMillis)"
             )
         }
         guard Self.seconds(webhookRetryMax) != nil else {

@@ -118,7 +118,8 @@ struct SubscriptionCountTests {
                     #expect(list.status == 200)
                     #expect(
                         list.body
-                            == "{\"channels\":{\"private-device-0001\":{\"subscription_count\":2},\"private-device-0002\":{\"subscription_count\":1}}}"
+                            == #"{"channels":{"private-device-0001":{"subscription_count":2},"#
+                            + #""private-device-0002":{"subscription_count":1}}}"#
                     )
                     let presence = try await apiRequest(
                         running, method: "GET", path: "/apps/1/channels",
