@@ -48,7 +48,7 @@ enum CoreTargets {
         guard let source = lines.first else { return 0 }
         let values: [Substring] = lines.dropFirst().prefix(8).map { Substring($0) } + Array(repeating: Substring("v"), count: 8)
         let contexts: [NameTemplate.Context] = [
-            .pusherEvent, .mqttMessage(captures: 3, multiLevel: true), .mqttMessage(captures: 0, multiLevel: false),
+            .pusherEvent, .discoveredPusherEvent, .mqttMessage(captures: 3, multiLevel: true), .mqttMessage(captures: 0, multiLevel: false),
         ]
         for context in contexts {
             guard case .success(let template) = NameTemplate.parse(source, context: context) else { continue }
@@ -61,7 +61,7 @@ enum CoreTargets {
             }
             let templateValues = TemplateValues(
                 captures: Array(values[0..<3]), multiLevel: values[3], topic: values[4], channel: values[5], event: values[6],
-                userID: values[7], bridge: "b")
+                userID: values[7], bridge: "b", suffix: values[0])
             if template.readsPayload {
                 // `{}` has no scalar at any pointer: the first `{json:…}` must be the gap.
                 var output = ""
@@ -109,6 +109,7 @@ enum CoreTargets {
             case .event: out += "{event}"
             case .userID: out += "{user_id}"
             case .bridge: out += "{bridge}"
+            case .suffix: out += "{suffix}"
             case .json(let pointer): out += "{json:\(pointer.source)}"
             }
         }

@@ -240,6 +240,10 @@ struct ServerIntegrationTests {
                 let presence = try await apiRequest(
                     running, method: "GET", path: "/apps/1/channels", params: [("filter_by_prefix", "presence-"), ("info", "user_count")])
                 #expect(presence.body == "{\"channels\":{\"presence-team\":{\"user_count\":1}}}")
+                // Channel discovery polls with subscription_count (docs/contract.md §7.1).
+                let counted = try await apiRequest(
+                    running, method: "GET", path: "/apps/1/channels", params: [("filter_by_prefix", "ne"), ("info", "subscription_count")])
+                #expect(counted.body == "{\"channels\":{\"news\":{\"subscription_count\":1}}}")
                 #expect(
                     try await apiRequest(running, method: "GET", path: "/apps/1/channels", params: [("info", "user_count")]).status == 400)
                 let one = try await apiRequest(

@@ -72,10 +72,7 @@ extension BridgeStateMachine {
             break
         }
         let millis = receivedAt.millisecondsSince1970
-        for rule in settings.presence where topic.hasUTF8Prefix(rule.topic + "/members/") {
-            withMirror(rule.channel, receivedAtMillis: millis, into: &actions) { $0.retainedMessageFound(topic: topic, payload: payload) }
-            return
-        }
+        if presenceMemberTopicFound(topic: topic, payload: payload, receivedAtMillis: millis, into: &actions) { return }
         let routing = rules.route(topic: topic, payload: payload, qos: qos, retain: retain, receivedAt: receivedAt)
         if routing.isUnmatched {
             actions.append(.received(.mqttToPusher, by: 1))

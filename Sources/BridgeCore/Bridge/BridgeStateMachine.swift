@@ -67,6 +67,7 @@ public struct BridgeStateMachine<Instant: InstantProtocol>: Sendable where Insta
     public private(set) var isStopping = false
 
     var mirrors: [String: PresenceMirror] = [:]
+    var rooms = DiscoveredRooms()
     var shaping: RuleShaping<Instant>
     var inbound: InboundMQTTFilter<Instant>
     var pusherConnectedOnce = false
@@ -85,7 +86,7 @@ public struct BridgeStateMachine<Instant: InstantProtocol>: Sendable where Insta
         rules = RuleTable(bridge: settings)
         shaping = RuleShaping(settings: settings)
         inbound = InboundMQTTFilter(guardsAgainstEchoes: settings.mqtt.protocolVersion == .v311)
-        for rule in settings.presence {
+        for rule in settings.presence where rule.discovery == nil {
             mirrors[rule.channel] = PresenceMirror(rule: rule, ownUserID: settings.ownPresenceUserID)
         }
     }
@@ -107,8 +108,8 @@ public struct BridgeStateMachine<Instant: InstantProtocol>: Sendable where Insta
         var actions: [Action] = []
         var retired = shaping.replace(with: RuleShaping(settings: new))
         release(&retired, now: now.advanced(by: .seconds(86_400 * 365)), into: &actions)
-        var kept: [String: PresenceMirror] = [:]
-        for rule in new.presence {
+        var kept = takeKeptRooms(for: new)
+        for rule in new.presence where rule.discovery == nil {
             if let existing = mirrors.removeValue(forKey: rule.channel), existing.rule == rule {
                 kept[rule.channel] = existing
             } else {

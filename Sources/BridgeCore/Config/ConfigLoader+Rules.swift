@@ -22,7 +22,7 @@ extension LoadContext {
             return .pusherToMQTT(
                 PusherToMQTTRule(
                     name: name, channel: rule.channel, events: rule.events, topic: rule.topic, qos: rule.qos, retain: rule.retain,
-                    payload: rule.payload, conditions: rule.conditions))
+                    payload: rule.payload, conditions: rule.conditions, discovery: rule.discovery))
         case "mqtt":
             let onlyPusher = Set(Self.pusherRuleKeys).subtracting(Self.mqttRuleKeys)
             reader.rejectUnknownKeys(
@@ -46,11 +46,13 @@ extension LoadContext {
 
     private func readPusherRule(_ reader: TableReader) -> PusherToMQTTRule? {
         var valid = true
-        let channel = reader.nonEmptyString("channel", required: true)
-        if let channel {
+        let selection = readChannelSelection(reader, presence: false)
+        if let selection, selection.discovery == nil {
+            let channel = selection.name
             if channel.contains("{") {
                 report(
-                    reader.path.key("channel"), "rules with from = \"pusher\" name one exact channel; Pusher has no wildcard subscriptions")
+                    reader.path.key("channel"),
+                    "rules with from = \"pusher\" name one exact channel (or a channel_prefix); Pusher has no wildcard subscriptions")
                 valid = false
             } else if let problem = ChannelName.problem(with: channel) {
                 report(reader.path.key("channel"), problem)
@@ -76,7 +78,8 @@ extension LoadContext {
         }
         var topic: NameTemplate?
         if let source = reader.nonEmptyString("topic", required: true) {
-            switch NameTemplate.parse(source, context: .pusherEvent) {
+            let context: NameTemplate.Context = reader.has("channel_prefix") ? .discoveredPusherEvent : .pusherEvent
+            switch NameTemplate.parse(source, context: context) {
             case .success(let template):
                 if let problem = Self.topicTemplateProblem(template) {
                     report(reader.path.key("topic"), problem)
@@ -91,9 +94,10 @@ extension LoadContext {
         let retain = reader.bool("retain") ?? false
         let payload = readPayloadMode(reader)
         let conditions = readConditions(reader)
-        guard valid, let channel, let topic, let payload, let conditions else { return nil }
+        guard valid, let selection, let topic, let payload, let conditions else { return nil }
         return PusherToMQTTRule(
-            name: "", channel: channel, events: events, topic: topic, qos: qos, retain: retain, payload: payload, conditions: conditions)
+            name: "", channel: selection.name, events: events, topic: topic, qos: qos, retain: retain, payload: payload,
+            conditions: conditions, discovery: selection.discovery)
     }
 
     /// What can be known about a topic template before any message: its literal parts may not hold

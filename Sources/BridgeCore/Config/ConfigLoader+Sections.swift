@@ -18,9 +18,10 @@ extension LoadContext {
     ]
     static let reconnectKeys = ["initial_delay", "max_delay", "multiplier", "jitter", "stable_after"]
     static let bufferKeys = ["max_messages", "max_bytes", "overflow", "persist"]
-    static let pusherRuleKeys = ["name", "from", "channel", "events", "topic", "qos", "retain", "payload"] + payloadRuleKeys
+    static let pusherRuleKeys =
+        ["name", "from", "channel", "events", "topic", "qos", "retain", "payload"] + payloadRuleKeys + channelPrefixKeys
     static let mqttRuleKeys = ["name", "from", "topic", "channel", "event", "qos", "forward_retained", "payload", "via"] + payloadRuleKeys
-    static let presenceKeys = ["channel", "topic", "qos"]
+    static let presenceKeys = ["channel", "topic", "qos"] + channelPrefixKeys
 
     func readRoot(_ root: TOMLTable) -> BridgeConfiguration {
         let reader = TableReader(table: root, path: .root, context: self)
@@ -136,9 +137,9 @@ extension LoadContext {
         for (offset, table) in (reader.tableArray("presence") ?? []).enumerated() {
             let presenceReader = TableReader(table: table, path: reader.path.key("presence").element(offset + 1, name: nil), context: self)
             guard let mirror = readPresence(presenceReader) else { continue }
-            if presence.contains(where: { $0.channel == mirror.channel }) {
-                report(
-                    presenceReader.path.key("channel"), "channel \"\(mirror.channel)\" is already mirrored by another [[bridge.presence]]")
+            if presence.contains(where: { $0.channel == mirror.channel && ($0.discovery == nil) == (mirror.discovery == nil) }) {
+                let key = mirror.discovery == nil ? "channel" : "channel_prefix"
+                report(presenceReader.path.key(key), "\(key) \"\(mirror.channel)\" is already mirrored by another [[bridge.presence]]")
             }
             if presence.contains(where: { $0.topic == mirror.topic }) {
                 report(presenceReader.path.key("topic"), "topic \"\(mirror.topic)\" is already used by another [[bridge.presence]]")
@@ -162,6 +163,13 @@ extension LoadContext {
     func checkCredentials(_ bridge: BridgeSettings, path: ConfigKeyPath) {
         let pusher = bridge.pusher
         let canAuthorize = pusher.secret != nil || pusher.authEndpoint != nil
+        /// Discovery polls the signed HTTP API (docs/contract.md §7.1).
+        func discoveryNeeds(at keyPath: ConfigKeyPath) {
+            if pusher.appID == nil { report(keyPath, "finds channels through the HTTP API, which needs pusher.app_id") }
+            if pusher.secret == nil {
+                report(keyPath, "finds channels through the HTTP API, which needs pusher.secret (or secret_file) to sign requests")
+            }
+        }
         func channelNeeds(_ channel: String, at keyPath: ConfigKeyPath) {
             let kind = ChannelName(channel).kind
             if kind.requiresAuth, !canAuthorize {
@@ -175,7 +183,8 @@ extension LoadContext {
             let rulePath = path.key("rule").element(offset + 1, name: rule.name)
             switch rule {
             case .pusherToMQTT(let rule):
-                channelNeeds(rule.channel, at: rulePath.key("channel"))
+                channelNeeds(rule.channel, at: rulePath.key(rule.discovery == nil ? "channel" : "channel_prefix"))
+                if rule.discovery != nil { discoveryNeeds(at: rulePath.key("channel_prefix")) }
             case .mqttToPusher(let rule):
                 switch rule.via {
                 case .http:
@@ -199,7 +208,9 @@ extension LoadContext {
             }
         }
         for (offset, mirror) in bridge.presence.enumerated() {
-            channelNeeds(mirror.channel, at: path.key("presence").element(offset + 1, name: nil).key("channel"))
+            let mirrorPath = path.key("presence").element(offset + 1, name: nil)
+            channelNeeds(mirror.channel, at: mirrorPath.key(mirror.discovery == nil ? "channel" : "channel_prefix"))
+            if mirror.discovery != nil { discoveryNeeds(at: mirrorPath.key("channel_prefix")) }
         }
     }
 
@@ -377,28 +388,40 @@ extension LoadContext {
 
     func readPresence(_ reader: TableReader) -> PresenceMirrorRule? {
         reader.rejectUnknownKeys(allowed: Self.presenceKeys)
-        let channel = reader.nonEmptyString("channel", required: true)
-        if let channel {
+        let selection = readChannelSelection(reader, presence: true)
+        var valid = selection != nil
+        if let selection, selection.discovery == nil {
+            let channel = selection.name
             if let problem = ChannelName.problem(with: channel) {
                 report(reader.path.key("channel"), problem)
+                valid = false
             } else if ChannelName(channel).kind != .presence {
                 report(reader.path.key("channel"), "\"\(channel)\" is not a presence channel (the name must start with \"presence-\")")
+                valid = false
             }
         }
         let topic = reader.nonEmptyString("topic", required: true)
         if let topic {
             if let problem = TopicName.problem(with: topic) {
                 report(reader.path.key("topic"), problem)
+                valid = false
+            } else if reader.has("channel_prefix") {
+                if let problem = Self.presencePrefixTopicProblem(topic) {
+                    report(reader.path.key("topic"), problem)
+                    valid = false
+                }
             } else if topic.contains("{") {
-                report(reader.path.key("topic"), "presence topics take no placeholders; members go to \(topic)/members/<user_id>")
-            } else if topic.hasSuffix("/") {
+                let hint = topic.contains("{suffix}") ? " ({suffix} needs channel_prefix)" : ""
+                report(reader.path.key("topic"), "presence topics take no placeholders\(hint); members go to \(topic)/members/<user_id>")
+                valid = false
+            }
+            if topic.hasSuffix("/") {
                 report(reader.path.key("topic"), "must not end with '/'")
+                valid = false
             }
         }
         let qos = reader.qos("qos") ?? 1
-        guard let channel, let topic, ChannelName(channel).kind == .presence, ChannelName.problem(with: channel) == nil,
-            TopicName.problem(with: topic) == nil
-        else { return nil }
-        return PresenceMirrorRule(channel: channel, topic: topic, qos: qos)
+        guard valid, let selection, let topic else { return nil }
+        return PresenceMirrorRule(channel: selection.name, topic: topic, qos: qos, discovery: selection.discovery)
     }
 }

@@ -130,8 +130,9 @@ public struct BridgeSettings: Sendable, Equatable {
         var seen = Set<String>()
         var channels: [String] = []
         let clientEventChannels = mqttToPusherRules.filter { $0.via == .clientEvent }.map(\.channel.literalText)
-        for channel in pusherToMQTTRules.map(\.channel) + presence.map(\.channel) + clientEventChannels
-        where seen.insert(channel).inserted {
+        let exactRules = pusherToMQTTRules.filter { $0.discovery == nil }.map(\.channel)
+        let exactMirrors = presence.filter { $0.discovery == nil }.map(\.channel)
+        for channel in exactRules + exactMirrors + clientEventChannels where seen.insert(channel).inserted {
             channels.append(channel)
         }
         return channels
@@ -179,7 +180,7 @@ public struct BridgeSettings: Sendable, Equatable {
                     MQTTSubscription(
                         mirror.retainedMembersFilter, qos: MQTTQoS(rawValue: mirror.qos) ?? .atLeastOnce, noLocal: false,
                         retainHandling: .sendAlways),
-                    purposes: ["presence \(mirror.channel)"]))
+                    purposes: [mirror.discovery == nil ? "presence \(mirror.channel)" : "presence prefix \(mirror.channel)"]))
         }
         return order.compactMap { byFilter[$0] }
     }
@@ -372,23 +373,50 @@ extension BridgeSettings {
     }
 }
 
-/// A `[[bridge.presence]]`: members of a presence channel → retained MQTT messages (docs/contract.md §5.3).
+/// A `[[bridge.presence]]`: members of a presence channel → retained MQTT messages (docs/contract.md §5.3),
+/// or, with a `channel_prefix`, of every room found under it, each under its own topic (§7.1).
 public struct PresenceMirrorRule: Sendable, Equatable {
-    /// A `presence-` channel.
+    /// A `presence-` channel; with ``discovery``, the `channel_prefix`.
     public var channel: String
-    /// The base topic `T`: members go to `T/members/<user_id>`, the count to `T/count`.
+    /// The base topic `T`: members go to `T/members/<user_id>`, the count to `T/count`. With a
+    /// prefix, `{suffix}` (one whole level) stands for the room's name after the prefix.
     public var topic: String
     /// Publish QoS, default 1.
     public var qos: Int
+    /// `channel_prefix` and its keys; nil for one exact channel.
+    public var discovery: ChannelDiscoverySettings?
 
-    public init(channel: String, topic: String, qos: Int = 1) {
+    /// `{suffix}` as written in a prefix mirror's topic.
+    public static let suffixPlaceholder = "{suffix}"
+
+    public init(channel: String, topic: String, qos: Int = 1, discovery: ChannelDiscoverySettings? = nil) {
         self.channel = channel
         self.topic = topic
         self.qos = qos
+        self.discovery = discovery
     }
 
-    /// `T/members/+`: where retained members (and ghosts) are found.
-    public var retainedMembersFilter: String { topic + "/members/+" }
+    /// The `channel_prefix`, or nil for a mirror of one exact channel.
+    public var channelPrefix: String? { discovery == nil ? nil : channel }
+
+    /// The discovery rule name of a prefix mirror (metric label `rule`, logs): `presence:<prefix>`.
+    public var discoveryName: String { "presence:" + channel }
+
+    /// `T/members/+` (`T` with `{suffix}` as `+` for a prefix mirror): where retained members (and ghosts) are found.
+    public var retainedMembersFilter: String {
+        let base = discovery == nil ? topic : topic.replacing(Self.suffixPlaceholder, with: "+")
+        return base + "/members/+"
+    }
+
+    /// The mirror of one room found under this prefix mirror: channel `room`, topic with
+    /// `{suffix}` filled in, escaped like any topic value (docs/contract.md §5.1). Nil when this
+    /// is not a prefix mirror or `room` is not under its prefix.
+    public func room(_ room: String) -> PresenceMirrorRule? {
+        guard discovery != nil, let suffix = ChannelDiscoverySettings.suffix(of: room, under: channel) else { return nil }
+        var escaped = ""
+        TopicLevelEscaping.append(suffix, to: &escaped)
+        return PresenceMirrorRule(channel: room, topic: topic.replacing(Self.suffixPlaceholder, with: escaped), qos: qos)
+    }
 }
 
 /// What the daemon subscribes to on the broker, and which rules or mirrors need it.

@@ -99,11 +99,16 @@ public enum EventSelection: Sendable, Equatable {
     }
 }
 
-/// A `from = "pusher"` rule: events of one channel → an MQTT topic.
+/// A `from = "pusher"` rule: events of one channel, or of the channels found under a prefix
+/// (docs/contract.md §7.1), → an MQTT topic.
 public struct PusherToMQTTRule: Sendable, Equatable {
     public var name: String
-    /// An exact channel name (Pusher has no wildcard subscriptions).
+    /// An exact channel name (Pusher has no wildcard subscriptions); with ``discovery``, the
+    /// `channel_prefix` instead.
     public var channel: String
+    /// `channel_prefix` and its keys: set when ``channel`` is a prefix whose channels are found by
+    /// polling (docs/contract.md §7.1); nil for an exact channel.
+    public var discovery: ChannelDiscoverySettings?
     public var events: EventSelection
     /// Rendered with per-level escaping.
     public var topic: NameTemplate
@@ -120,13 +125,23 @@ public struct PusherToMQTTRule: Sendable, Equatable {
         conditions.condition != nil || topic.readsPayload || { if case .projection = payload { true } else { false } }()
     }
 
+    /// The `channel_prefix`, or nil for a rule with an exact `channel`.
+    public var channelPrefix: String? { discovery == nil ? nil : channel }
+
+    /// Whether events on `name` go through this rule: the exact channel, or any channel longer
+    /// than the prefix that starts with it.
+    public func takes(channel name: String) -> Bool {
+        discovery == nil ? name == channel : ChannelDiscoverySettings.name(name, isUnder: channel)
+    }
+
     public init(
         name: String, channel: String, events: EventSelection = .all, topic: NameTemplate, qos: Int = 1, retain: Bool = false,
-        payload: PayloadMode = .data, conditions: PayloadConditions = .none
+        payload: PayloadMode = .data, conditions: PayloadConditions = .none, discovery: ChannelDiscoverySettings? = nil
     ) {
         self.conditions = conditions
         self.name = name
         self.channel = channel
+        self.discovery = discovery
         self.events = events
         self.topic = topic
         self.qos = qos
@@ -169,5 +184,36 @@ public struct MQTTToPusherRule: Sendable, Equatable {
         self.forwardRetained = forwardRetained
         self.payload = payload
         self.via = via
+    }
+}
+
+/// `channel_prefix` with `discovery_interval`, `max_channels` and `idle_timeout`
+/// (docs/contract.md §7.1): how a rule or presence mirror finds its channels.
+public struct ChannelDiscoverySettings: Sendable, Hashable {
+    /// `discovery_interval`: how often the prefix is polled (default 30 s, at least 5 s).
+    public var interval: Duration
+    /// `max_channels`: how many channels the rule holds at most (default 1000).
+    public var maxChannels: Int
+    /// `idle_timeout`: a channel without counts and without events this long is left (default 10 min).
+    public var idleTimeout: Duration
+
+    /// The smallest `discovery_interval`.
+    public static let minimumInterval: Duration = .seconds(5)
+
+    public init(interval: Duration = .seconds(30), maxChannels: Int = 1000, idleTimeout: Duration = .seconds(600)) {
+        self.interval = interval
+        self.maxChannels = maxChannels
+        self.idleTimeout = idleTimeout
+    }
+
+    /// Whether `name` is a channel under `prefix`: it starts with it (bytes) and is longer.
+    public static func name(_ name: String, isUnder prefix: String) -> Bool {
+        name.utf8.count > prefix.utf8.count && name.hasUTF8Prefix(prefix)
+    }
+
+    /// `{suffix}`: `name` minus `prefix` (nil when `name` is not under it).
+    public static func suffix(of name: String, under prefix: String) -> Substring? {
+        guard Self.name(name, isUnder: prefix) else { return nil }
+        return Substring(name.utf8.dropFirst(prefix.utf8.count))
     }
 }

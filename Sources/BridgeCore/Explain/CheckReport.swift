@@ -51,6 +51,7 @@ public enum CheckReport {
                 + "\(bridge.buffer.persist ? ", spooled" : ", memory only")")
         let channels = bridge.pusherChannels
         lines.append("  pusher channels: " + (channels.isEmpty ? "none" : channels.joined(separator: ", ")))
+        lines += discoveryLines(bridge)
         let subscriptions = bridge.mqttSubscriptions
         lines.append(
             "  mqtt subscriptions: "
@@ -73,7 +74,8 @@ public enum CheckReport {
                 case .named(let names): events = names.joined(separator: ",")
                 }
                 table.rows.append([
-                    rule.name, "pusher -> mqtt", "channel \(rule.channel) events \(events)", "topic \(rule.topic.source)", "\(rule.qos)",
+                    rule.name, "pusher -> mqtt", "\(rule.discovery == nil ? "channel" : "channel_prefix") \(rule.channel) events \(events)",
+                    "topic \(rule.topic.source)", "\(rule.qos)",
                     rule.retain ? "yes" : "no", rule.payload.description,
                 ])
             case .mqttToPusher(let rule):
@@ -86,7 +88,7 @@ public enum CheckReport {
         }
         for mirror in bridge.presence {
             table.rows.append([
-                "(presence)", "presence -> mqtt", "channel \(mirror.channel)",
+                "(presence)", "presence -> mqtt", "\(mirror.discovery == nil ? "channel" : "channel_prefix") \(mirror.channel)",
                 "topic \(mirror.topic)/members/{user_id}, \(mirror.topic)/count", "\(mirror.qos)", "yes", "user_info",
             ])
         }
@@ -100,6 +102,21 @@ public enum CheckReport {
             if let line = describe(rule.conditions) { lines.append("  rule \(rule.name): \(line)") }
         }
         return lines
+    }
+
+    /// One line per `channel_prefix` rule or mirror (docs/contract.md §7.1): what it polls, how
+    /// often, and its limits.
+    static func discoveryLines(_ bridge: BridgeSettings) -> [String] {
+        var found: [(String, String, ChannelDiscoverySettings)] = bridge.pusherToMQTTRules.compactMap { rule in
+            rule.discovery.map { ("rule \(rule.name)", rule.channel, $0) }
+        }
+        found += bridge.presence.compactMap { mirror in mirror.discovery.map { ("presence mirror", mirror.channel, $0) } }
+        return found.map { owner, prefix, settings in
+            let info = ChannelName(prefix).kind == .presence ? "user_count" : "subscription_count"
+            return "  discovery: \(owner) polls channels under \"\(prefix)\" every \(format(settings.interval)) (info=\(info)), "
+                + "holds at most \(settings.maxChannels), leaves a channel without counts after "
+                + "\(format(settings.idleTimeout)) without events"
+        }
     }
 
     /// `where …; throttle 1s per target; on_change` (docs/contract.md §7.3), or nil when the rule has none.

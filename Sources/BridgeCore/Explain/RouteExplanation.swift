@@ -83,6 +83,7 @@ public enum RouteExplanation {
             let routing = table.route(channel: channel, event: event, data: data, userID: userID, receivedAt: receivedAt)
             lines.append("")
             lines.append("bridge \(settings.name):")
+            lines += discoveryLines(channel: channel, settings: settings)
             var explained = Set<String>()
             func payloadLines(_ ruleName: String, target: String?) -> [String] {
                 guard let rule = settings.pusherToMQTTRules.first(where: { $0.name == ruleName }),
@@ -114,8 +115,9 @@ public enum RouteExplanation {
                 lines += payloadLines(deadLetter.rule, target: nil)
             }
             for rule in settings.pusherToMQTTRules where !explained.contains(rule.name) {
-                if rule.channel != channel {
-                    lines.append("  rule \(rule.name): no match: listens on channel \"\(rule.channel)\"")
+                if !rule.takes(channel: channel) {
+                    let listens = rule.discovery == nil ? "listens on channel" : "takes channels under channel_prefix"
+                    lines.append("  rule \(rule.name): no match: \(listens) \"\(rule.channel)\"")
                 } else if EventName.isProtocolEvent(event) {
                     lines.append("  rule \(rule.name): no match: \"\(event)\" is a protocol event; rules never forward pusher:* events")
                 } else if case .named(let names) = rule.events, !names.contains(event) {
@@ -129,13 +131,35 @@ public enum RouteExplanation {
             } else if routing.isUnmatched {
                 lines.append("  => nothing is sent: no rule matches")
             }
-            for mirror in settings.presence where mirror.channel == channel {
+            for mirror in settings.presence where mirror.discovery == nil && mirror.channel == channel {
                 lines.append(
                     "  presence mirror: member events of this channel become retained \(mirror.topic)/members/<user_id> and \(mirror.topic)/count"
                 )
             }
         }
         return lines.joined(separator: "\n")
+    }
+
+    /// Which `channel_prefix` rules and mirrors would take `channel` when discovery finds it
+    /// occupied (docs/contract.md §7.1), with its `{suffix}`.
+    static func discoveryLines(channel: String, settings: BridgeSettings) -> [String] {
+        var lines: [String] = []
+        for rule in settings.pusherToMQTTRules {
+            guard let prefix = rule.channelPrefix, let suffix = ChannelDiscoverySettings.suffix(of: channel, under: prefix) else {
+                continue
+            }
+            lines.append(
+                "  discovery: rule \(rule.name) takes this channel when it is occupied "
+                    + "(channel_prefix \"\(prefix)\", {suffix} = \"\(suffix)\")"
+            )
+        }
+        for mirror in settings.presence {
+            guard let room = mirror.room(channel) else { continue }
+            lines.append(
+                "  discovery: presence mirror \(mirror.discoveryName) takes this room when it is occupied: members become retained "
+                    + "\(room.topic)/members/<user_id> and \(room.topic)/count")
+        }
+        return lines
     }
 
     /// What happens to a message a rule matched but cannot deliver (docs/contract.md §5.2).

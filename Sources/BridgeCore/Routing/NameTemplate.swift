@@ -1,7 +1,8 @@
 /// A target name with placeholders, compiled once at config load (docs/contract.md §4):
 /// `dash/prices/{event}`, `sensor-{1}`, `{topic}`.
 ///
-/// Placeholders: `{channel}` `{event}` `{user_id}` `{bridge}` for Pusher → MQTT rules;
+/// Placeholders: `{channel}` `{event}` `{user_id}` `{bridge}` for Pusher → MQTT rules, and
+/// `{suffix}` for those with a `channel_prefix` (docs/contract.md §7.1);
 /// `{1}`…`{n}` (the `+` levels), `{#}` (what `#` matched), `{topic}` and `{bridge}` for
 /// MQTT → Pusher rules; `{json:/pointer}` in both (a value inside the payload, docs/contract.md
 /// §7.3). `{{` and `}}` write literal braces.
@@ -24,6 +25,8 @@ public struct NameTemplate: Sendable, Hashable, CustomStringConvertible {
         case userID
         /// `{bridge}`: the bridge's name.
         case bridge
+        /// `{suffix}`: the channel name after the rule's `channel_prefix` (docs/contract.md §7.1).
+        case suffix
         /// `{json:/pointer}`: the payload's value at an RFC 6901 pointer (a string's content, a
         /// number's or boolean's JSON text).
         case json(JSONPointer)
@@ -42,6 +45,9 @@ public struct NameTemplate: Sendable, Hashable, CustomStringConvertible {
     public enum Context: Sendable, Hashable {
         /// A topic rendered from a Pusher event.
         case pusherEvent
+        /// A topic rendered from a Pusher event on a channel found under a `channel_prefix`:
+        /// `{suffix}` as well (docs/contract.md §7.1).
+        case discoveredPusherEvent
         /// A channel or event name rendered from an MQTT message matched by a filter with
         /// `captures` `+` levels and, if `multiLevel`, a final `#`.
         case mqttMessage(captures: Int, multiLevel: Bool)
@@ -136,12 +142,17 @@ public struct NameTemplate: Sendable, Hashable, CustomStringConvertible {
             }
         }
         switch context {
-        case .pusherEvent:
+        case .pusherEvent, .discoveredPusherEvent:
             switch name {
             case "channel": return .success(.channel)
             case "event": return .success(.event)
             case "user_id": return .success(.userID)
             case "bridge": return .success(.bridge)
+            case "suffix":
+                guard context == .discoveredPusherEvent else {
+                    return .failure(.init("{suffix} needs channel_prefix: it is the channel name after the prefix"))
+                }
+                return .success(.suffix)
             default:
                 if Int(name) != nil || name == "#" || name == "topic" {
                     return .failure(
@@ -170,7 +181,7 @@ public struct NameTemplate: Sendable, Hashable, CustomStringConvertible {
                     }
                     return .success(.capture(number))
                 }
-                if ["channel", "event", "user_id"].contains(name) {
+                if ["channel", "event", "user_id", "suffix"].contains(name) {
                     return .failure(
                         .init("{\(name)} is only available in rules with from = \"pusher\"; here use {1}…{n}, {#}, {topic} or {bridge}"))
                 }
@@ -220,6 +231,9 @@ public struct NameTemplate: Sendable, Hashable, CustomStringConvertible {
                 value = userID
             case .bridge:
                 value = values.bridge
+            case .suffix:
+                guard let suffix = values.suffix else { return .placeholder("suffix") }
+                value = suffix
             case .json(let pointer):
                 guard let text = payload?.value(at: pointer)?.templateText else { return .jsonValue(pointer) }
                 value = Substring(text)
@@ -257,11 +271,14 @@ public struct TemplateValues: Sendable {
     public var userID: Substring?
     /// `{bridge}`.
     public var bridge: Substring
+    /// `{suffix}`: the channel name after the rule's `channel_prefix`.
+    public var suffix: Substring?
 
     public init(
         captures: [Substring] = [], multiLevel: Substring? = nil, topic: Substring? = nil, channel: Substring? = nil,
-        event: Substring? = nil, userID: Substring? = nil, bridge: Substring
+        event: Substring? = nil, userID: Substring? = nil, bridge: Substring, suffix: Substring? = nil
     ) {
+        self.suffix = suffix
         self.captures = captures
         self.multiLevel = multiLevel
         self.topic = topic

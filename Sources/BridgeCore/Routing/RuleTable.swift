@@ -6,8 +6,10 @@ import PusherProtocol
 /// - MQTT → Pusher: a ``TopicTrie`` over the rules' filters finds every matching rule with its
 ///   captures; the channel and event templates are rendered without escaping and validated
 ///   against Pusher's name rules; the payload becomes `data` (UTF-8 text or an envelope).
-/// - Pusher → MQTT: an index from channel to rules; the topic template is rendered with
-///   per-level escaping; the payload is `data` byte for byte or an envelope.
+/// - Pusher → MQTT: an index from channel to rules, then the rules with a `channel_prefix` whose
+///   prefix the channel starts with (docs/contract.md §7.1; `{suffix}` is the rest of the name);
+///   the topic template is rendered with per-level escaping; the payload is `data` byte for byte
+///   or an envelope.
 ///
 /// Pure and `Sendable`: build it once per config, share it between tasks. Nothing here reads
 /// the clock; pass `receivedAt`.
@@ -25,6 +27,8 @@ public struct RuleTable: Sendable {
 
     private let trie: TopicTrie
     private let rulesByChannel: [String: [Int]]
+    /// Rules with a `channel_prefix`, in file order: (prefix, rule index).
+    private let prefixRules: [(prefix: String, rule: Int)]
     /// Every JSON Pointer each rule reads (`where`, `{json:…}`, `json:` projection), by rule
     /// index: looked up in one pass over the payload before the rule is evaluated.
     private let mqttRulePointers: [[JSONPointer]]
@@ -41,8 +45,16 @@ public struct RuleTable: Sendable {
         for (index, rule) in mqttRules.enumerated() { trie.insert(rule.filter, rule: index) }
         self.trie = trie
         var byChannel: [String: [Int]] = [:]
-        for (index, rule) in pusherRules.enumerated() { byChannel[rule.channel, default: []].append(index) }
+        var prefixed: [(prefix: String, rule: Int)] = []
+        for (index, rule) in pusherRules.enumerated() {
+            if let prefix = rule.channelPrefix {
+                prefixed.append((prefix, index))
+            } else {
+                byChannel[rule.channel, default: []].append(index)
+            }
+        }
         self.rulesByChannel = byChannel
+        self.prefixRules = prefixed
         self.mqttRulePointers = mqttRules.map { rule in
             Self.unique(
                 (rule.conditions.condition?.pointers ?? []) + rule.channel.jsonPointers + rule.event.jsonPointers
@@ -175,11 +187,21 @@ public struct RuleTable: Sendable {
 
     // MARK: Pusher → MQTT
 
+    /// The indices of the rules that take events on `channel`: exact-channel rules first, then
+    /// prefix rules, each group in file order.
+    public func pusherRuleIndices(forChannel channel: String) -> [Int] {
+        let exact = rulesByChannel[channel] ?? []
+        guard !prefixRules.isEmpty else { return exact }
+        return exact + prefixRules.lazy.filter { ChannelDiscoverySettings.name(channel, isUnder: $0.prefix) }.map(\.rule)
+    }
+
     /// Routes one Pusher event: which MQTT messages to publish, what to dead-letter.
     /// Protocol events (`pusher:*`, `pusher_internal:*`) are never routed.
     public func route(channel: String, event: String, data: String, userID: String?, receivedAt: UTCTimestamp) -> PusherEventRouting {
         var routing = PusherEventRouting()
-        guard let indices = rulesByChannel[channel], !EventName.isProtocolEvent(event) else { return routing }
+        guard !EventName.isProtocolEvent(event) else { return routing }
+        let indices = pusherRuleIndices(forChannel: channel)
+        guard !indices.isEmpty else { return routing }
         var envelope: [UInt8]?
         var document: PayloadDocument?
         for index in indices {
@@ -199,7 +221,8 @@ public struct RuleTable: Sendable {
                 continue
             }
             let values = TemplateValues(
-                channel: Substring(channel), event: Substring(event), userID: userID.map { Substring($0) }, bridge: Substring(bridge))
+                channel: Substring(channel), event: Substring(event), userID: userID.map { Substring($0) }, bridge: Substring(bridge),
+                suffix: rule.channelPrefix.flatMap { ChannelDiscoverySettings.suffix(of: channel, under: $0) })
             var topic = ""
             if let gap = rule.topic.render(into: &topic, values: values, payload: &document, escapingLevels: true) {
                 deadLetter(Self.reason(gap, in: "the topic template"))

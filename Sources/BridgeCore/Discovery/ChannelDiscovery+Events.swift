@@ -1,0 +1,195 @@
+import PusherProtocol
+
+extension ChannelDiscovery {
+    // MARK: Polls
+
+    /// A poll of `rule` answered with the occupied `channels` under its prefix. Held channels it
+    /// no longer lists are left (nobody there), listed ones whose count shows only the bridge
+    /// are left, the others are joined up to `max_channels` (name order), the rest skipped.
+    /// The next poll is due one `discovery_interval` from now (at once if a `channel_occupied`
+    /// came meanwhile). An answer for a rule with no poll in flight (removed by a reload) is ignored.
+    public mutating func pollSucceeded(rule name: String, channels: [OccupiedChannel], now: Instant) -> [Action] {
+        guard var state = states[name], let started = state.pollStartedAt else { return [] }
+        state.pollStartedAt = nil
+        state.failures = 0
+        state.nextPoll = state.pollAgain ? now : now.advanced(by: state.rule.settings.interval)
+        state.pollAgain = false
+        states[name] = state
+        let rule = state.rule
+
+        var listed: [String: Int?] = [:]
+        for channel in channels where rule.takes(channel.name) && !fixed.contains(channel.name) {
+            listed.updateValue(channel.count, forKey: channel.name)
+        }
+        var actions: [Action] = []
+        for channel in state.held.sorted() where listed[channel] == nil {
+            // Taken after the request went out: this answer cannot know it.
+            guard let taken = held[channel]?.since, taken <= started else { continue }
+            release(channel, reason: .vacated, now: now, into: &actions)
+        }
+        var candidates: [String] = []
+        for (channel, count) in listed.sorted(by: { $0.key < $1.key }) {
+            guard var current = held[channel] else {
+                if count.map({ $0 > 0 }) ?? true { candidates.append(channel) }
+                continue
+            }
+            if let count {
+                current.countsSeen = true
+                held[channel] = current
+                let includesBridge = current.confirmedAt.map { $0 <= started } ?? false
+                if (includesBridge ? count - 1 : count) <= 0 {
+                    release(channel, reason: .alone, now: now, into: &actions)
+                    continue
+                }
+            }
+            if states[name]?.held.contains(channel) == false { candidates.append(channel) }
+        }
+        take(candidates, rule: name, replacingSkipped: true, now: now, into: &actions)
+        for (channel, count) in listed where count != nil && held[channel]?.countsSeen == false { held[channel]?.countsSeen = true }
+        return actions
+    }
+
+    /// A poll of `rule` failed. `retryable` (network error, 5xx, 429): try again after the
+    /// reconnect backoff for the number of failures in a row, `unitRandom` in [0, 1] choosing the
+    /// jitter (``ReconnectPolicy/delay(attempt:unitRandom:)``). Otherwise (another 4xx) the next
+    /// poll waits one `discovery_interval`. Held channels are kept either way.
+    public mutating func pollFailed(rule name: String, retryable: Bool, now: Instant, unitRandom: Double = 0.5) -> [Action] {
+        guard var state = states[name], state.pollStartedAt != nil else { return [] }
+        state.pollStartedAt = nil
+        state.pollAgain = false
+        if retryable {
+            state.nextPoll = now.advanced(by: backoff.delay(attempt: state.failures, unitRandom: unitRandom))
+            state.failures += 1
+        } else {
+            state.failures = 0
+            state.nextPoll = now.advanced(by: state.rule.settings.interval)
+        }
+        states[name] = state
+        return []
+    }
+
+    /// How many polls of `rule` failed in a row.
+    public func pollFailures(rule: String) -> Int { states[rule]?.failures ?? 0 }
+
+    // MARK: What Pusher reports
+
+    /// A `channel_occupied` webhook (docs/contract.md §7.2): every rule whose prefix takes
+    /// `channel` joins it if it has room (else skips it) and polls its prefix at once — or right
+    /// after the poll in flight.
+    public mutating func channelOccupied(_ channel: String, now: Instant) -> [Action] {
+        guard !fixed.contains(channel), ChannelName.problem(with: channel) == nil else { return [] }
+        var actions: [Action] = []
+        for name in order {
+            guard let state = states[name], state.rule.takes(channel) else { continue }
+            take([channel], rule: name, replacingSkipped: false, now: now, into: &actions)
+            if state.pollStartedAt == nil {
+                startPoll(name, now: now, into: &actions)
+            } else {
+                states[name]?.pollAgain = true
+            }
+        }
+        return actions
+    }
+
+    /// A `pusher:subscription_count` event or a `subscription_count` webhook: `count`
+    /// subscriptions on `channel`. Once the bridge's subscription succeeded it is one of them,
+    /// so ≤ 1 means nobody else: the channel is left. Before that, only 0 does.
+    public mutating func subscriptionCountChanged(_ channel: String, count: Int, now: Instant) -> [Action] {
+        guard var current = held[channel] else { return [] }
+        current.countsSeen = true
+        held[channel] = current
+        guard (current.confirmedAt == nil ? count : count - 1) <= 0 else { return [] }
+        var actions: [Action] = []
+        release(channel, reason: .alone, now: now, into: &actions)
+        return actions
+    }
+
+    /// The bridge's subscription to `channel` succeeded (also after a reconnect): from now on
+    /// counts include the bridge.
+    public mutating func subscriptionSucceeded(_ channel: String, now: Instant) {
+        guard held[channel] != nil else { return }
+        held[channel]?.confirmedAt = now
+        held[channel]?.lastActivity = now
+    }
+
+    /// The server refused the subscription to `channel`: every rule lets go of it (a later poll
+    /// may take it again).
+    public mutating func subscriptionFailed(_ channel: String, now: Instant) -> [Action] {
+        var actions: [Action] = []
+        release(channel, reason: .refused, now: now, into: &actions)
+        return actions
+    }
+
+    /// The Pusher connection dropped: subscriptions are gone until the client resubscribes, so
+    /// counts no longer include the bridge until each succeeds again.
+    public mutating func pusherDisconnected(now: Instant) {
+        for channel in held.keys { held[channel]?.confirmedAt = nil }
+    }
+
+    /// An event arrived on `channel`: it is not idle.
+    public mutating func eventReceived(on channel: String, now: Instant) {
+        held[channel]?.lastActivity = now
+    }
+
+    // MARK: Taking and letting go
+
+    /// `rule` takes `candidates` (name order) while it has room; the others are skipped, and
+    /// counted when newly so. With `replacingSkipped` (a poll's full list), the skipped set becomes
+    /// exactly those left over.
+    mutating func take(_ candidates: [String], rule name: String, replacingSkipped: Bool, now: Instant, into actions: inout [Action]) {
+        guard var state = states[name] else { return }
+        var leftOver = Set<String>()
+        var newlySkipped: [String] = []
+        for channel in candidates.sorted() where !state.held.contains(channel) {
+            guard state.held.count < state.rule.settings.maxChannels else {
+                if !state.skipped.contains(channel) { newlySkipped.append(channel) }
+                leftOver.insert(channel)
+                continue
+            }
+            state.held.insert(channel)
+            state.skipped.remove(channel)
+            actions.append(.joined(channel: channel, rule: name))
+            if held[channel] != nil {
+                held[channel]?.holders.append(name)
+            } else {
+                held[channel] = HeldChannel(holders: [name], since: now, lastActivity: now)
+                actions.append(.subscribe(channel))
+            }
+        }
+        if replacingSkipped { state.skipped = leftOver } else { state.skipped.formUnion(leftOver) }
+        states[name] = state
+        if let first = newlySkipped.first {
+            actions.append(.skipped(rule: name, count: newlySkipped.count, firstChannel: first))
+        }
+    }
+
+    /// Every rule lets go of `channel`, which is unsubscribed; rules that had skipped channels
+    /// take them now that there is room.
+    mutating func release(_ channel: String, reason: LeaveReason, now: Instant, into actions: inout [Action]) {
+        guard let current = held.removeValue(forKey: channel) else { return }
+        for holder in current.holders {
+            states[holder]?.held.remove(channel)
+            actions.append(.left(channel: channel, rule: holder, reason: reason))
+        }
+        actions.append(.unsubscribe(channel))
+        for name in order { states[name]?.skipped.remove(channel) }
+        for holder in current.holders {
+            guard let skipped = states[holder]?.skipped, !skipped.isEmpty else { continue }
+            take(Array(skipped), rule: holder, replacingSkipped: false, now: now, into: &actions)
+        }
+    }
+
+    /// `rule` alone lets go of `channel` (a reload); unsubscribed when no other rule holds it.
+    mutating func drop(_ channel: String, from name: String, reason: LeaveReason, now: Instant, into actions: inout [Action]) {
+        guard var current = held[channel], let index = current.holders.firstIndex(of: name) else { return }
+        states[name]?.held.remove(channel)
+        actions.append(.left(channel: channel, rule: name, reason: reason))
+        current.holders.remove(at: index)
+        if current.holders.isEmpty {
+            held[channel] = nil
+            actions.append(.unsubscribe(channel))
+        } else {
+            held[channel] = current
+        }
+    }
+}
