@@ -101,6 +101,18 @@ public final class BridgeMetrics: Sendable {
         counter("pusher_mqtt_bridge_throttle_targets_full_total", [("bridge", bridge), ("rule", rule)])
     }
 
+    /// `pusher_mqtt_bridge_discovered_channels{bridge,rule}`: channels a `channel_prefix` rule or
+    /// mirror holds (docs/contract.md §7.1; mirrors are labelled `presence:<prefix>`).
+    public func discoveredChannels(bridge: String, rule: String) -> CoreMetrics.Gauge {
+        gauge("pusher_mqtt_bridge_discovered_channels", [("bridge", bridge), ("rule", rule)])
+    }
+
+    /// `pusher_mqtt_bridge_discovery_skipped_total{bridge,rule}`: channels found but not joined
+    /// because the rule holds `max_channels` (each counted once while it stays skipped).
+    public func discoverySkipped(bridge: String, rule: String) -> CoreMetrics.Counter {
+        counter("pusher_mqtt_bridge_discovery_skipped_total", [("bridge", bridge), ("rule", rule)])
+    }
+
     /// The `kind`s of `errors_total` a bridge counts (a test checks that every `kind:` used in
     /// Sources/BridgeDaemon is listed here, so none appears late).
     public static let errorKinds = ["pusher", "pusher_http", "mqtt_publish", "subscribe", "subscription", "spool", "start"]
@@ -140,6 +152,10 @@ public final class BridgeMetrics: Sendable {
         for pusherRule in bridge.pusherToMQTTRules { rule(pusherRule.name, .pusherToMQTT, pusherRule.conditions) }
         if !bridge.presence.isEmpty {
             rule(BridgeStateMachine<ContinuousClock.Instant>.presenceRule, .pusherToMQTT, .none)
+        }
+        for discovery in bridge.discoveryRules {
+            _ = discoveredChannels(bridge: name, rule: discovery.name)
+            _ = discoverySkipped(bridge: name, rule: discovery.name)
         }
     }
 

@@ -10,6 +10,7 @@ extension BridgeRuntime {
         var actions: [Action] = []
         for await update in pusher.updates() {
             if Task.isCancelled { break }
+            discoveryObserved(update)
             switch update {
             case .event(let event):
                 guard let channel = event.channel else { continue }

@@ -60,6 +60,8 @@ final class BridgeRuntime: Service, Sendable {
     let pusherPause = PusherDeliveryPause()
     /// Wakes the release timer of `throttle` (``releaseThrottled()``) when a message is held.
     let shapingWake = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+    /// Channel discovery (docs/contract.md §7.1): BridgeRuntime+Discovery.swift.
+    let discovery: BridgeDiscovery
     /// Lanes for MQTT → Pusher delivery; a channel always maps to the same lane.
     static let laneCount = 8
 
@@ -86,6 +88,7 @@ final class BridgeRuntime: Service, Sendable {
             name: MessageDirection.mqttToPusher.rawValue, limits: limits, overflow: settings.mqttToPusherOverflow,
             spoolDirectory: spool(.mqttToPusher), logger: logger)
         machine = Locked(BridgeStateMachine(settings: settings))
+        discovery = BridgeDiscovery(settings: settings)
         metrics.registerZeroSeries(for: settings)
         receivedToMQTT = metrics.received(bridge: settings.name, direction: .pusherToMQTT)
         receivedToPusher = metrics.received(bridge: settings.name, direction: .mqttToPusher)
@@ -124,6 +127,7 @@ final class BridgeRuntime: Service, Sendable {
             group.addTask { await self.runCommands() }
             group.addTask { await self.housekeeping() }
             group.addTask { await self.releaseThrottled() }
+            group.addTask { await self.runDiscovery() }
             group.addTask {
                 // Cancellation (the bridge finished) throws here; a graceful shutdown drains.
                 guard (try? await gracefulShutdown()) != nil else { return }
@@ -183,12 +187,13 @@ final class BridgeRuntime: Service, Sendable {
     }
 
     /// Replaces rules and presence mirrors without touching the connections (SIGHUP with only
-    /// `[[bridge.rule]]` / `[[bridge.presence]]` changes).
+    /// `[[bridge.rule]]` / `[[bridge.presence]]` changes), channel discovery included.
     func applyRules(_ settings: BridgeSettings) {
         let receivedAt = UTCTimestamp.now().millisecondsSince1970
         let now = ContinuousClock.now
         metrics.registerZeroSeries(for: settings)
         execute(machine.withLock { $0.rulesReplaced(by: settings, receivedAtMillis: receivedAt, now: now) })
+        applyDiscoveryRules(settings)
     }
 
     // MARK: Carrying out the machine's actions
