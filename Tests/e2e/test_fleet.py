@@ -55,6 +55,7 @@ class FleetClient:
         self.lock = threading.Lock()
         self.subscribed_at: dict[str, float] = {}
         self.connections = 0
+        self.closed = False
         self.client = pysher.Pusher(key, custom_host=host, port=port, secure=False, secret=secret, reconnect_interval=1)
 
         def on_connect(_data):
@@ -77,7 +78,18 @@ class FleetClient:
             return len(self.subscribed_at) == len(self.channels)
 
     def close(self):
-        self.client.disconnect(timeout=2)  # pysher joins its thread; without a timeout it can wait ~100 s
+        if not self.closed:
+            self.closed = True
+            self.client.disconnect(timeout=2)  # pysher joins its thread; without a timeout it can wait ~100 s
+
+
+def close_all(clients: list[FleetClient]):
+    """Closes the connections side by side (each close may wait up to 2 s for pysher's thread)."""
+    threads = [threading.Thread(target=c.close) for c in clients]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
 
 
 def occupy(pusher_local, channels: list[str], per_connection: int = 10, timeout: float = 15) -> list[FleetClient]:
@@ -259,9 +271,8 @@ def test_200_channels_in_waves_are_joined_routed_and_left(broker, pusher, bridge
         for w, wave in enumerate(waves):
             channels = [c for client in wave for c in client.channels]
             monitor.expect_left(channels)
-            for client in wave:
-                client.close()
             now = time.monotonic()
+            close_all(wave)
             left_when.update({c: now for c in channels})
             time.sleep(3.0)
             remaining = {device(n) for n in range((w + 1) * 50, 200)}
@@ -277,9 +288,7 @@ def test_200_channels_in_waves_are_joined_routed_and_left(broker, pusher, bridge
     finally:
         monitor.close()
         collector.close()
-        for wave in waves:
-            for client in wave:
-                client.close()
+        close_all([c for wave in waves for c in wave])
 
 
 def test_max_channels_caps_what_is_held(broker, pusher, bridges, workdir):
@@ -308,8 +317,7 @@ def test_max_channels_caps_what_is_held(broker, pusher, bridges, workdir):
             collector.close()
     finally:
         monitor.close()
-        for c in clients:
-            c.close()
+        close_all(clients)
 
 
 def test_pusher_local_restart_loses_no_channel(broker, pusher, bridges, workdir):
@@ -344,7 +352,6 @@ def test_pusher_local_restart_loses_no_channel(broker, pusher, bridges, workdir)
             collector.close()
     finally:
         monitor.close()
-        for c in clients:
-            c.close()
+        close_all(clients)
         if restarted is not None:
             restarted.stop()
