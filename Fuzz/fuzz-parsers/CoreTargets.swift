@@ -48,7 +48,8 @@ enum CoreTargets {
         guard let source = lines.first else { return 0 }
         let values: [Substring] = lines.dropFirst().prefix(8).map { Substring($0) } + Array(repeating: Substring("v"), count: 8)
         let contexts: [NameTemplate.Context] = [
-            .pusherEvent, .discoveredPusherEvent, .mqttMessage(captures: 3, multiLevel: true), .mqttMessage(captures: 0, multiLevel: false),
+            .pusherEvent, .discoveredPusherEvent, .mqttMessage(captures: 3, multiLevel: true),
+            .mqttMessage(captures: 0, multiLevel: false),
         ]
         for context in contexts {
             guard case .success(let template) = NameTemplate.parse(source, context: context) else { continue }

@@ -5,13 +5,15 @@ official `pusher` library reach paho-mqtt on real mosquitto, and the daemon leav
 from __future__ import annotations
 
 import json
+import signal
 import threading
 import time
+import urllib.request
 
 import pysher
 
 from conftest import bridge_config
-from harness import MQTTCollector, publish, retained, wait_until
+from harness import MQTTCollector, free_port, port_open, publish, retained, wait_until
 
 INTERVAL = 5.0
 
@@ -105,6 +107,9 @@ def test_discovered_channels_are_joined_bridged_and_left(pusher, broker, workdir
     log = bridge.log()
     assert log.count("discovered channel left") >= len(CHANNELS)
     collector.close()
+    stopping = time.monotonic()
+    assert bridge.stop(signal.SIGTERM) == 0
+    assert time.monotonic() - stopping < 5  # the discovery task ends with the bridge
 
 
 ROOMS = """
@@ -118,6 +123,9 @@ discovery_interval = "5s"
 def test_discovered_presence_rooms_are_mirrored_and_cleared(pusher, broker, workdir, bridges):
     # A ghost from an earlier run: cleared once the room is joined and its member list arrives.
     publish(broker.port, "dash/rooms/a/members/ghost", "{}", retain=True)
+    # And one in a room nobody enters: cleared after a poll shows the room empty.
+    publish(broker.port, "dash/rooms/gone/members/old", "{}", retain=True)
+    publish(broker.port, "dash/rooms/gone/count", "1", retain=True)
     bridge = bridges(bridge_config(pusher, broker, workdir, ROOMS))
     wait_until(lambda: "pusher connected" in bridge.log(), 10, 0.1, "the bridge to connect")
 
@@ -131,4 +139,48 @@ def test_discovered_presence_rooms_are_mirrored_and_cleared(pusher, broker, work
     ann.close()
     wait_until(lambda: not subscriptions(pusher).get("presence-room-a", 0), 2 * INTERVAL + 2, 0.1,
                "the bridge to leave presence-room-a")
-    wait_until(lambda: retained(broker.port, "dash/rooms/#", settle=0.2) == {}, 5, 0.2, "room a's members and count cleared")
+    wait_until(lambda: retained(broker.port, "dash/rooms/#", settle=0.2) == {}, 5, 0.2,
+               "room a's members and count cleared")
+
+
+def gauge(port: int, rule: str) -> float | None:
+    """`pusher_mqtt_bridge_discovered_channels` of `rule`, or None before the series exists."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("pusher_mqtt_bridge_discovered_channels{") and f'rule="{rule}"' in line:
+                return float(line.split()[-1])
+    return None
+
+
+def test_reload_changes_discovery_rules_without_reconnecting(pusher, broker, workdir, bridges):
+    metrics_port = free_port()
+    wide = DEVICES.replace('topic = "fleet/{suffix}/{event}"', 'topic = "wide/{suffix}"')
+    narrow = DEVICES.replace('name = "devices"', 'name = "narrow"').replace(
+        'channel_prefix = "private-device-"', 'channel_prefix = "private-device-a"').replace(
+        'topic = "fleet/{suffix}/{event}"', 'topic = "narrow/{suffix}"')
+    with_metrics = ('metrics = ""', f'metrics = "127.0.0.1:{metrics_port}"')
+    bridge = bridges(bridge_config(pusher, broker, workdir, wide).replace(*with_metrics))
+    wait_until(lambda: port_open(metrics_port), 10, 0.1, "/metrics")
+    assert gauge(metrics_port, "devices") == 0
+    devices = PysherDevices(pusher, ["private-device-a1", "private-device-b1"])
+    wait_until(lambda: [subscriptions(pusher).get(c) for c in ("private-device-a1", "private-device-b1")] == [2, 2],
+               INTERVAL + 3, 0.1, "the bridge to join both channels")
+    wait_until(lambda: gauge(metrics_port, "devices") == 2, 5, 0.1, "discovered_channels = 2")
+
+    # The wide rule goes, a narrower one comes: b1 is left, a1 is taken by the new rule at once.
+    bridge.write_config(bridge_config(pusher, broker, workdir, narrow).replace(*with_metrics))
+    bridge.send_signal(signal.SIGHUP)
+    wait_until(lambda: "reloaded" in bridge.log(), 10, 0.1, "the reload")
+    wait_until(lambda: subscriptions(pusher).get("private-device-b1") == 1, 5, 0.1, "the bridge to leave b1")
+    wait_until(lambda: subscriptions(pusher).get("private-device-a1") == 2, 5, 0.1, "the new rule to take a1 at once")
+    wait_until(lambda: gauge(metrics_port, "narrow") == 1 and gauge(metrics_port, "devices") == 0, 5, 0.1,
+               "discovered_channels: narrow 1, devices 0")
+    collector = MQTTCollector(broker.port, ["narrow/#", "wide/#"])
+    time.sleep(0.5)
+    http = pusher.http_client()
+    http.trigger("private-device-a1", "reading", "after the reload")
+    wait_until(lambda: collector.payloads("narrow/1") == [b"after the reload"], 10, 0.1, "the event through the new rule")
+    assert not collector.payloads("wide/a1")
+    assert bridge.log().count("pusher connected") == 1
+    devices.close()
+    collector.close()

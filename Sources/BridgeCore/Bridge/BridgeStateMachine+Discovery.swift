@@ -45,6 +45,34 @@ extension BridgeStateMachine {
         return actions
     }
 
+    /// A poll of the prefix mirror with `prefix` listed `occupied`: retained members found for a
+    /// room nobody is in and the bridge does not hold (ghosts of an earlier run in a room that
+    /// stays empty) are cleared, with the room's count. Rooms that are occupied keep theirs until
+    /// joined, when their member list decides.
+    public mutating func discoveredRoomsPolled(prefix: String, occupied: Set<String>, receivedAtMillis: Int64) -> [Action] {
+        guard !rooms.pendingFound.isEmpty,
+            let mirror = settings.presence.first(where: { $0.discovery != nil && $0.channel == prefix })
+        else { return [] }
+        let levels = mirror.topic.split(separator: "/", omittingEmptySubsequences: false)
+        guard let index = levels.firstIndex(of: Substring(PresenceMirrorRule.suffixPlaceholder)) else { return [] }
+        var commands: [PresenceMirror.Action] = []
+        for (base, topics) in rooms.pendingFound.sorted(by: { $0.key < $1.key }) {
+            let found = base.split(separator: "/", omittingEmptySubsequences: false)
+            guard found.count == levels.count,
+                zip(levels, found).enumerated().allSatisfy({ $0.offset == index || $0.element.0 == $0.element.1 }),
+                let suffix = TopicLevelEscaping.unescape(found[index]), !suffix.isEmpty
+            else { continue }
+            let room = prefix + suffix
+            guard !occupied.contains(room), mirrors[room] == nil else { continue }
+            for topic in topics.sorted() { commands.append(.clearRetained(topic: topic, qos: mirror.qos)) }
+            commands.append(.clearRetained(topic: base + "/count", qos: mirror.qos))
+            rooms.pendingFound[base] = nil
+        }
+        var actions: [Action] = []
+        perform(commands, receivedAtMillis: receivedAtMillis, into: &actions)
+        return actions
+    }
+
     /// Whether `channel` is a room mirrored through a prefix mirror.
     public func isDiscoveredRoom(_ channel: String) -> Bool {
         mirrors[channel].map { rooms.channelByTopic[$0.rule.topic] == channel } ?? false

@@ -389,6 +389,7 @@ public struct PresenceMirrorRule: Sendable, Equatable {
     /// `{suffix}` as written in a prefix mirror's topic.
     public static let suffixPlaceholder = "{suffix}"
 
+    /// A mirror of `channel` (with `discovery`: of every room under the prefix `channel`) under `topic`.
     public init(channel: String, topic: String, qos: Int = 1, discovery: ChannelDiscoverySettings? = nil) {
         self.channel = channel
         self.topic = topic

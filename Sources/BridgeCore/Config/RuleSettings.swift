@@ -200,6 +200,7 @@ public struct ChannelDiscoverySettings: Sendable, Hashable {
     /// The smallest `discovery_interval`.
     public static let minimumInterval: Duration = .seconds(5)
 
+    /// The settings, defaults as in docs/contract.md §7.1.
     public init(interval: Duration = .seconds(30), maxChannels: Int = 1000, idleTimeout: Duration = .seconds(600)) {
         self.interval = interval
         self.maxChannels = maxChannels

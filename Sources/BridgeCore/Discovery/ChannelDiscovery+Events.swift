@@ -137,7 +137,9 @@ extension ChannelDiscovery {
     /// counted when newly so. With `replacingSkipped` (a poll's full list), the skipped set becomes
     /// exactly those left over.
     mutating func take(_ candidates: [String], rule name: String, replacingSkipped: Bool, now: Instant, into actions: inout [Action]) {
-        guard var state = states[name] else { return }
+        // Taken out while changed, so that its sets are not copied (thousands of channels).
+        guard var state = states.removeValue(forKey: name) else { return }
+        defer { states[name] = state }
         var leftOver = Set<String>()
         var newlySkipped: [String] = []
         for channel in candidates.sorted() where !state.held.contains(channel) {
@@ -157,7 +159,6 @@ extension ChannelDiscovery {
             }
         }
         if replacingSkipped { state.skipped = leftOver } else { state.skipped.formUnion(leftOver) }
-        states[name] = state
         if let first = newlySkipped.first {
             actions.append(.skipped(rule: name, count: newlySkipped.count, firstChannel: first))
         }
@@ -174,8 +175,12 @@ extension ChannelDiscovery {
         actions.append(.unsubscribe(channel))
         for name in order { states[name]?.skipped.remove(channel) }
         for holder in current.holders {
-            guard let skipped = states[holder]?.skipped, !skipped.isEmpty else { continue }
-            take(Array(skipped), rule: holder, replacingSkipped: false, now: now, into: &actions)
+            guard let state = states[holder], !state.skipped.isEmpty else { continue }
+            let room = state.rule.settings.maxChannels - state.held.count
+            guard room > 0 else { continue }
+            // Usually one place freed: the first skipped name, without sorting them all.
+            let next = room == 1 ? state.skipped.min().map { [$0] } ?? [] : Array(state.skipped.sorted().prefix(room))
+            take(next, rule: holder, replacingSkipped: false, now: now, into: &actions)
         }
     }
 

@@ -12,6 +12,7 @@ public struct DiscoveryRule: Sendable, Hashable {
     /// Whether this is a presence mirror (its rooms get retained members and counts).
     public var isPresenceMirror: Bool
 
+    /// A prefix rule or mirror as the machine sees it.
     public init(
         name: String, prefix: String, settings: ChannelDiscoverySettings = ChannelDiscoverySettings(), isPresenceMirror: Bool = false
     ) {
@@ -53,6 +54,7 @@ public struct OccupiedChannel: Sendable, Hashable {
     /// `subscription_count`, or `user_count` for presence prefixes; nil when the server reported none.
     public var count: Int?
 
+    /// Channel `name` with its `count`, if reported.
     public init(_ name: String, count: Int? = nil) {
         self.name = name
         self.count = count

@@ -76,6 +76,12 @@ extension BridgeRuntime {
             let occupied = reply.map { OccupiedChannel($0.key, count: users ? $0.value.userCount : $0.value.subscriptionCount) }
             let now = ContinuousClock.now
             performDiscovery(discovery.machine.withLock { $0.pollSucceeded(rule: poll.rule, channels: occupied, now: now) })
+            if poll.rule.hasPrefix("presence:") {
+                // Ghosts of an earlier run in rooms nobody is in are cleared now (§5.3).
+                let receivedAt = UTCTimestamp.now().millisecondsSince1970
+                let names = Set(reply.keys)
+                execute(machine.withLock { $0.discoveredRoomsPolled(prefix: poll.prefix, occupied: names, receivedAtMillis: receivedAt) })
+            }
         } catch {
             let now = ContinuousClock.now
             metrics.errors(bridge: name, kind: "pusher_http").increment()

@@ -368,6 +368,27 @@ import Testing
         #expect(machine.subscriptionFailed("private-device-9", now: t0).isEmpty)
     }
 
+    @Test func tenThousandChannelsInOnePoll() {
+        let rule = DiscoveryRule(name: "devices", prefix: "private-device-", settings: ChannelDiscoverySettings(maxChannels: 10_000))
+        var machine = Self.machine([rule])
+        _ = machine.started(now: t0)
+        let names = (0..<12_000).map { "private-device-" + String(100_000 + $0) }
+        let first = machine.pollSucceeded(rule: "devices", channels: Self.occupied(names), now: t0)
+        #expect(Self.subscribed(first).count == 10_000)
+        #expect(first.last == .skipped(rule: "devices", count: 2_000, firstChannel: "private-device-110000"))
+        for name in names.prefix(10_000) { machine.subscriptionSucceeded(name, now: t0) }
+        for name in names.prefix(10_000) { machine.eventReceived(on: name, now: t0 + .seconds(1)) }
+        // Half the devices go: their channels are left, and 2,000 skipped ones are taken.
+        _ = machine.deadlineReached(now: t0 + .seconds(30))
+        let second = machine.pollSucceeded(
+            rule: "devices", channels: Self.occupied(Array(names.suffix(6_000))) + Self.occupied(Array(names.prefix(6_000)), count: 1),
+            now: t0 + .seconds(30))
+        #expect(Self.unsubscribed(second).count == 6_000)
+        #expect(machine.heldCount(rule: "devices") == 6_000)
+        #expect(machine.skippedChannels(rule: "devices").isEmpty)
+        #expect(machine.nextDeadline == t0 + .seconds(60))
+    }
+
     @Test func discoveryRulesComeFromPrefixRulesAndMirrors() throws {
         let configuration = try Fixture.parse(
             Fixture.config(

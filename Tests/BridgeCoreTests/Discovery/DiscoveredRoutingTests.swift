@@ -104,6 +104,27 @@ import Testing
         #expect(!machine.isDiscoveredRoom("presence-hall-1"))
     }
 
+    @Test func ghostsOfRoomsNobodyIsInAreClearedAfterAPoll() throws {
+        var machine = Machine(settings: try Self.settings())
+        var actions: [Action] = []
+        for topic in ["dash/rooms/a/members/x", "dash/rooms/b%2Fc/members/y", "dash/rooms/b%2Fc/members/z", "dash/rooms/d/members/w"] {
+            machine.mqttMessageReceived(
+                topic: topic, payload: Array("{}".utf8), qos: 1, retain: true, receivedAt: Fixture.time, now: .at(milliseconds: 0),
+                into: &actions)
+        }
+        // The bridge holds room d: its mirror has the ghost and decides with its member list.
+        _ = machine.discoveredRoomJoined("presence-room-d", receivedAtMillis: millis)
+        #expect(machine.discoveredRoomsPolled(prefix: "presence-hall-", occupied: [], receivedAtMillis: millis).isEmpty)
+        let cleared = machine.discoveredRoomsPolled(prefix: "presence-room-", occupied: ["presence-room-a"], receivedAtMillis: millis)
+        #expect(Self.publishes(cleared) == ["dash/rooms/b%2Fc/members/y=", "dash/rooms/b%2Fc/members/z=", "dash/rooms/b%2Fc/count="])
+        // Nothing left to clear for b; a waits for its join.
+        #expect(machine.discoveredRoomsPolled(prefix: "presence-room-", occupied: ["presence-room-a"], receivedAtMillis: millis).isEmpty)
+        #expect(
+            Self.publishes(machine.discoveredRoomsPolled(prefix: "presence-room-", occupied: [], receivedAtMillis: millis)) == [
+                "dash/rooms/a/members/x=", "dash/rooms/a/count=",
+            ])
+    }
+
     @Test func retainedMembersOfRoomsAreNeverRoutedAsMessages() throws {
         var machine = Machine(settings: try Self.settings())
         var actions: [Action] = []
