@@ -148,10 +148,6 @@ class HoldMonitor:
                         self.left_at.setdefault(channel, now)
             self.stopped.wait(0.1)
 
-    def reset_held(self):
-        with self.lock:
-            self.held_at.clear()
-
     def expect_left(self, channels: list[str]):
         with self.lock:
             self.watch_left.update(channels)
