@@ -28,6 +28,8 @@ public final class Daemon: Sendable {
     let logger: Logger
     /// Called with the operations endpoint's port once it listens (tests use port 0).
     let onMetricsListening: @Sendable (Int) async -> Void
+    /// Called with the webhook listener's port once it listens (docs/contract.md §7.2).
+    let onWebhooksListening: @Sendable (Int) async -> Void
     /// Validates a reloaded file in a child process first, so a parser crash cannot take the daemon down.
     let configCheck: ConfigCheck
 
@@ -46,8 +48,10 @@ public final class Daemon: Sendable {
         metrics: BridgeMetrics = BridgeMetrics(),
         logger: Logger,
         onMetricsListening: @escaping @Sendable (Int) async -> Void = { _ in },
+        onWebhooksListening: @escaping @Sendable (Int) async -> Void = { _ in },
         configCheck: ConfigCheck = ConfigCheck()
     ) {
+        self.onWebhooksListening = onWebhooksListening
         self.configPath = configPath
         self.environment = environment
         self.notifier = notifier
@@ -86,6 +90,12 @@ public final class Daemon: Sendable {
             )
             services.append(.init(service: ToleratedService(endpoint, what: "metrics endpoint", logger: logger)))
         }
+        if let address = configuration.daemon.webhooks {
+            let endpoint = WebhookEndpoint(
+                host: address.host, port: address.port, bridge: { [weak self] name in self?.runtime(named: name) }, logger: logger,
+                onListening: onWebhooksListening)
+            services.append(.init(service: ToleratedService(endpoint, what: "webhook listener", logger: logger)))
+        }
         services.append(.init(service: StatusReporter(daemon: self)))
         if let interval = notifier.watchdogInterval {
             services.append(.init(service: WatchdogFeeder(daemon: self, interval: interval)))
@@ -112,10 +122,10 @@ public final class Daemon: Sendable {
         return .success
     }
 
-    private func makeRuntime(_ settings: BridgeSettings, daemon: DaemonSettings) throws -> BridgeRuntime {
+    private func makeRuntime(_ settings: BridgeSettings, daemon: DaemonSettings, restarting: Bool = false) throws -> BridgeRuntime {
         try BridgeRuntime(
             settings: settings, daemon: daemon, metrics: metrics,
-            logger: logger.with(metadata: ["bridge": "\(settings.name)"])
+            logger: logger.with(metadata: ["bridge": "\(settings.name)"]), countsRecoveredAsReceived: !restarting
         )
     }
 
@@ -154,14 +164,15 @@ public final class Daemon: Sendable {
             runtime.applyRules(settings)
         }
         for settings in plan.restarted + plan.added {
-            if let runtime = current[settings.name] {
+            let running = current[settings.name]
+            if let running {
                 logger.info("bridge connection settings changed; reconnecting it", metadata: ["bridge": "\(settings.name)"])
-                await runtime.stop(grace: old.daemon.shutdownGrace)
+                await running.stop(grace: old.daemon.shutdownGrace)
             } else {
                 logger.info("bridge added", metadata: ["bridge": "\(settings.name)"])
             }
             do {
-                let runtime = try makeRuntime(settings, daemon: old.daemon)
+                let runtime = try makeRuntime(settings, daemon: old.daemon, restarting: running != nil)
                 state.withLock { $0.bridges[settings.name] = runtime }
                 await services.addServiceUnlessShutdown(.init(service: runtime, successTerminationBehavior: .ignore))
             } catch {
@@ -228,6 +239,11 @@ public final class Daemon: Sendable {
     /// The bridges whose event loops missed their heartbeat for `interval`.
     func unresponsiveBridges(within interval: Duration) -> [String] {
         runtimesByName().filter { !$0.isResponsive(within: interval) }.map(\.name)
+    }
+
+    /// The running bridge named `name` (the webhook listener's lookup).
+    func runtime(named name: String) -> BridgeRuntime? {
+        state.withLock { $0.bridges[name] }
     }
 
     private func runtimesByName() -> [BridgeRuntime] {

@@ -13,7 +13,7 @@ import urllib.request
 import pysher
 
 from conftest import bridge_config
-from harness import MQTTCollector, free_port, port_open, publish, retained, wait_until
+from harness import MQTTCollector, PusherLocal, free_port, port_open, publish, retained, wait_until
 
 INTERVAL = 5.0
 
@@ -184,3 +184,28 @@ def test_reload_changes_discovery_rules_without_reconnecting(pusher, broker, wor
     assert bridge.log().count("pusher connected") == 1
     devices.close()
     collector.close()
+
+
+def test_subscription_count_events_leave_at_once(broker, workdir, bridges):
+    """With `pusher_internal:subscription_count` events (pusher-local --subscription-count), the
+    bridge leaves as soon as the count says it is alone, well before the next poll."""
+    local = PusherLocal(workdir, extra=["--activity-timeout", "2", "--subscription-count"]).start()
+    try:
+        slow = DEVICES.replace('discovery_interval = "5s"', 'discovery_interval = "30s"')
+        bridge = bridges(bridge_config(local, broker, workdir, slow))
+        wait_until(lambda: "pusher connected" in bridge.log(), 10, 0.1, "the bridge to connect")
+        devices = PysherDevices(local, ["private-device-x"])
+        # Restarted, so that the start-up poll finds the device (the next poll is 30 s away).
+        bridge.stop()
+        bridge = bridges(bridge_config(local, broker, workdir, slow), name="bridge2")
+        wait_until(lambda: subscriptions(local).get("private-device-x") == 2, 10, 0.1,
+                   "the start-up poll to find the device")
+        time.sleep(0.5)
+        devices.close()
+        gone = time.monotonic()
+        wait_until(lambda: not subscriptions(local).get("private-device-x", 0), 5, 0.05,
+                   "the bridge to leave on the subscription_count event")
+        assert time.monotonic() - gone < 5  # the next poll is 30 s away
+        assert "reason=alone" in bridge.log()
+    finally:
+        local.stop()

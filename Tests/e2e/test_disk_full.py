@@ -25,6 +25,7 @@ import pytest
 
 from conftest import bridge_config
 from harness import Bridge, Mosquitto, PusherLocal, free_port, wait_until
+from test_operations import NotifySocket
 
 CHANNEL = "disk-full"
 STREAM = f"p2m/{CHANNEL}"
@@ -96,7 +97,8 @@ def run_disk_full(workdir: Path, events: int = 3000, second_events: int = 500, s
         config = bridge_config(pusher, broker, workdir, RULE, name="disk")
         config = config.replace('metrics = ""', f'metrics = "127.0.0.1:{metrics_port}"').replace(
             'log_level = "debug"', 'log_level = "info"')
-        bridge = Bridge(workdir, config).start()
+        notify = NotifySocket(str(workdir / "notify.sock"))
+        bridge = Bridge(workdir, config, env={"NOTIFY_SOCKET": notify.path}).start()
         http = pusher.http_client()
         wait_until(lambda: http.channel_info(CHANNEL).get("occupied"), 20, 0.1, f"the bridge to subscribe {CHANNEL}")
         wait_until(lambda: metric(metrics_port, DEGRADED) == 0, 10, 0.1, "spool_degraded 0 (zero series)")
@@ -144,6 +146,12 @@ def run_disk_full(workdir: Path, events: int = 3000, second_events: int = 500, s
         notes.append(f"spool_degraded 1 while the broker was down: {saw_degraded}")
         if not saw_degraded:
             failures.append("spool_degraded never went to 1")
+        # systemd's STATUS= line names the degraded spool and how much waits in memory only.
+        status_degraded = wait_until_true(lambda: any("pusher_to_mqtt spool degraded (" in m and "in memory only)" in m
+                                                      for m in notify.seen("STATUS=")), 5)
+        notes.append(f"STATUS= named the degraded spool: {status_degraded}")
+        if not status_degraded:
+            failures.append(f"no STATUS= line named the degraded spool: {notify.seen('STATUS=')[-3:]}")
         spool_errors = metric(metrics_port, 'pusher_mqtt_bridge_errors_total{bridge="disk",kind="spool"}') or 0
         notes.append(f"errors_total{{kind=spool}} while degraded (one a second): {spool_errors:g}")
         if spool_errors < 1:
@@ -170,6 +178,10 @@ def run_disk_full(workdir: Path, events: int = 3000, second_events: int = 500, s
         notes.append(f"spool_degraded 0 after delivery, filler still there (the spool freed its delivered records): {resumed}")
         if not resumed:
             failures.append("spool_degraded did not go back to 0 once everything was delivered")
+        status_clear = wait_until_true(lambda: "degraded" not in (notify.seen("STATUS=") or [""])[-1], 3)
+        notes.append(f"STATUS= without 'degraded' once the spool resumed: {status_clear}")
+        if not status_clear:
+            failures.append(f"STATUS= still says degraded after the spool resumed: {notify.seen('STATUS=')[-1:]}")
 
         if second_events:
             broker.stop(signal.SIGTERM)
@@ -202,7 +214,15 @@ def run_disk_full(workdir: Path, events: int = 3000, second_events: int = 500, s
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and delivered() < total + LIVE_EVENTS:
             time.sleep(0.1)
-        time.sleep(1.0)  # late duplicates
+        time.sleep(1.5)  # late duplicates; buffered_messages is set each housekeeping second
+
+        # The restarted process counts what it recovered from the spool as arrivals (docs/contract.md §7.6).
+        received_total, outcomes, buffered_now = books_balance(metrics_port)
+        notes.append(f"P->M counters at the end: received {received_total:g} = outcomes {outcomes:g} + buffered {buffered_now:g}")
+        mark = "=" if received_total == outcomes + buffered_now else "!="
+        out["identity"] = {"pusher_to_mqtt": f"{received_total:g} {mark} {outcomes:g} + {buffered_now:g}"}
+        if received_total != outcomes + buffered_now:
+            failures.append("the counters do not add up at the end of the run")
 
         log = bridge.log()
         minutes = (time.monotonic() - out["broker_back"]) / 60 + 1
@@ -224,6 +244,15 @@ def run_disk_full(workdir: Path, events: int = 3000, second_events: int = 500, s
                 p.stop()
         subprocess.run(["umount", str(state)], capture_output=True)
     return out
+
+
+def wait_until_true(check, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.1)
+    return check()
 
 
 def wait_until_value(port: int, name: str, value: float, timeout: float) -> bool:

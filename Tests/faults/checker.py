@@ -144,3 +144,58 @@ class Expectation:
         if self.max_recovery_s is not None and (recovery is None or recovery > self.max_recovery_s):
             misses.append(f"recovery {'never' if recovery is None else f'{recovery:.1f}s'} > {self.max_recovery_s:.1f}s")
         return misses
+
+
+# ---- counter identity (docs/contract.md §7.6) ----------------------------------------------
+OUTCOME_FAMILY = "pusher_mqtt_bridge_messages_total"
+RECEIVED_FAMILY = "pusher_mqtt_bridge_received_total"
+BUFFERED_FAMILY = "pusher_mqtt_bridge_buffered_messages"
+
+
+def parse_samples(text: str) -> list[tuple[str, dict[str, str], float]]:
+    """Prometheus text -> [(family, labels, value)]; comments and unparsable lines are skipped."""
+    out = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        head, _, value = line.rpartition(" ")
+        name, _, rest = head.partition("{")
+        labels = {}
+        for part in rest.rstrip("}").split(","):
+            key, eq, val = part.partition("=")
+            if eq:
+                labels[key.strip()] = val.strip().strip('"')
+        try:
+            out.append((name.strip(), labels, float(value)))
+        except ValueError:
+            continue
+    return out
+
+
+@dataclass
+class Identity:
+    """received_total = the sum of the messages_total outcomes + buffered_messages, one direction."""
+
+    direction: str
+    received: float
+    outcomes: float
+    buffered: float
+
+    @property
+    def holds(self) -> bool:
+        return self.received == self.outcomes + self.buffered
+
+    def __str__(self) -> str:
+        mark = "=" if self.holds else "!="
+        return f"{self.received:g} {mark} {self.outcomes:g} + {self.buffered:g}"
+
+
+def counter_identity(metrics_text: str, bridge: str) -> dict[str, Identity]:
+    """The identity of each direction of `bridge`, from one scrape of /metrics."""
+    samples = [s for s in parse_samples(metrics_text) if s[1].get("bridge") == bridge]
+    result = {}
+    for direction in ("pusher_to_mqtt", "mqtt_to_pusher"):
+        def total(family: str) -> float:
+            return sum(v for n, lb, v in samples if n == family and lb.get("direction") == direction)
+        result[direction] = Identity(direction, total(RECEIVED_FAMILY), total(OUTCOME_FAMILY), total(BUFFERED_FAMILY))
+    return result

@@ -33,6 +33,7 @@ from checker import Expectation  # noqa: E402
 import fleet_rows  # noqa: E402
 import rig as rig_module  # noqa: E402
 from rig import EXTRA_RULE, Rig, judge_direction  # noqa: E402
+from webhook_rows import webhook_outage_row  # noqa: E402
 
 RATE = float(os.environ.get("FAULTS_RATE", "200"))
 WARMUP_S = 3.0
@@ -261,7 +262,7 @@ def disk_full_row(row: Row, base: Path) -> Result:
         observations = out["observations"]
         totals, recovery, misses, _ = judge_direction(out["sent"], out["received"], row.p2m, [out["broker_back"]])
         misses = [f"P->M {m}" for m in misses] + out["failures"]
-        observed = {"p2m": fmt_dir(totals, recovery)}
+        observed = {"p2m": fmt_dir(totals, recovery), "identity": out.get("identity", {})}
     except MountRefused as e:
         misses = [f"not run: {e}"]
     except Exception as e:
@@ -367,6 +368,15 @@ def rows() -> list[Row]:
                             "the tail written back to disk survives the SIGKILL; at most a degraded log line a minute"),
             Expectation(0, why="no MQTT -> Pusher traffic in this row (not judged)"),
             not_injected, custom=disk_full_row),
+        Row("webhooks-broker-outage", "webhooks during a broker outage: mosquitto stopped, 300 signed webhook requests "
+                                      "(every third sent twice), broker back; once with persist = true, once with persist = false",
+            Expectation(0, max_recovery_s=10,
+                        why="docs/contract.md §7.2: persist = true answers 200 once the publishes are spooled and delivers "
+                            "each event once, in order, when the broker is back (the retries are duplicates: not published); "
+                            "persist = false answers 503 while the broker is away, so Pusher keeps the request, and the retry "
+                            "after it is back is published: 0 lost, in order"),
+            Expectation(0, why="no MQTT -> Pusher traffic in this row (not judged)"),
+            not_injected, custom=webhook_outage_row),
         fleet_rows.discovery_api_failures(sys.modules[__name__]),
     ]
 
@@ -422,6 +432,11 @@ def run_row(row: Row, base: Path) -> Result:
         ws_t, ws_rec, _, _ = judge_direction(rig.m2p.sent.snapshot(), rig.pysher.received.snapshot(), Expectation(), ends)
         observed = {"p2m": fmt_dir(p2m_t, p2m_rec), "m2p": fmt_dir(m2p_t, m2p_rec), "m2p_at_pysher": fmt_dir(ws_t, ws_rec),
                     "sender_errors": {"p2m": rig.p2m.errors, "m2p": rig.m2p.errors}}
+        identity = rig.counter_identity()
+        observed["identity"] = {d: str(i) for d, i in identity.items()}
+        for direction, i in identity.items():
+            if not i.holds:
+                rig.failures.append(f"counters do not balance for {direction}: received {i}")
         # The raw records, for looking into a MISS afterwards.
         (workdir / "records.json").write_text(json.dumps({
             "fault_ends": ends, "p2m_sent": rig.p2m.sent.snapshot(), "p2m_received": rig.receiver.received.snapshot(),
@@ -471,14 +486,22 @@ def cell(d: dict) -> str:
     return f"{d['delivered']}/{d['sent']} lost {d['lost']} dup {d['dup']} reord {d['reordered']} rec {rec}"
 
 
+def identity_cell(identity: dict) -> str:
+    if not identity:
+        return "-"
+    return "; ".join(identity.get(d, "-") for d in ("pusher_to_mqtt", "mqtt_to_pusher"))
+
+
 def markdown(results: list[Result]) -> str:
-    out = ["| row | fault | expected P→M | expected M→P | observed P→M | observed M→P (HTTP API) | M→P at pysher | verdict |",
-           "|---|---|---|---|---|---|---|---|"]
+    out = ["| row | fault | expected P→M | expected M→P | observed P→M | observed M→P (HTTP API) | M→P at pysher | "
+           "counters: received = outcomes + buffered (P→M; M→P) | verdict |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         exp_p = r.expected_p2m.split(" -- ")[0]
         exp_m = r.expected_m2p.split(" -- ")[0]
         out.append(f"| {r.row} | {r.fault} | {exp_p} | {exp_m} | {cell(r.observed.get('p2m', {}))} | "
                    f"{cell(r.observed.get('m2p', {}))} | {cell(r.observed.get('m2p_at_pysher', {}))} | "
+                   f"{identity_cell(r.observed.get('identity', {}))} | "
                    f"**{r.verdict}**{': ' + '; '.join(r.misses) if r.misses else ''} |")
     return "\n".join(out)
 
@@ -506,6 +529,7 @@ def main() -> int:
         results.append(result)
         print(f"    observed P->M: {cell(result.observed.get('p2m', {}))}", flush=True)
         print(f"    observed M->P: {cell(result.observed.get('m2p', {}))} (pysher: {cell(result.observed.get('m2p_at_pysher', {}))})", flush=True)
+        print(f"    counters (received = outcomes + buffered, P->M; M->P): {identity_cell(result.observed.get('identity', {}))}", flush=True)
         for o in result.observations:
             print(f"    note: {o}", flush=True)
         print(f"    {result.verdict} {'; '.join(result.misses)} ({result.seconds}s)", flush=True)

@@ -16,7 +16,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "e2e"))
 
-from checker import Expectation, classify, recovery_time, summarize  # noqa: E402
+from checker import Expectation, classify, counter_identity, recovery_time, summarize  # noqa: E402
 from conftest import bridge_config  # noqa: E402
 from harness import Bridge, Mosquitto, PusherLocal, free_port, wait_until  # noqa: E402
 from proxy import HTTPFaultProxy, TCPFaultProxy  # noqa: E402
@@ -119,7 +119,9 @@ class Rig:
                                                          secret=self.pusher.secret, port=self.ws_proxy.port),
                                    types.SimpleNamespace(port=self.mqtt_proxy.port), self.workdir, RULES,
                                    name="faults", extra_pusher=f"rest_port = {self.http_proxy.port}")
-        config = config.replace('metrics = ""', f'metrics = "127.0.0.1:{self.metrics_port}"' if not self.netns else 'metrics = ""')
+        # In the partition row the endpoint listens on the bridge namespace's own loopback
+        # (``metrics_text`` reads it from inside; /readyz is not used there).
+        config = config.replace('metrics = ""', f'metrics = "127.0.0.1:{self.metrics_port}"')
         config = config.replace('log_level = "debug"', 'log_level = "info"')
         self.config = config
         self.bridge = Bridge(self.workdir, config, name="bridge")
@@ -158,6 +160,35 @@ class Rig:
 
     def wait_subscribed(self, timeout: float = 20):
         wait_until(self.subscribed, timeout, 0.05, "the bridge to subscribe its channels")
+
+    def metrics_text(self) -> str:
+        """One scrape of the daemon's /metrics ("" when it does not answer)."""
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        if self.netns:
+            import subprocess
+            read = "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())"
+            r = subprocess.run(self.netns.exec_prefix(self.netns.bridge_ns) + [sys.executable, "-c", read, url],
+                               capture_output=True, text=True, timeout=15)
+            return r.stdout if r.returncode == 0 else ""
+        try:
+            with urllib.request.urlopen(url, timeout=5) as r:
+                return r.read().decode()
+        except OSError:
+            return ""
+
+    def counter_identity(self, settle: float = 10.0) -> dict:
+        """docs/contract.md §7.6 after the traffic stopped: received = outcomes + buffered, per
+        direction. buffered_messages is set each housekeeping second, so the scrape is repeated
+        until two in a row agree (or `settle` s passed)."""
+        deadline = time.monotonic() + settle
+        previous = None
+        while True:
+            time.sleep(1.2)
+            current = counter_identity(self.metrics_text(), "faults")
+            key = {d: str(i) for d, i in current.items()}
+            if (key == previous and all(i.holds for i in current.values())) or time.monotonic() > deadline:
+                return current
+            previous = key
 
     def readyz(self) -> int:
         try:

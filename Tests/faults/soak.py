@@ -1,8 +1,12 @@
 """Soak (`make soak`): SOAK_MINUTES (default 30) of tagged traffic both ways (SOAK_RATE msg/s per
 direction, default 200) through one bridge daemon, with a fault every SOAK_FAULT_EVERY seconds
 (default 180) rotating through: broker SIGTERM + restart, pusher-local 4200 close, a 10 s MQTT-side
-blackhole, SIGHUP with a rule-only change. The daemon's RSS (VmRSS) and open fds (/proc/PID/fd)
-are sampled every SOAK_SAMPLE seconds (default 5) into soak.csv and plotted in soak.png.
+blackhole, SIGHUP with a rule-only change, 10 s of HTTP 403 (over quota), a full disk (the
+state_dir is a 16 MiB tmpfs of the soak's own, filled to 128 KiB free during a 15 s MQTT
+blackhole, then freed) and an MQTT -> Pusher overload (30 s of 403 at SOAK_RATE: more than the
+4,000-message buffer, so backpressure holds the broker back). The daemon's RSS (VmRSS) and open
+fds (/proc/PID/fd) are sampled every SOAK_SAMPLE seconds (default 5) into soak.csv and plotted in
+soak.png. At the end the counters must balance (docs/contract.md §7.6).
 
 Growth after warm-up: the median of the samples in the minute after warm-up (the first
 SOAK_WARMUP_MINUTES, default min(4, a sixth of the run)) against the median of the last minute;
@@ -17,6 +21,7 @@ import json
 import os
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -24,8 +29,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import rig as rig_module  # noqa: E402
 from checker import Expectation  # noqa: E402
-from matrix import blackhole, broker_restarts, pusher_closes  # noqa: E402
+from matrix import blackhole, broker_restarts, mqtt_to_pusher_overload, pusher_closes, pusher_quota  # noqa: E402
 from rig import EXTRA_RULE, Rig, judge_direction  # noqa: E402
 
 MINUTES = float(os.environ.get("SOAK_MINUTES", "30"))
@@ -42,12 +48,66 @@ def sighup_once(rig: Rig, n=[0]):
     return [time.monotonic()]
 
 
+def metric(rig: Rig, family_and_labels: str) -> float | None:
+    for line in rig.metrics_text().splitlines():
+        if line.startswith(family_and_labels + " "):
+            return float(line.split()[-1])
+    return None
+
+
+def free_bytes(path: Path) -> int:
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
+def disk_full(rig: Rig, seconds: float = 15.0, free_kib: int = 128):
+    """The state_dir's tmpfs filled to `free_kib` while the MQTT side is blackholed: the P->M spool
+    runs out of space and degrades (messages wait in memory), then space returns and it resumes."""
+    state = rig.workdir / "state"
+    filler = state / "filler"
+    with open(filler, "wb") as f:
+        f.write(b"\0" * max(0, free_bytes(state) - free_kib * 1024))
+    rig.mqtt_proxy.set_mode("blackhole")
+    degraded = False
+    started = time.monotonic()
+    while time.monotonic() - started < seconds:
+        degraded = degraded or metric(rig, 'pusher_mqtt_bridge_spool_degraded{bridge="faults",direction="pusher_to_mqtt"}') == 1
+        time.sleep(0.5)
+    rig.mqtt_proxy.set_mode("pass")
+    ended = time.monotonic()
+    time.sleep(5.0)
+    filler.unlink()
+    resumed = False
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and not resumed:
+        resumed = all(metric(rig, f'pusher_mqtt_bridge_spool_degraded{{bridge="faults",direction="{d}"}}') == 0
+                      for d in ("pusher_to_mqtt", "mqtt_to_pusher"))
+        time.sleep(0.5)
+    rig.observations.append(f"disk full: spool_degraded 1 during: {degraded}, 0 again after space returned: {resumed}")
+    if not degraded:
+        rig.failures.append("disk full: the P->M spool never reported degraded")
+    if not resumed:
+        rig.failures.append("disk full: a spool stayed degraded after space returned")
+    return [ended]
+
+
 FAULTS = [
     ("broker SIGTERM + restart", broker_restarts(signal.SIGTERM, 1)),
     ("pusher-local 4200 close", pusher_closes(4200, 1)),
     ("10 s MQTT blackhole", blackhole("mqtt")),
     ("SIGHUP rule change", sighup_once),
+    ("10 s over quota (HTTP 403)", pusher_quota(10.0)),
+    ("disk full during a 15 s MQTT blackhole", disk_full),
+    ("30 s MQTT -> Pusher overload (403, backpressure)", mqtt_to_pusher_overload(30.0)),
 ]
+
+
+def soak_buffer(config: str) -> str:
+    """No `overflow` key (P->M drop-oldest, M->P backpressure: docs/contract.md §7.6) and a buffer of
+    4,000 messages / 4 MiB: a 15 s P->M outage fits, a 30 s M->P overload does not."""
+    old = 'max_messages = 100000\nmax_bytes = "64MiB"\noverflow = "drop-oldest"\n'
+    assert old in config
+    return config.replace(old, 'max_messages = 4000\nmax_bytes = "4MiB"\n')
 
 
 def sample(pid: int) -> tuple[int, int]:
@@ -97,9 +157,19 @@ def main() -> int:
     duration = MINUTES * 60
     rig = Rig(Path(tempfile.mkdtemp(prefix="soak-")), "soak", rate=RATE)
     rig.observations, rig.failures = [], []
+    state = rig.workdir / "state"
+    state.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(state)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        print(f"soak: cannot mount a tmpfs for the state_dir ({mounted.stderr.strip()}); needs root", file=sys.stderr)
+        return 1
+    rig.closers.append(lambda: subprocess.run(["umount", "-l", str(state)], capture_output=True))
+    original_config = rig_module.bridge_config
+    rig_module.bridge_config = lambda *a, **k: soak_buffer(original_config(*a, **k))
     samples: list[tuple[float, int, int]] = []
     faults: list[tuple[float, str]] = []
     ends: list[float] = []
+    identity: dict = {}
     print(f"soak: {MINUTES:g} min at {RATE:g} msg/s each way, a fault every {FAULT_EVERY:g} s, logs in {rig.workdir}", flush=True)
     try:
         rig.start()
@@ -126,15 +196,21 @@ def main() -> int:
                     next_fault = now + FAULT_EVERY
                 time.sleep(SAMPLE)
         rig.stop_traffic()
+        identity = rig.counter_identity()
+        for direction, i in identity.items():
+            if not i.holds:
+                rig.failures.append(f"counters do not balance for {direction}: received {i}")
         p2m_t, _, _, _ = judge_direction(rig.p2m.sent.snapshot(), rig.receiver.received.snapshot(), Expectation(), ends)
         m2p_t, _, _, _ = judge_direction(rig.m2p.sent.snapshot(), rig.m2p_received(), Expectation(), ends)
     finally:
+        rig_module.bridge_config = original_config
         rig.close()
     rss = growth(samples, 1, WARMUP, samples[-1][0] if samples else 0)
     fds = growth(samples, 2, WARMUP, samples[-1][0] if samples else 0)
     plot(samples, out / "soak.png", WARMUP, faults)
     summary = {"minutes": MINUTES, "rate": RATE, "faults": faults, "rss_kb": rss, "fds": fds,
-               "p2m": p2m_t.__dict__, "m2p": m2p_t.__dict__, "failures": rig.failures}
+               "p2m": p2m_t.__dict__, "m2p": m2p_t.__dict__, "identity": {d: str(i) for d, i in identity.items()},
+               "observations": rig.observations, "failures": rig.failures}
     (out / "soak.json").write_text(json.dumps(summary, indent=1))
     print(json.dumps(summary, indent=1))
     ok = not rig.failures and rss["growth_pct"] is not None and rss["growth_pct"] < 10 and fds["growth_pct"] is not None and fds["growth_pct"] < 10

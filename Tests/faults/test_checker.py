@@ -7,7 +7,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from checker import Expectation, classify, parse_tag, recovery_time, summarize  # noqa: E402
+from checker import Expectation, classify, counter_identity, parse_samples, parse_tag, recovery_time, summarize  # noqa: E402
 
 
 def sent_at(seqs, rate=100.0):
@@ -100,3 +100,34 @@ def test_totals_add_up_over_streams():
     b = classify("b", sent_at(range(2)), arrived([1, 0]))
     t = summarize([a, b])
     assert (t.sent, t.delivered, t.lost, t.duplicates, t.reordered) == (6, 5, 1, 1, 1)
+
+
+SCRAPE = """# HELP pusher_mqtt_bridge_received_total x
+# TYPE pusher_mqtt_bridge_received_total counter
+pusher_mqtt_bridge_received_total{bridge="b",direction="pusher_to_mqtt"} 10
+pusher_mqtt_bridge_received_total{bridge="b",direction="mqtt_to_pusher"} 7
+pusher_mqtt_bridge_received_total{bridge="other",direction="mqtt_to_pusher"} 99
+pusher_mqtt_bridge_messages_total{bridge="b",rule="r1",direction="pusher_to_mqtt",outcome="delivered"} 6
+pusher_mqtt_bridge_messages_total{bridge="b",rule="r2",direction="pusher_to_mqtt",outcome="dropped"} 1
+pusher_mqtt_bridge_messages_total{bridge="b",rule="m",direction="mqtt_to_pusher",outcome="delivered"} 5
+pusher_mqtt_bridge_buffered_messages{bridge="b",direction="pusher_to_mqtt"} 3
+pusher_mqtt_bridge_buffered_messages{bridge="b",direction="mqtt_to_pusher"} 1
+pusher_mqtt_bridge_delivery_seconds_bucket{le="0.1"} 4
+"""
+
+
+def test_counter_identity_per_direction():
+    ids = counter_identity(SCRAPE, "b")
+    assert ids["pusher_to_mqtt"].holds and str(ids["pusher_to_mqtt"]) == "10 = 7 + 3"
+    # 7 received, 5 delivered + 1 buffered: one message unaccounted for.
+    assert not ids["mqtt_to_pusher"].holds and str(ids["mqtt_to_pusher"]) == "7 != 5 + 1"
+
+
+def test_counter_identity_of_an_unknown_bridge_is_all_zero():
+    ids = counter_identity(SCRAPE, "nope")
+    assert all(i.holds and i.received == 0 for i in ids.values())
+
+
+def test_parse_samples_skips_comments_and_garbage():
+    samples = parse_samples("# c\nfoo 1\nbar{a=\"x\"} 2.5\nbroken line here\n\nbaz{} NaNx\n")
+    assert samples == [("foo", {}, 1.0), ("bar", {"a": "x"}, 2.5)]

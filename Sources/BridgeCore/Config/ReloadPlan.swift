@@ -3,9 +3,11 @@
 public struct ReloadPlan: Sendable {
     /// Same settings: untouched, connections kept.
     public var unchanged: [String]
-    /// Only rules or presence mirrors changed: swapped in place, connections kept.
+    /// Only rules, presence mirrors or `[bridge.webhooks]` changed: swapped in place, connections kept.
     public var rulesChanged: [BridgeSettings] = []
-    /// Connection, reconnect or buffer settings changed: the bridge restarts.
+    /// Connection, reconnect or buffer settings changed, or the MQTT → Pusher overflow policy that
+    /// follows from the rules (no `overflow` key, and the rules now read a different QoS class;
+    /// docs/contract.md §7.6): the bridge restarts, so that its buffer takes the new policy.
     public var restarted: [BridgeSettings] = []
     /// New bridges, started.
     public var added: [BridgeSettings]
@@ -24,7 +26,8 @@ public struct ReloadPlan: Sendable {
         for name in diff.changed {
             guard let previous = old.bridge(named: name), let settings = new.bridge(named: name) else { continue }
             if previous.pusher == settings.pusher, previous.mqtt == settings.mqtt,
-                previous.reconnect == settings.reconnect, previous.buffer == settings.buffer
+                previous.reconnect == settings.reconnect, previous.buffer == settings.buffer,
+                previous.mqttToPusherOverflow == settings.mqttToPusherOverflow
             {
                 rulesChanged.append(settings)
             } else {

@@ -52,11 +52,20 @@ extension ChannelDiscovery {
     /// A poll of `rule` failed. `retryable` (network error, 5xx, 429): try again after the
     /// reconnect backoff for the number of failures in a row, `unitRandom` in [0, 1] choosing the
     /// jitter (``ReconnectPolicy/delay(attempt:unitRandom:)``). Otherwise (another 4xx) the next
-    /// poll waits one `discovery_interval`. Held channels are kept either way.
+    /// poll waits one `discovery_interval` — except the first refusal of `info=subscription_count`
+    /// (hosted Pusher refuses it unless subscription counting is enabled): the prefix is polled
+    /// again at once, without counts, and from then on. Held channels are kept either way.
     public mutating func pollFailed(rule name: String, retryable: Bool, now: Instant, unitRandom: Double = 0.5) -> [Action] {
         guard var state = states[name], state.pollStartedAt != nil else { return [] }
         state.pollStartedAt = nil
         state.pollAgain = false
+        if !retryable, !state.countsRefused, state.pollInfo == "subscription_count" {
+            state.countsRefused = true
+            state.failures = 0
+            state.nextPoll = now
+            states[name] = state
+            return [.countsRefused(rule: name)]
+        }
         if retryable {
             state.nextPoll = now.advanced(by: backoff.delay(attempt: state.failures, unitRandom: unitRandom))
             state.failures += 1

@@ -47,9 +47,12 @@ public struct ChannelDiscovery: Sendable {
 
     /// A command for the daemon.
     public enum Action: Sendable, Equatable {
-        /// Poll `GET /apps/ID/channels?filter_by_prefix=prefix&info=info`, then call
-        /// ``pollSucceeded(rule:channels:now:)`` or ``pollFailed(rule:retryable:now:unitRandom:)``.
+        /// Poll `GET /apps/ID/channels?filter_by_prefix=prefix&info=info` (no `info` when empty),
+        /// then call ``pollSucceeded(rule:channels:now:)`` or ``pollFailed(rule:retryable:now:unitRandom:)``.
         case poll(rule: String, prefix: String, info: String)
+        /// The server refused `info=subscription_count` for `rule`'s prefix: from now on it is
+        /// polled without counts (log it; channels are then left after `idle_timeout` without events).
+        case countsRefused(rule: String)
         /// Subscribe this channel (the first rule took it).
         case subscribe(String)
         /// Leave this channel (the last rule let it go).
@@ -75,6 +78,12 @@ public struct ChannelDiscovery: Sendable {
         var failures = 0
         /// A `channel_occupied` arrived while a poll was in flight: poll again right after.
         var pollAgain = false
+        /// The server refused `info=subscription_count` (hosted Pusher without subscription
+        /// counting): polls go without counts, and `idle_timeout` decides when to leave.
+        var countsRefused = false
+
+        /// The `info` of the next poll: empty once counts were refused.
+        var pollInfo: String { countsRefused ? "" : rule.pollInfo }
     }
 
     struct HeldChannel: Sendable {
@@ -224,6 +233,6 @@ public struct ChannelDiscovery: Sendable {
         state.pollStartedAt = now
         state.pollAgain = false
         states[name] = state
-        actions.append(.poll(rule: name, prefix: state.rule.prefix, info: state.rule.pollInfo))
+        actions.append(.poll(rule: name, prefix: state.rule.prefix, info: state.pollInfo))
     }
 }

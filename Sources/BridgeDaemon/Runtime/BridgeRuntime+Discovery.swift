@@ -71,9 +71,11 @@ extension BridgeRuntime {
             return
         }
         do {
-            let reply = try await rest.channels(prefix: poll.prefix, info: [poll.info])
-            let users = poll.info == "user_count"
-            let occupied = reply.map { OccupiedChannel($0.key, count: users ? $0.value.userCount : $0.value.subscriptionCount) }
+            let reply = try await rest.channels(prefix: poll.prefix, info: poll.info.isEmpty ? [] : [poll.info])
+            let occupied = reply.map { name, info in
+                OccupiedChannel(
+                    name, count: poll.info == "user_count" ? info.userCount : poll.info.isEmpty ? nil : info.subscriptionCount)
+            }
             let now = ContinuousClock.now
             performDiscovery(discovery.machine.withLock { $0.pollSucceeded(rule: poll.rule, channels: occupied, now: now) })
             if poll.rule.hasPrefix("presence:") {
@@ -177,6 +179,13 @@ extension BridgeRuntime {
             switch action {
             case .poll(let rule, let prefix, let info):
                 discovery.polls.continuation.yield(BridgeDiscovery.Poll(rule: rule, prefix: prefix, info: info))
+            case .countsRefused(let rule):
+                logger.warning(
+                    """
+                    channel discovery: the server refused info=subscription_count (subscription counting not enabled?); \
+                    polling without counts, channels are left after idle_timeout without events
+                    """,
+                    metadata: ["bridge.rule": "\(rule)"])
             case .subscribe(let channel):
                 // The client's own subscribe, as for configured channels (authorization,
                 // resubscription after reconnects); it ignores a channel it already has. Not

@@ -62,12 +62,23 @@ final class BridgeRuntime: Service, Sendable {
     let shapingWake = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     /// Channel discovery (docs/contract.md §7.1): BridgeRuntime+Discovery.swift.
     let discovery: BridgeDiscovery
+    /// Webhooks in (BridgeRuntime+Webhooks.swift): `nil` without `[bridge.webhooks]`.
+    let webhooks: Locked<WebhookReceiver<ContinuousClock.Instant>?>
+    /// Limits the log lines of refused webhook requests.
+    let webhookRefusalLog = Locked(RateLimitedLog<ContinuousClock.Instant>(perMinute: 10))
     /// Lanes for MQTT → Pusher delivery; a channel always maps to the same lane.
     static let laneCount = 8
 
     typealias Action = BridgeStateMachine<ContinuousClock.Instant>.Action
 
-    init(settings: BridgeSettings, daemon: DaemonSettings, metrics: BridgeMetrics, logger: Logger) throws {
+    /// - Parameter countsRecoveredAsReceived: true when this process starts the bridge for the first
+    ///   time: the messages recovered from its spools are then arrivals of this process in
+    ///   `received_total` (docs/contract.md §7.6), so that the counters balance after a restart.
+    ///   False when a reload restarts a running bridge: its buffer was counted already.
+    init(
+        settings: BridgeSettings, daemon: DaemonSettings, metrics: BridgeMetrics, logger: Logger,
+        countsRecoveredAsReceived: Bool = true
+    ) throws {
         name = settings.name
         connection = settings
         self.daemon = daemon
@@ -89,9 +100,14 @@ final class BridgeRuntime: Service, Sendable {
             spoolDirectory: spool(.mqttToPusher), logger: logger)
         machine = Locked(BridgeStateMachine(settings: settings))
         discovery = BridgeDiscovery(settings: settings)
+        webhooks = Locked(WebhookReceiver(settings: settings))
         metrics.registerZeroSeries(for: settings)
         receivedToMQTT = metrics.received(bridge: settings.name, direction: .pusherToMQTT)
         receivedToPusher = metrics.received(bridge: settings.name, direction: .mqttToPusher)
+        if countsRecoveredAsReceived {
+            receivedToMQTT.increment(by: toMQTT.pending)
+            receivedToPusher.increment(by: toPusher.pending)
+        }
     }
 
     // MARK: Status
@@ -186,14 +202,16 @@ final class BridgeRuntime: Service, Sendable {
         finished.continuation.finish()
     }
 
-    /// Replaces rules and presence mirrors without touching the connections (SIGHUP with only
-    /// `[[bridge.rule]]` / `[[bridge.presence]]` changes), channel discovery included.
+    /// Replaces rules, presence mirrors and `[bridge.webhooks]` without touching the connections
+    /// (SIGHUP with only `[[bridge.rule]]` / `[[bridge.presence]]` / `[bridge.webhooks]` changes),
+    /// channel discovery included.
     func applyRules(_ settings: BridgeSettings) {
         let receivedAt = UTCTimestamp.now().millisecondsSince1970
         let now = ContinuousClock.now
         metrics.registerZeroSeries(for: settings)
         execute(machine.withLock { $0.rulesReplaced(by: settings, receivedAtMillis: receivedAt, now: now) })
         applyDiscoveryRules(settings)
+        webhookSettingsChanged(settings)
     }
 
     // MARK: Carrying out the machine's actions

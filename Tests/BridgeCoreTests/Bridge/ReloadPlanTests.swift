@@ -42,4 +42,31 @@ import Testing
         #expect(plan.added.map(\.name) == ["new"])
         #expect(plan.removed == ["gone"])
     }
+
+    static func mqttRule(qos: Int, overflow: String? = nil) -> String {
+        let signed = Self.bridge("b").replacingOccurrences(of: "key = \"k\"", with: "key = \"k\"\napp_id = \"1\"\nsecret = \"s\"")
+        let buffer = overflow.map { "[bridge.buffer]\noverflow = \"\($0)\"\n" } ?? ""
+        return signed + buffer
+            + "[[bridge.rule]]\nname = \"m\"\nfrom = \"mqtt\"\ntopic = \"in/+\"\nchannel = \"c-{1}\"\nevent = \"e\"\nqos = \(qos)\n"
+    }
+
+    /// docs/contract.md §7.6: without an `overflow` key the MQTT → Pusher policy follows the rules'
+    /// QoS, so a rules-only edit that moves it (QoS 0 → 1: drop-oldest → backpressure) must restart
+    /// the bridge, or its buffer would keep the old policy.
+    @Test func aRuleChangeThatMovesTheDefaultOverflowPolicyRestartsTheBridge() throws {
+        let qos0 = try Self.config(Self.mqttRule(qos: 0))
+        let qos1 = try Self.config(Self.mqttRule(qos: 1))
+        #expect(qos0.bridges[0].mqttToPusherOverflow == .dropOldest)
+        #expect(qos1.bridges[0].mqttToPusherOverflow == .backpressure)
+        let up = ReloadPlan(old: qos0, new: qos1)
+        #expect(up.restarted.map(\.name) == ["b"])
+        #expect(up.rulesChanged.isEmpty)
+        #expect(ReloadPlan(old: qos1, new: qos0).restarted.map(\.name) == ["b"])
+        // With the policy set in the file, the same edit keeps the connections.
+        let set0 = try Self.config(Self.mqttRule(qos: 0, overflow: "drop-newest"))
+        let set1 = try Self.config(Self.mqttRule(qos: 1, overflow: "drop-newest"))
+        let kept = ReloadPlan(old: set0, new: set1)
+        #expect(kept.rulesChanged.map(\.name) == ["b"])
+        #expect(kept.restarted.isEmpty)
+    }
 }

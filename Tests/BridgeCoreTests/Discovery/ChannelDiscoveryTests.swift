@@ -187,15 +187,38 @@ import Testing
         _ = machine.pollSucceeded(rule: "devices", channels: Self.occupied(["private-device-1"]), now: now)
         #expect(machine.pollFailures(rule: "devices") == 0)
         #expect(machine.nextDeadline == now + .seconds(30))
-        // A refusal (4xx) is not retried sooner than the interval.
+        // A refusal (4xx) is not retried sooner than the interval (the first one of
+        // info=subscription_count is: without counts, aRefusedSubscriptionCountFallsBackToPollingWithoutCounts).
         _ = machine.deadlineReached(now: now + .seconds(30))
-        _ = machine.pollFailed(rule: "devices", retryable: false, now: now + .seconds(30))
+        #expect(machine.pollFailed(rule: "devices", retryable: false, now: now + .seconds(30)) == [.countsRefused(rule: "devices")])
+        _ = machine.deadlineReached(now: now + .seconds(30))
+        #expect(machine.pollFailed(rule: "devices", retryable: false, now: now + .seconds(30)).isEmpty)
         #expect(machine.nextDeadline == now + .seconds(60))
         // Jitter comes from the caller.
         var jittered = ChannelDiscovery(rules: [Self.devices], backoff: ReconnectPolicy(initialDelay: .seconds(10), jitter: 0.2))
         _ = jittered.started(now: t0)
         _ = jittered.pollFailed(rule: "devices", retryable: true, now: t0, unitRandom: 1)
         #expect(jittered.nextDeadline == t0 + .seconds(12))
+    }
+
+    @Test func aRefusedSubscriptionCountFallsBackToPollingWithoutCounts() {
+        var machine = Self.machine([Self.devices, Self.rooms])
+        _ = machine.started(now: t0)
+        // A 4xx for info=subscription_count: at once again, without info.
+        #expect(machine.pollFailed(rule: "devices", retryable: false, now: t0 + .seconds(1)) == [.countsRefused(rule: "devices")])
+        #expect(machine.nextDeadline == t0 + .seconds(1))
+        #expect(machine.deadlineReached(now: t0 + .seconds(1)) == [.poll(rule: "devices", prefix: "private-device-", info: "")])
+        _ = machine.pollSucceeded(rule: "devices", channels: [OccupiedChannel("private-device-1")], now: t0 + .seconds(2))
+        #expect(machine.holds("private-device-1"))
+        // Later refusals wait the interval, and stay without counts.
+        _ = machine.deadlineReached(now: t0 + .seconds(32))
+        #expect(machine.pollFailed(rule: "devices", retryable: false, now: t0 + .seconds(32)).isEmpty)
+        #expect(machine.deadlineReached(now: t0 + .seconds(62)) == [.poll(rule: "devices", prefix: "private-device-", info: "")])
+        // user_count is never given up: a refusal there waits the interval.
+        #expect(machine.pollFailed(rule: Self.rooms.name, retryable: false, now: t0 + .seconds(1)).isEmpty)
+        #expect(
+            machine.deadlineReached(now: t0 + .seconds(11)).contains(
+                .poll(rule: Self.rooms.name, prefix: "presence-room-", info: "user_count")))
     }
 
     @Test func answersForNoPollInFlightAreIgnored() {
