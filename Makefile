@@ -156,3 +156,10 @@ lint:
 
 clean:
 	rm -rf .build
+
+# Channel discovery at 10,000 channels (docs/contract.md §7.1): occupied → held latency, subscribe
+# rate, RSS per held channel, time to leave, against the same channels as static rules ->
+# Benchmarks/results/fleet/. RUNS=3, CHANNELS=10000, INTERVAL=5s, QUICK=1 (smoke check).
+.PHONY: bench-fleet
+bench-fleet:
+	scripts/bench-fleet.sh

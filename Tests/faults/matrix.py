@@ -30,6 +30,7 @@ from typing import Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from checker import Expectation  # noqa: E402
+import fleet_rows  # noqa: E402
 import rig as rig_module  # noqa: E402
 from rig import EXTRA_RULE, Rig, judge_direction  # noqa: E402
 from webhook_rows import webhook_outage_row  # noqa: E402
@@ -376,6 +377,7 @@ def rows() -> list[Row]:
                             "after it is back is published: 0 lost, in order"),
             Expectation(0, why="no MQTT -> Pusher traffic in this row (not judged)"),
             not_injected, custom=webhook_outage_row),
+        fleet_rows.discovery_api_failures(sys.modules[__name__]),
     ]
 
 

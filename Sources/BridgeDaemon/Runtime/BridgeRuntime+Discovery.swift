@@ -101,6 +101,12 @@ extension BridgeRuntime {
                 discovery.machine.withLock {
                     $0.pollFailed(rule: poll.rule, retryable: error.isRetryable, now: now, unitRandom: unitRandom)
                 })
+            // The timer may sleep up to a second before it sees the retry's deadline; the first
+            // backoff delays are shorter (200 ms, 400 ms, … docs/contract.md §7.1 "failed poll").
+            guard let retryAt = discovery.machine.withLock({ $0.nextDeadline }) else { return }
+            do { try await Task.sleep(until: retryAt, tolerance: .milliseconds(5)) } catch { return }
+            let due = ContinuousClock.now
+            performDiscovery(discovery.machine.withLock { $0.deadlineReached(now: due) })
         }
     }
 
