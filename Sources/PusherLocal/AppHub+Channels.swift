@@ -83,7 +83,7 @@ extension AppHub {
             return refuse(id, "Presence channel \(channel) is full (\(PusherLimits.presenceMembers) members)", code: nil)
         }
         if record.subscribers.isEmpty {
-            actions.append(.webhook(WebhookEvent(name: "channel_occupied", channel: channel)))
+            actions.append(.webhook(PusherWebhookEvent(name: "channel_occupied", channel: channel)))
         }
         let others = Array(record.subscribers)
         record.subscribers.insert(id)
@@ -105,7 +105,7 @@ extension AppHub {
                             ServerFrame.channelEvent(event: "pusher_internal:member_added", channel: channel, data: added),
                             to: others.sorted()))
                 }
-                actions.append(.webhook(WebhookEvent(name: "member_added", channel: channel, userID: presenceUser.id)))
+                actions.append(.webhook(PusherWebhookEvent(name: "member_added", channel: channel, userID: presenceUser.id)))
             }
             succeeded = Self.presenceData(record)
         }
@@ -120,7 +120,7 @@ extension AppHub {
                 counters.framesDelivered += 1
             } else {
                 actions.append(.send(id, ServerFrame.cacheMiss(channel: channel)))
-                actions.append(.webhook(WebhookEvent(name: "cache_miss", channel: channel)))
+                actions.append(.webhook(PusherWebhookEvent(name: "cache_miss", channel: channel)))
             }
         }
         return actions
@@ -191,13 +191,13 @@ extension AppHub {
                             ServerFrame.channelEvent(event: "pusher_internal:member_removed", channel: channel, data: removed),
                             to: record.subscribers.sorted()))
                 }
-                actions.append(.webhook(WebhookEvent(name: "member_removed", channel: channel, userID: userID)))
+                actions.append(.webhook(PusherWebhookEvent(name: "member_removed", channel: channel, userID: userID)))
             }
         }
         actions += subscriptionCountChanged(channel, subscribers: record.subscribers)
         if record.subscribers.isEmpty {
             channels[channel] = nil
-            actions.append(.webhook(WebhookEvent(name: "channel_vacated", channel: channel)))
+            actions.append(.webhook(PusherWebhookEvent(name: "channel_vacated", channel: channel)))
         } else {
             channels[channel] = record
         }
@@ -217,7 +217,7 @@ extension AppHub {
                     ServerFrame.channelEvent(event: "pusher_internal:subscription_count", channel: channel, data: data),
                     to: subscribers.sorted()))
         }
-        actions.append(.webhook(WebhookEvent(name: "subscription_count", channel: channel, subscriptionCount: subscribers.count)))
+        actions.append(.webhook(PusherWebhookEvent(name: "subscription_count", channel: channel, subscriptionCount: subscribers.count)))
         return actions
     }
 
@@ -279,7 +279,7 @@ extension AppHub {
         }
         actions.append(
             .webhook(
-                WebhookEvent(
+                PusherWebhookEvent(
                     name: "client_event", channel: channel, userID: userID, event: event, data: data, socketID: connection.socketID)))
         return actions
     }

@@ -8,39 +8,9 @@ public struct ConnectionID: Hashable, Sendable, Comparable, CustomStringConverti
     public var description: String { "#\(rawValue)" }
 }
 
-/// A webhook event (docs/pusher-protocol.md §2, "Webhooks"); the I/O owner batches, stamps `time_ms`,
-/// signs and posts it.
-public struct WebhookEvent: Sendable, Equatable {
-    /// `channel_occupied`, `channel_vacated`, `member_added`, `member_removed`, `client_event`,
-    /// `cache_miss`, `subscription_count`.
-    public var name: String
-    /// The channel it is about.
-    public var channel: String
-    /// `member_added`, `member_removed`, and `client_event` on presence channels: the user.
-    public var userID: String?
-    /// `client_event`: the event name.
-    public var event: String?
-    /// `client_event`: the event's data.
-    public var data: String?
-    /// `client_event`: the sender's socket id.
-    public var socketID: String?
-    /// `subscription_count`: the channel's connections now.
-    public var subscriptionCount: Int?
-
-    /// An event from its parts.
-    public init(
-        name: String, channel: String, userID: String? = nil, event: String? = nil, data: String? = nil, socketID: String? = nil,
-        subscriptionCount: Int? = nil
-    ) {
-        self.name = name
-        self.channel = channel
-        self.userID = userID
-        self.event = event
-        self.data = data
-        self.socketID = socketID
-        self.subscriptionCount = subscriptionCount
-    }
-
+/// A webhook event as pusher-local posts it (docs/pusher-protocol.md §2, "Webhooks"); the I/O
+/// owner batches, stamps `time_ms`, signs and posts it.
+extension PusherWebhookEvent {
     /// The event as a JSON object, in the field names Pusher uses.
     var json: String {
         var out = "{\"name\":" + jsonQuoted(name) + ",\"channel\":" + jsonQuoted(channel)
@@ -63,7 +33,7 @@ public enum HubAction: Sendable, Equatable {
     /// Close one connection with a WebSocket close code (docs/pusher-protocol.md §1, "Close codes").
     case close(ConnectionID, code: UInt16, reason: String)
     /// Post a webhook event.
-    case webhook(WebhookEvent)
+    case webhook(PusherWebhookEvent)
 }
 
 /// An HTTP API failure: status and a plain-text body (docs/pusher-protocol.md §2, "Statuses").

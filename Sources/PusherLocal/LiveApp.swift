@@ -81,7 +81,7 @@ final class LiveApp: Sendable {
         case one(Outbox, String)
         case many([Outbox], String)
         case close(Outbox, code: UInt16, reason: String)
-        case webhook(WebhookEvent)
+        case webhook(PusherWebhookEvent)
     }
 
     /// Runs `decide` on the hub under the lock, then carries out its actions without the lock.

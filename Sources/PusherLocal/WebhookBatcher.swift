@@ -1,3 +1,5 @@
+import PusherProtocol
+
 /// How webhooks are batched and retried (`--webhook-batch-size`, `--webhook-batch-ms`,
 /// `--webhook-retry-initial-ms`, `--webhook-retry-cap-ms`, `--webhook-retry-max`).
 public struct WebhookSettings: Sendable, Equatable {
@@ -77,16 +79,16 @@ public struct WebhookBatcher: Sendable {
     /// What the I/O owner must do.
     public enum Action: Sendable, Equatable {
         /// Post these events as one request (a first attempt or a retry), then report the outcome.
-        case post([WebhookEvent])
+        case post([PusherWebhookEvent])
         /// This request failed until the retry limit and is dropped (log it).
-        case gaveUp([WebhookEvent], attempts: Int)
+        case gaveUp([PusherWebhookEvent], attempts: Int)
         /// The queue was full; this many new events were dropped (log it).
         case dropped(Int)
     }
 
     /// A request that has been attempted at least once.
     struct Request {
-        var events: [WebhookEvent]
+        var events: [PusherWebhookEvent]
         var firstAttempt: ContinuousClock.Instant
         var attempts: Int
         var retryAt: ContinuousClock.Instant?
@@ -99,7 +101,7 @@ public struct WebhookBatcher: Sendable {
     /// Whether the server is shutting down: waiting events go out at once and failures are final.
     public private(set) var draining = false
 
-    var waiting: [(event: WebhookEvent, since: ContinuousClock.Instant)] = []
+    var waiting: [(event: PusherWebhookEvent, since: ContinuousClock.Instant)] = []
     var current: Request?
     var inFlight = false
 
@@ -124,7 +126,7 @@ public struct WebhookBatcher: Sendable {
     }
 
     /// The hub produced an event for this app.
-    public mutating func eventQueued(_ event: WebhookEvent, now: ContinuousClock.Instant) -> [Action] {
+    public mutating func eventQueued(_ event: PusherWebhookEvent, now: ContinuousClock.Instant) -> [Action] {
         if backlog >= settings.maxQueuedEvents {
             counters.eventsDropped += 1
             return [.dropped(1)]

@@ -14,7 +14,7 @@ import struct Foundation.Date
 final class WebhookSender: Sendable {
     /// What the sender's task reacts to.
     enum Input: Sendable {
-        case event(appID: String, WebhookEvent)
+        case event(appID: String, PusherWebhookEvent)
         case timer(appID: String)
         case posted(appID: String, succeeded: Bool)
         case shutdown
@@ -37,7 +37,7 @@ final class WebhookSender: Sendable {
     }
 
     /// Queues one event.
-    func post(_ event: WebhookEvent, app: PusherLocalApp) {
+    func post(_ event: PusherWebhookEvent, app: PusherLocalApp) {
         continuation.yield(.event(appID: app.id, event))
     }
 
@@ -50,7 +50,7 @@ final class WebhookSender: Sendable {
     func finish() { continuation.yield(.shutdown) }
 
     /// The signed body and headers of one webhook request.
-    static func request(events: [WebhookEvent], app: PusherLocalApp, timeMillis: Int64) -> (body: String, signature: String) {
+    static func request(events: [PusherWebhookEvent], app: PusherLocalApp, timeMillis: Int64) -> (body: String, signature: String) {
         let body = "{\"time_ms\":" + String(timeMillis) + ",\"events\":[" + events.map(\.json).joined(separator: ",") + "]}"
         return (body, hmacSHA256Hex(secret: app.secret, message: body))
     }
@@ -138,7 +138,7 @@ final class WebhookSender: Sendable {
     }
 
     /// One attempt: true when the receiver answered 2xx.
-    private func send(_ events: [WebhookEvent], app: PusherLocalApp) async -> Bool {
+    private func send(_ events: [PusherWebhookEvent], app: PusherLocalApp) async -> Bool {
         let millis = Int64(Date().timeIntervalSince1970 * 1000)
         let (body, signature) = Self.request(events: events, app: app, timeMillis: millis)
         var request = HTTPClientRequest(url: url)

@@ -46,7 +46,7 @@ struct ParsingTests {
 
     @Test func webhookBodyIsSignedWithTheSecret() {
         let (body, signature) = WebhookSender.request(
-            events: [WebhookEvent(name: "channel_occupied", channel: "c")],
+            events: [PusherWebhookEvent(name: "channel_occupied", channel: "c")],
             app: .demo,
             timeMillis: 123
         )

@@ -40,7 +40,7 @@ struct SubscriptionCountTests {
         return out
     }
 
-    func countWebhooks(_ actions: [HubAction]) -> [WebhookEvent] {
+    func countWebhooks(_ actions: [HubAction]) -> [PusherWebhookEvent] {
         actions.compactMap { if case .webhook(let event) = $0, event.name == "subscription_count" { event } else { nil } }
     }
 
@@ -67,7 +67,7 @@ struct SubscriptionCountTests {
         #expect(counts(left) == [a: [2], c: [2]])
         let gone = hub.disconnected(c)
         #expect(counts(gone) == [a: [1]])
-        #expect(countWebhooks(gone) == [WebhookEvent(name: "subscription_count", channel: "private-device-1", subscriptionCount: 1)])
+        #expect(countWebhooks(gone) == [PusherWebhookEvent(name: "subscription_count", channel: "private-device-1", subscriptionCount: 1)])
     }
 
     @Test func theLastLeaverProducesAZeroCountWebhookBeforeChannelVacated() {
@@ -81,7 +81,7 @@ struct SubscriptionCountTests {
     }
 
     @Test func webhookJSONCarriesTheCount() {
-        let event = WebhookEvent(name: "subscription_count", channel: "c", subscriptionCount: 3)
+        let event = PusherWebhookEvent(name: "subscription_count", channel: "c", subscriptionCount: 3)
         #expect(event.json == "{\"name\":\"subscription_count\",\"channel\":\"c\",\"subscription_count\":3}")
     }
 

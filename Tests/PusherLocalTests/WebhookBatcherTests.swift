@@ -1,3 +1,4 @@
+import PusherProtocol
 import Testing
 
 @testable import PusherLocal
@@ -7,7 +8,7 @@ import Testing
 struct WebhookBatcherTests {
     let t0 = ContinuousClock.now
 
-    func event(_ n: Int) -> WebhookEvent { WebhookEvent(name: "channel_occupied", channel: "c\(n)") }
+    func event(_ n: Int) -> PusherWebhookEvent { PusherWebhookEvent(name: "channel_occupied", channel: "c\(n)") }
 
     func posted(_ actions: [WebhookBatcher.Action]) -> [[String]] {
         actions.compactMap { if case .post(let events) = $0 { events.map(\.channel) } else { nil } }

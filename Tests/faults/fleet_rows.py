@@ -22,6 +22,7 @@ import sys
 import time
 import traceback
 import types
+import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -30,7 +31,7 @@ sys.path.insert(0, str(HERE.parent / "e2e"))
 
 import paho.mqtt.client as mqtt  # noqa: E402
 
-from checker import Expectation  # noqa: E402
+from checker import Expectation, counter_identity  # noqa: E402
 from conftest import bridge_config  # noqa: E402
 from harness import Bridge, Mosquitto, PusherLocal, free_port, wait_until  # noqa: E402
 from proxy import HTTPFaultProxy  # noqa: E402
@@ -125,6 +126,23 @@ def backoff_misses(times: list[float]) -> tuple[list[str], list[float]]:
     if len(head) == 3 and not (head[0] < head[2]):
         misses.append(f"the first retries do not back off: gaps {gaps}")
     return misses, gaps
+
+
+def settled_identity(metrics_port: int, settle: float = 10.0) -> dict:
+    """docs/contract.md §7.6 once the traffic stopped: the scrape repeated until two agree."""
+    deadline, previous = time.monotonic() + settle, None
+    while True:
+        time.sleep(1.2)
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as r:
+                text = r.read().decode()
+        except OSError:
+            text = ""
+        current = counter_identity(text, "faults")
+        key = {d: str(i) for d, i in current.items()}
+        if (key == previous and all(i.holds for i in current.values())) or time.monotonic() > deadline:
+            return current
+        previous = key
 
 
 def discovery_api_failures(matrix: types.ModuleType):
@@ -234,6 +252,9 @@ def run(matrix: types.ModuleType, row, base: Path):
         totals, recovery, misses, _ = matrix.judge_direction(sender.sent.snapshot(), receiver.received.snapshot(), row.p2m,
                                                              [fault_end])
         observed = {"p2m": matrix.fmt_dir(totals, recovery), "sender_errors": {"p2m": sender.errors}}
+        identity = settled_identity(metrics_port)
+        observed["identity"] = {d: str(i) for d, i in identity.items()}
+        failures += [f"counters do not balance for {d}: received {i}" for d, i in identity.items() if not i.holds]
         failures = [f"P->M {m}" for m in misses] + failures
     except Exception as e:  # a row that cannot run is a MISS with the reason, never a crash of the matrix
         failures.append(f"row error: {e!r}")

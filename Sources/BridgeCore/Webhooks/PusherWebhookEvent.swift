@@ -1,36 +1,6 @@
 import PusherProtocol
 
-/// One event of a webhook request (docs/pusher-protocol.md §2, "Webhooks"), as Pusher names its fields.
-public struct PusherWebhookEvent: Sendable, Equatable {
-    /// `name`: one of ``PusherWebhookKind``'s raw values, or a name this version does not know.
-    public var name: String
-    /// `channel`.
-    public var channel: String
-    /// `user_id` (`member_added`, `member_removed`, and `client_event` on presence channels).
-    public var userID: String?
-    /// `event`: the client event's name (`client_event`).
-    public var event: String?
-    /// `data`: the client event's data (`client_event`), a string; another JSON value is kept as its text.
-    public var data: String?
-    /// `socket_id`: the sender of a client event.
-    public var socketID: String?
-    /// `subscription_count` (`subscription_count`).
-    public var subscriptionCount: Int?
-
-    /// An event from its parts.
-    public init(
-        name: String, channel: String, userID: String? = nil, event: String? = nil, data: String? = nil, socketID: String? = nil,
-        subscriptionCount: Int? = nil
-    ) {
-        self.name = name
-        self.channel = channel
-        self.userID = userID
-        self.event = event
-        self.data = data
-        self.socketID = socketID
-        self.subscriptionCount = subscriptionCount
-    }
-
+extension PusherWebhookEvent {
     /// The kind, or `nil` for a name this version does not know (counted and skipped, docs/contract.md §7.2).
     public var kind: PusherWebhookKind? { PusherWebhookKind(rawValue: name) }
 }

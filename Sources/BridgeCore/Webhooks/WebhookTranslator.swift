@@ -1,4 +1,5 @@
 import MQTTVocabulary
+import PusherProtocol
 
 /// What became of one event of an accepted webhook request, besides its publishes.
 public enum WebhookEventOutcome: String, Sendable, Equatable, CaseIterable {

@@ -1,5 +1,6 @@
 import BridgeCore
 import Logging
+import PusherProtocol
 
 /// What became of a request under the receiver's lock.
 private enum WebhookHandling {

@@ -1,4 +1,5 @@
 import MQTTVocabulary
+import PusherProtocol
 import Testing
 
 @testable import BridgeCore
