@@ -168,6 +168,7 @@ def config(pusher: PusherLocal, broker: Mosquitto, workdir: Path, metrics_port: 
 [daemon]
 log_level = "info"
 metrics = "127.0.0.1:{metrics_port}"
+webhooks = "127.0.0.1:{free_port()}"
 state_dir = "{workdir / 'state'}"
 shutdown_grace = "2s"
 
@@ -213,6 +214,18 @@ channel = "sensor-{{1}}"
 event = "reading"
 qos = 1
 payload = "data"
+
+# Discovery, throttle and webhooks (docs/contract.md §7.1–7.3): their families are on the dashboard.
+[[bridge.rule]]
+name = "devices"
+from = "pusher"
+channel_prefix = "device-"
+topic = "prom/devices/{{suffix}}/{{event}}"
+discovery_interval = "5s"
+throttle = "1s"
+
+[bridge.webhooks]
+topic_prefix = "prom/webhooks"
 """
 
 
