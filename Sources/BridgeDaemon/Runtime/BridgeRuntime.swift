@@ -252,8 +252,10 @@ final class BridgeRuntime: Service, Sendable {
             metrics.connectionUp(bridge: name, side: side).record(up ? 1 : 0)
             if reconnected { metrics.reconnects(bridge: name, side: side).increment() }
         case .subscribeChannel(let channel):
-            // The Pusher client takes subscriptions at any time and sends them once connected.
-            if !pusher.channelNames.contains(channel) { _ = pusher.subscribe(channel) }
+            // The Pusher client takes subscriptions at any time and sends them once connected; a
+            // channel asked for already is left as it is (no list copy per channel: 10,000
+            // configured channels made that quadratic).
+            _ = pusher.subscribe(channel)
         case .unsubscribeChannel(let channel):
             pusher.unsubscribe(channel)
         case .publishStatus, .subscribeTopicFilter, .unsubscribeTopicFilter:
