@@ -4,8 +4,8 @@ import Testing
 
 @testable import PusherChannels
 
-/// The secretbox and encrypted-channel vectors of `shared/test-vectors/pusher-signatures.json`
-/// (kept as `Tests/Fixtures/pusher-signatures.json`).
+/// The secretbox and encrypted-channel vectors of Pusher's official signature test vectors,
+/// `Tests/Fixtures/pusher-signatures.json`.
 struct CryptoVectors: Decodable {
     struct ChannelAuth: Decodable {
         let key: String, secret: String, socket_id: String, channel: String, auth: String

@@ -3,7 +3,7 @@ import Foundation
 import PusherProtocol
 import Testing
 
-/// Every vector of `shared/test-vectors/pusher-signatures.json` (kept as `Tests/Fixtures/pusher-signatures.json`).
+/// Every vector of Pusher's official signature test vectors, `Tests/Fixtures/pusher-signatures.json`.
 struct Vectors: Decodable {
     struct HTTP: Decodable {
         let key: String, secret: String, method: String, path: String, timestamp: Int
@@ -36,13 +36,6 @@ struct Vectors: Decodable {
 }
 
 @Suite struct SignatureVectorTests {
-    @Test func fixtureMatchesSharedCopyWhenPresent() throws {
-        let shared = Vectors.fixtureURL().deletingLastPathComponent()
-            .appendingPathComponent("../../../shared/test-vectors/pusher-signatures.json").standardized
-        guard FileManager.default.fileExists(atPath: shared.path) else { return }
-        #expect(try Data(contentsOf: shared) == Data(contentsOf: Vectors.fixtureURL()))
-    }
-
     @Test func httpAPIVectors() throws {
         let vectors = try Vectors.load().http_api
         #expect(vectors.count == 3)
