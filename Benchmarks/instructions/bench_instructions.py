@@ -158,8 +158,9 @@ class Cell:
                "ratio": round(bridge_ir / broker_ir, 3)}
         print(f"  {self.direction} QoS {self.qos} #{self.repeat}: bridge {row['bridge_ir_per_message']:,} Ir/msg, "
               f"mosquitto {row['mosquitto_ir_per_message']:,} Ir/msg, ratio {row['ratio']:.2f} ({seconds:.0f} s)", flush=True)
-        for f in list(self.dir.glob("*.callgrind*")):
-            f.unlink(missing_ok=True)
+        if not self.args.keep:
+            for f in list(self.dir.glob("*.callgrind*")):
+                f.unlink(missing_ok=True)
         return row
 
     def probe(self, broker, bridge):
@@ -259,6 +260,7 @@ def main() -> int:
     parser.add_argument("--idle", type=float, default=5.0, help="receiver: stop this long after the last message")
     parser.add_argument("--idle-window", type=float, default=10.0, help="seconds of no traffic measured first, subtracted pro rata")
     parser.add_argument("--timeout", type=float, default=600.0, help="receiver: stop after this long in all")
+    parser.add_argument("--keep", action="store_true", help="keep the callgrind files (for callgrind_annotate)")
     parser.add_argument("--out", default=str(REPO / "Benchmarks" / "results" / "instructions"))
     args = parser.parse_args()
     for tool in ("valgrind", "callgrind_control"):
