@@ -283,8 +283,10 @@ struct ConnectionHandler: Sendable {
     /// Hosted Pusher also sends `pusher:error` before closing. The pause matters: a close frame
     /// (and the TCP half-close swift-websocket does right after it) arriving together with the
     /// 101 response is lost by swift-websocket's `WebSocketClient`, which then waits forever
-    /// (seen here with WSClient 1.6.2, about one connection in five).
-    static let refusalPause: Duration = .milliseconds(100)
+    /// (seen here with WSClient 1.6.2, about one connection in five). 100 ms was not always
+    /// enough on a loaded machine (load ~8: the client read all three at once, a CI rehearsal
+    /// failed `refusedConnectionsAreReported`); 300 ms costs nothing in a development server.
+    static let refusalPause: Duration = .milliseconds(300)
 
     /// Refuses a just-upgraded connection: `pusher:error` with the code, a short pause, then
     /// the close frame with the same code (docs/pusher-protocol.md §1, "Close codes").
