@@ -60,7 +60,8 @@ faults:
 	PUSHER_LOCAL_BIN="$(BIN_DIR)/pusher-local" BRIDGE_BIN="$(BIN_DIR)/pusher-mqtt-bridge" FAULTS="$(FAULTS)" \
 	  .venv/bin/python Tests/faults/matrix.py
 
-# 30 min (SOAK_MINUTES) of traffic both ways with a fault every few minutes; RSS/fd growth < 10 %.
+# 30 min (SOAK_MINUTES) of traffic both ways with a fault every few minutes (seven kinds, a full
+# disk among them: needs root for its tmpfs state_dir); RSS/fd growth < 10 %, counters balance.
 soak:
 	@scripts/setup.sh
 	$(SWIFT) build $(BUILD_FLAGS)
