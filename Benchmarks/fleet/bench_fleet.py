@@ -52,6 +52,7 @@ import websocket  # noqa: E402  (websocket-client)
 
 from conftest import bridge_config  # noqa: E402
 from harness import Bridge, Mosquitto, PusherLocal, free_port, wait_until  # noqa: E402
+from test_fleet import fleet_rule  # noqa: E402  (the e2e test's rule: one definition of the fleet)
 
 PREFIX = "private-device-"
 PER_CONNECTION = 500
@@ -216,20 +217,6 @@ def daemon_config(pusher, broker, workdir: Path, rules: str, metrics_port: int) 
             .replace('pong_timeout = "1s"', 'pong_timeout = "10s"'))
 
 
-def discovery_rule(n: int, interval: str) -> str:
-    return f"""
-[[bridge.rule]]
-name = "devices"
-from = "pusher"
-channel_prefix = "{PREFIX}"
-events = ["reading"]
-topic = "fleet/{{suffix}}/{{event}}"
-qos = 1
-discovery_interval = "{interval}"
-max_channels = {n}
-"""
-
-
 def static_rules(n: int) -> str:
     return "".join(f'\n[[bridge.rule]]\nname = "d{i:05d}"\nfrom = "pusher"\nchannel = "{device(i)}"\n'
                    f'events = ["reading"]\ntopic = "fleet/{i:05d}/{{event}}"\nqos = 1\n' for i in range(n))
@@ -248,7 +235,7 @@ def start_daemon(workdir: Path, config: str, name: str) -> tuple[Bridge, int]:
 def run_discovery(pusher, broker, workdir: Path, n: int, interval: str, interval_s: float, index: int) -> dict:
     wd = workdir / f"d{index}"
     wd.mkdir()
-    bridge, metrics_port = start_daemon(wd, daemon_config(pusher, broker, wd, discovery_rule(n, interval), free_port()),
+    bridge, metrics_port = start_daemon(wd, daemon_config(pusher, broker, wd, fleet_rule(max_channels=n, interval=interval), free_port()),
                                         f"discovery-{index}")
     subscriber = None
     watch = None
