@@ -99,10 +99,13 @@ public struct BridgeSettings: Sendable, Equatable {
     public var rules: [BridgeRule]
     /// `[[bridge.presence]]`, in file order.
     public var presence: [PresenceMirrorRule]
+    /// `[bridge.cluster]` (docs/contract.md §7.4); nil when this daemon runs the bridge alone.
+    public var cluster: ClusterSettings?
 
     public init(
         name: String, pusher: PusherSettings, mqtt: MQTTSettings, reconnect: ReconnectPolicy = .default,
-        buffer: BufferSettings = BufferSettings(), rules: [BridgeRule] = [], presence: [PresenceMirrorRule] = []
+        buffer: BufferSettings = BufferSettings(), rules: [BridgeRule] = [], presence: [PresenceMirrorRule] = [],
+        cluster: ClusterSettings? = nil
     ) {
         self.name = name
         self.pusher = pusher
@@ -111,6 +114,7 @@ public struct BridgeSettings: Sendable, Equatable {
         self.buffer = buffer
         self.rules = rules
         self.presence = presence
+        self.cluster = cluster
     }
 
     /// The Pusher → MQTT rules, in file order.
