@@ -76,6 +76,8 @@ extension ClusterMembership {
                 member.liveSince = nil
                 member.settledAt = nil
                 member.awaitingSettle = false
+                // What it reported holding is no news of a later life: it must report again.
+                member.held = nil
                 actions.append(.report(member.record == nil ? .memberLeft(instance: name) : .memberTimedOut(instance: name)))
                 died.append(name)
             } else if member.awaitingSettle, let settledAt = member.settledAt, settledAt <= now {
@@ -98,7 +100,9 @@ extension ClusterMembership {
     private mutating func publishHeldIfChanged(into actions: inout [ClusterAction]) {
         guard phase != .disconnected, phase != .left else { return }
         let held = confirmed.intersection(subscribed).sorted()
-        guard held != (lastHeld ?? []) || (lastHeld == nil && !held.isEmpty) else { return }
+        // After a (re)connect or a release the first report goes out even when empty: it replaces
+        // whatever the others still believe this member holds.
+        guard held != lastHeld else { return }
         lastHeld = held
         actions.append(.publishHeld(ClusterHeldReport(instance: instance, incarnation: incarnation, channels: held)))
     }

@@ -20,7 +20,9 @@ public struct ClusterMemberRecord: Sendable, Equatable {
 
     /// The JSON payload.
     public var payload: [UInt8] {
-        Array("{\"instance\":\(JSONString.quoted(instance)),\"incarnation\":\(JSONString.quoted(incarnation)),\"started_at\":\(startedAt)}".utf8)
+        Array(
+            "{\"instance\":\(JSONString.quoted(instance)),\"incarnation\":\(JSONString.quoted(incarnation)),\"started_at\":\(startedAt)}"
+                .utf8)
     }
 
     /// Reads a payload received on `instance`'s member topic; nil when it is not a record of that
@@ -82,7 +84,8 @@ public struct ClusterHeldReport: Sendable, Equatable {
 
     /// The JSON payload.
     public var payload: [UInt8] {
-        var output = Array("{\"instance\":\(JSONString.quoted(instance)),\"incarnation\":\(JSONString.quoted(incarnation)),\"channels\":[".utf8)
+        var output = Array(
+            "{\"instance\":\(JSONString.quoted(instance)),\"incarnation\":\(JSONString.quoted(incarnation)),\"channels\":[".utf8)
         for (index, channel) in channels.enumerated() {
             if index > 0 { output.append(UInt8(ascii: ",")) }
             JSONString.append(channel, to: &output)
@@ -113,7 +116,8 @@ enum ClusterPayload {
 
     /// The members of `payload`, or nil when it is not one JSON object.
     static func fields(of payload: some Collection<UInt8>) -> Fields? {
-        let result = try? JSONTokenizer.withTokenizer(over: payload) { (tokenizer: inout JSONTokenizer) throws(JSONSyntaxError) -> Fields? in
+        let result = try? JSONTokenizer.withTokenizer(over: payload) {
+            (tokenizer: inout JSONTokenizer) throws(JSONSyntaxError) -> Fields? in
             guard let first = try tokenizer.next(), first.kind == .beginObject else { return nil }
             var fields = Fields()
             while let token = try tokenizer.next(), token.kind == .memberName {

@@ -26,7 +26,8 @@ extension LoadContext {
         if mqtt.protocolVersion == .v311 {
             report(
                 mqttPath.key("protocol"),
-                "a cluster ([bridge.cluster]) needs MQTT 5: its MQTT -> Pusher subscriptions are shared ($share/<group>/…); remove protocol = 4"
+                "a cluster ([bridge.cluster]) needs MQTT 5: its MQTT -> Pusher subscriptions are shared ($share/<group>/…); "
+                    + "remove protocol = 4"
             )
         }
         var membershipTopic: String?

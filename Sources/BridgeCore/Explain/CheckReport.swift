@@ -103,13 +103,16 @@ public enum CheckReport {
         return lines
     }
 
-    /// `cluster factory, instance a: …` (docs/contract.md §7.4): what the membership uses and what this instance derives.
+    /// `cluster group factory, instance a: …` (docs/contract.md §7.4): what the membership uses and
+    /// what this instance derives.
     static func describe(_ cluster: ClusterSettings, in bridge: BridgeSettings) -> String {
-        "  cluster group \(cluster.group), instance \(cluster.instance): membership \(cluster.membershipTopic)/{members,heartbeat,held}/<instance>, "
+        "  cluster group \(cluster.group), instance \(cluster.instance): "
+            + "membership \(cluster.membershipTopic)/{members,heartbeat,held}/<instance>, "
             + "heartbeat \(format(cluster.heartbeatInterval)), member_timeout \(format(cluster.memberTimeout)), "
             + "join_settle \(format(cluster.joinSettle)), handover \(format(cluster.handoverTimeout)); "
             + "this instance: client_id \(bridge.effectiveMQTTClientID), status \(bridge.effectiveStatusTopic), "
-            + "state in <state_dir>/\(cluster.instance); channels split by rendezvous hashing (not yet run: docs/contract.md §7.4 is planned)"
+            + "state in <state_dir>/\(cluster.instance); channels split by rendezvous hashing "
+            + "(not run yet: docs/contract.md §7.4 is planned)"
     }
 
     /// `where …; throttle 1s per target; on_change` (docs/contract.md §7.3), or nil when the rule has none.
