@@ -72,6 +72,7 @@ extension ClusterMembership {
             guard heartbeat.incarnation != incarnation else { return [] }
             if duplicateUntil == nil { actions.append(.report(.duplicateInstance(otherIncarnation: heartbeat.incarnation))) }
             duplicateUntil = now + settings.memberTimeout
+            duplicateIncarnation = heartbeat.incarnation
             return actions
         }
         members[heartbeat.instance, default: RemoteMember()].lastHeartbeat = now
@@ -135,6 +136,7 @@ extension ClusterMembership {
         lastTick = now
         if let until = duplicateUntil, until <= now {
             duplicateUntil = nil
+            duplicateIncarnation = nil
             actions.append(.report(.duplicateInstanceCleared))
         }
         if case .observing(let until) = phase, until <= now { phase = .active }

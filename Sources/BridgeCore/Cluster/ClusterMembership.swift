@@ -67,6 +67,7 @@ public struct ClusterMembership: Sendable {
     /// Whether the last record seen on this member's own topic is its own.
     var ownRecordCurrent = false
     var duplicateUntil: ContinuousClock.Instant?
+    var duplicateIncarnation: String?
     var lastTick: ContinuousClock.Instant?
 
     public init(settings: ClusterSettings, incarnation: String, startedAt: Int64) {
@@ -87,6 +88,21 @@ public struct ClusterMembership: Sendable {
 
     /// Whether another live process uses this instance name: `/readyz` reports it (an operator must act).
     public var isDuplicateInstance: Bool { duplicateUntil != nil }
+
+    /// Why this member is not ready, for `/readyz` and `STATUS=` (docs/contract.md §5.7): a
+    /// duplicate instance name, or no membership yet; nil when it takes part normally.
+    public var readinessProblem: String? {
+        if let other = duplicateIncarnation, isDuplicateInstance {
+            return
+                "cluster instance \(instance) is also used by another live process (incarnation \(other)); give each member its own instance"
+        }
+        switch phase {
+        case .active: return nil
+        case .disconnected: return "cluster membership needs the broker"
+        case .observing: return "cluster: listening for the other members before taking channels"
+        case .leaving, .left: return "cluster: leaving the group"
+        }
+    }
 
     /// The members that count for ownership now, this one included while active, sorted.
     public func owningMembers(now: ContinuousClock.Instant) -> [String] {

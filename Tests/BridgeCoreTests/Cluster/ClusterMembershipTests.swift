@@ -41,6 +41,7 @@ import Testing
         simulation.startNode("a")
         simulation.advance(by: .milliseconds(1900))
         #expect(simulation.nodes["a"]?.subscribed.isEmpty == true)
+        #expect(simulation.nodes["a"]?.machine.readinessProblem == "cluster: listening for the other members before taking channels")
         simulation.advance(by: .milliseconds(200))
         #expect(simulation.nodes["a"]?.subscribed == Set(Self.channels))
     }
@@ -150,11 +151,15 @@ import Testing
         #expect(simulation.nodes["a1"]?.machine.isDuplicateInstance == true)
         #expect(simulation.nodes["a2"]?.machine.isDuplicateInstance == true)
         #expect(simulation.nodes["b"]?.machine.isDuplicateInstance == false)
+        #expect(
+            simulation.nodes["a1"]?.machine.readinessProblem?.contains("cluster instance a is also used by another live process") == true)
+        #expect(simulation.nodes["b"]?.machine.readinessProblem == nil)
         #expect(simulation.nodes["a1"]?.events.contains(.duplicateInstance(otherIncarnation: "inc-2")) == true)
         simulation.kill("a2")
         simulation.advance(by: .seconds(4))
         #expect(simulation.nodes["a1"]?.machine.isDuplicateInstance == false)
         #expect(simulation.nodes["a1"]?.events.contains(.duplicateInstanceCleared) == true)
+        #expect(simulation.nodes["a1"]?.machine.readinessProblem == nil)
         simulation.advance(until: { $0.isConverged }, limit: .seconds(30), "a1 put its record back after a2's Will deleted it")
     }
 
