@@ -93,8 +93,8 @@ public struct ClusterMembership: Sendable {
     /// duplicate instance name, or no membership yet; nil when it takes part normally.
     public var readinessProblem: String? {
         if let other = duplicateIncarnation, isDuplicateInstance {
-            return
-                "cluster instance \(instance) is also used by another live process (incarnation \(other)); give each member its own instance"
+            return "cluster instance \(instance) is also used by another live process (incarnation \(other)); "
+                + "give each member its own instance"
         }
         switch phase {
         case .active: return nil
