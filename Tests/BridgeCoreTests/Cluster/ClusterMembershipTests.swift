@@ -132,6 +132,19 @@ import Testing
         #expect(confirmedHandovers)
     }
 
+    @Test func withoutAConfirmationAHandoverEndsAfterFiveSeconds() throws {
+        var simulation = Self.threeMembers()
+        simulation.advance(until: { $0.isConverged })
+        let handed = try #require(simulation.nodes["a"]).confirmed
+        simulation.confirmDelay = .seconds(60)  // Pusher never confirms the takers' subscriptions in time
+        simulation.terminate("a")
+        simulation.advance(by: .milliseconds(4900))
+        #expect(simulation.nodes["a"]?.subscribed == handed, "still held while the new holders have not reported")
+        simulation.advance(by: .milliseconds(100))
+        #expect(simulation.nodes["a"]?.leaveCompleted == true)
+        #expect(simulation.nodes["a"]?.events.contains(.channelsHandedOver(handed.sorted(), confirmed: false)) == true)
+    }
+
     @Test func theLastMemberLeavesAtOnce() {
         var simulation = ClusterSimulation()
         simulation.wanted = Self.channels
