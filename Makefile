@@ -95,6 +95,12 @@ bench:
 bench-rules:
 	scripts/bench-rules.sh
 
+# Instructions per message under callgrind, bridge and mosquitto in the same run: a figure the
+# machine's load does not move -> Benchmarks/results/instructions/. COUNT=20000, RATE=400, REPEATS=2.
+.PHONY: bench-instructions
+bench-instructions:
+	scripts/bench-instructions.sh
+
 run: setup
 	$(SWIFT) build $(BUILD_FLAGS)
 	exec scripts/run-local.sh "$(BIN_DIR)" "$(CONFIG)"

@@ -168,6 +168,7 @@ let package = Package(
                 "BridgeCore", "Durability", "PusherChannels", "PusherProtocol", "MosquittoClient", "MQTTVocabulary", "Backoff",
                 "Locking",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "DequeModule", package: "swift-collections"),

@@ -6,7 +6,8 @@
 #     (Tests/interop/requirements.txt: pysher, pusher, paho-mqtt, pytest).
 #   - with --faults (used by `make faults` / `make soak` only): iptables and iproute2 for the
 #     network-partition row of the fault matrix (Tests/faults), on top of everything above.
-# Usage: scripts/setup.sh [--system-only | --python-only | --faults]
+#   - with --valgrind (used by `make bench-instructions` only): valgrind, for callgrind's counts.
+# Usage: scripts/setup.sh [--system-only | --python-only | --faults | --valgrind]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,13 +16,15 @@ case "${1:-}" in
   --system-only) want_python=0 ;;
   --python-only) want_system=0 ;;
   --faults) want_faults=1 ;;
+  --valgrind) want_valgrind=1 ;;
   "") ;;
-  *) echo "usage: $0 [--system-only | --python-only | --faults]" >&2; exit 64 ;;
+  *) echo "usage: $0 [--system-only | --python-only | --faults | --valgrind]" >&2; exit 64 ;;
 esac
 
 packages=(libmosquitto-dev libsodium-dev zlib1g-dev libssl-dev mosquitto mosquitto-clients openssl python3-venv systemd)
 # Only the fault matrix needs these (ip netns + iptables for the partition row); `make test` does not.
 [ "${want_faults:-0}" = 1 ] && packages+=(iptables iproute2)
+[ "${want_valgrind:-0}" = 1 ] && packages+=(valgrind gcc)
 
 if [ "$want_system" = 1 ]; then
   missing=()

@@ -57,6 +57,10 @@ struct FuzzTarget {
                 name: "json-pointer",
                 summary: "JSON pointer syntax and lookups vs. RFC 6901 written out over Foundation's JSONSerialization",
                 callback: { data, size in PayloadTargets.jsonPointers(Input(data, size)) }),
+            FuzzTarget(
+                name: "webhook",
+                summary: "webhook requests: signature, body parser round trip, topics one level per value, counts = members",
+                callback: { data, size in WebhookTargets.requests(Input(data, size)) }),
         ]
     }
 

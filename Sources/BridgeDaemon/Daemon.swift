@@ -28,6 +28,8 @@ public final class Daemon: Sendable {
     let logger: Logger
     /// Called with the operations endpoint's port once it listens (tests use port 0).
     let onMetricsListening: @Sendable (Int) async -> Void
+    /// Called with the webhook listener's port once it listens (docs/contract.md §7.2).
+    let onWebhooksListening: @Sendable (Int) async -> Void
     /// Validates a reloaded file in a child process first, so a parser crash cannot take the daemon down.
     let configCheck: ConfigCheck
 
@@ -46,8 +48,10 @@ public final class Daemon: Sendable {
         metrics: BridgeMetrics = BridgeMetrics(),
         logger: Logger,
         onMetricsListening: @escaping @Sendable (Int) async -> Void = { _ in },
+        onWebhooksListening: @escaping @Sendable (Int) async -> Void = { _ in },
         configCheck: ConfigCheck = ConfigCheck()
     ) {
+        self.onWebhooksListening = onWebhooksListening
         self.configPath = configPath
         self.environment = environment
         self.notifier = notifier
@@ -85,6 +89,12 @@ public final class Daemon: Sendable {
                 logger: logger, onListening: onMetricsListening
             )
             services.append(.init(service: ToleratedService(endpoint, what: "metrics endpoint", logger: logger)))
+        }
+        if let address = configuration.daemon.webhooks {
+            let endpoint = WebhookEndpoint(
+                host: address.host, port: address.port, bridge: { [weak self] name in self?.runtime(named: name) }, logger: logger,
+                onListening: onWebhooksListening)
+            services.append(.init(service: ToleratedService(endpoint, what: "webhook listener", logger: logger)))
         }
         services.append(.init(service: StatusReporter(daemon: self)))
         if let interval = notifier.watchdogInterval {
@@ -229,6 +239,11 @@ public final class Daemon: Sendable {
     /// The bridges whose event loops missed their heartbeat for `interval`.
     func unresponsiveBridges(within interval: Duration) -> [String] {
         runtimesByName().filter { !$0.isResponsive(within: interval) }.map(\.name)
+    }
+
+    /// The running bridge named `name` (the webhook listener's lookup).
+    func runtime(named name: String) -> BridgeRuntime? {
+        state.withLock { $0.bridges[name] }
     }
 
     private func runtimesByName() -> [BridgeRuntime] {

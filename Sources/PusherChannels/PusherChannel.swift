@@ -11,6 +11,10 @@ public struct PusherChannel: Sendable {
     public var kind: ChannelKind { ChannelName(name).kind }
     /// Whether the server confirmed the subscription on the current connection.
     public var isSubscribed: Bool { client.isSubscribed(name) }
+    /// The channel's connection count as last announced by the server
+    /// (`pusher_internal:subscription_count`, sent when the app has subscription counting on);
+    /// nil until one arrives on the current connection (cleared when the connection is lost).
+    public var subscriptionCount: Int? { client.subscriptionCount(of: name) }
     /// This channel's events, in arrival order.
     public func events() -> AsyncStream<PusherEvent> { client.events(channel: name) }
     /// Calls `callback` for events named `eventName` (all when `nil`) on this channel.

@@ -224,6 +224,7 @@ public final class PusherClient: Service, Sendable {
     func isSubscribed(_ channel: String) -> Bool { state.withLock { $0.machine.isSubscribed(channel) } }
     func members(of channel: String) -> [PusherMember] { state.withLock { $0.machine.members(of: channel) } }
     func me(of channel: String) -> PusherMember? { state.withLock { $0.machine.me(of: channel) } }
+    func subscriptionCount(of channel: String) -> Int? { state.withLock { $0.machine.subscriptionCount(of: channel) } }
 
     /// Sends client event `event` (named `client-…`) on a subscribed private or presence channel;
     /// at most 10 per second (docs/pusher-protocol.md §1 "Client events").

@@ -23,6 +23,16 @@ public struct PusherEvent: Sendable, Hashable {
     /// Whether this is a protocol event (`pusher:…`, e.g. `pusher:cache_miss`) rather than an
     /// application event.
     public var isProtocolEvent: Bool { EventName.isProtocolEvent(name) }
+
+    /// For `pusher:subscription_count` (the server's `pusher_internal:subscription_count`): the
+    /// channel's connection count from data `{"subscription_count":N}`; nil for other events or
+    /// data without a whole, non-negative count.
+    public var subscriptionCount: Int? {
+        guard name == "pusher:subscription_count", let data, let members = try? JSONScanner.object(data),
+            let text = members["subscription_count"]?.stringOrNumber, let count = Int(text), count >= 0
+        else { return nil }
+        return count
+    }
 }
 
 /// A member of a presence channel.

@@ -112,6 +112,7 @@ extension AppHub {
         channels[channel] = record
         actions.append(
             .send(id, ServerFrame.channelEvent(event: "pusher_internal:subscription_succeeded", channel: channel, data: succeeded)))
+        actions += subscriptionCountChanged(channel, subscribers: record.subscribers)
         if ChannelName(channel).isCache {
             // Cache channels replay the last event or say pusher:cache_miss (docs/pusher-protocol.md §1).
             if let cached = cache[channel], now - cached.storedAt < cacheLifetime {
@@ -193,12 +194,30 @@ extension AppHub {
                 actions.append(.webhook(WebhookEvent(name: "member_removed", channel: channel, userID: userID)))
             }
         }
+        actions += subscriptionCountChanged(channel, subscribers: record.subscribers)
         if record.subscribers.isEmpty {
             channels[channel] = nil
             actions.append(.webhook(WebhookEvent(name: "channel_vacated", channel: channel)))
         } else {
             channels[channel] = record
         }
+        return actions
+    }
+
+    /// With ``subscriptionCountEvents`` on, a non-presence channel's new connection count goes to
+    /// every subscriber as `pusher_internal:subscription_count` `{"subscription_count":N}` and out
+    /// as a `subscription_count` webhook (also with 0, just before `channel_vacated`).
+    func subscriptionCountChanged(_ channel: String, subscribers: Set<ConnectionID>) -> [HubAction] {
+        guard subscriptionCountEvents, ChannelName(channel).kind != .presence else { return [] }
+        var actions: [HubAction] = []
+        if !subscribers.isEmpty {
+            let data = "{\"subscription_count\":" + String(subscribers.count) + "}"
+            actions.append(
+                .deliver(
+                    ServerFrame.channelEvent(event: "pusher_internal:subscription_count", channel: channel, data: data),
+                    to: subscribers.sorted()))
+        }
+        actions.append(.webhook(WebhookEvent(name: "subscription_count", channel: channel, subscriptionCount: subscribers.count)))
         return actions
     }
 

@@ -12,13 +12,34 @@ public struct ConnectionID: Hashable, Sendable, Comparable, CustomStringConverti
 /// signs and posts it.
 public struct WebhookEvent: Sendable, Equatable {
     /// `channel_occupied`, `channel_vacated`, `member_added`, `member_removed`, `client_event`,
-    /// `cache_miss`.
+    /// `cache_miss`, `subscription_count`.
     public var name: String
+    /// The channel it is about.
     public var channel: String
+    /// `member_added`, `member_removed`, and `client_event` on presence channels: the user.
     public var userID: String?
+    /// `client_event`: the event name.
     public var event: String?
+    /// `client_event`: the event's data.
     public var data: String?
+    /// `client_event`: the sender's socket id.
     public var socketID: String?
+    /// `subscription_count`: the channel's connections now.
+    public var subscriptionCount: Int?
+
+    /// An event from its parts.
+    public init(
+        name: String, channel: String, userID: String? = nil, event: String? = nil, data: String? = nil, socketID: String? = nil,
+        subscriptionCount: Int? = nil
+    ) {
+        self.name = name
+        self.channel = channel
+        self.userID = userID
+        self.event = event
+        self.data = data
+        self.socketID = socketID
+        self.subscriptionCount = subscriptionCount
+    }
 
     /// The event as a JSON object, in the field names Pusher uses.
     var json: String {
@@ -27,6 +48,7 @@ public struct WebhookEvent: Sendable, Equatable {
         if let event { out += ",\"event\":" + jsonQuoted(event) }
         if let data { out += ",\"data\":" + jsonQuoted(data) }
         if let socketID { out += ",\"socket_id\":" + jsonQuoted(socketID) }
+        if let subscriptionCount { out += ",\"subscription_count\":" + String(subscriptionCount) }
         return out + "}"
     }
 }
@@ -110,6 +132,10 @@ public struct AppHub: Sendable {
     public var activityTimeoutSeconds: Int
     /// How long a cache channel keeps its last event (hosted Pusher: 30 minutes).
     public var cacheLifetime: Duration = .seconds(30 * 60)
+    /// Whether changes of a non-presence channel's connection count are announced: to its
+    /// subscribers as `pusher_internal:subscription_count` and as a `subscription_count` webhook
+    /// (hosted Pusher's per-app "subscription count" setting; `--subscription-count`).
+    public var subscriptionCountEvents = false
 
     struct Connection {
         var socketID: String
@@ -143,9 +169,10 @@ public struct AppHub: Sendable {
     /// The app's counters (`internal(set)`: the hub's extension files count too).
     public internal(set) var counters = AppCounters()
 
-    public init(app: PusherLocalApp, activityTimeoutSeconds: Int) {
+    public init(app: PusherLocalApp, activityTimeoutSeconds: Int, subscriptionCountEvents: Bool = false) {
         self.app = app
         self.activityTimeoutSeconds = activityTimeoutSeconds
+        self.subscriptionCountEvents = subscriptionCountEvents
     }
 
     // MARK: connections

@@ -42,6 +42,12 @@ public struct PusherLocalConfiguration: Sendable {
     public var controlEnabled: Bool
     /// Webhook target URL (`http://…`), or `nil` for no webhooks.
     public var webhookURL: String?
+    /// How webhooks are batched and retried.
+    public var webhooks: WebhookSettings
+    /// Whether every app announces subscription counts of non-presence channels
+    /// (`pusher_internal:subscription_count` to subscribers, `subscription_count` webhooks);
+    /// hosted Pusher has this as a per-app setting, off by default.
+    public var subscriptionCountEvents: Bool
     /// Largest WebSocket frame accepted or sent. Pusher allows 10 KB of data, which can grow to
     /// ~60 KB after JSON escaping; swift-websocket's default of 16 KiB would close silently.
     public var maxFrameSize: Int
@@ -61,6 +67,8 @@ public struct PusherLocalConfiguration: Sendable {
         pongTimeout: Duration = .seconds(30),
         controlEnabled: Bool = true,
         webhookURL: String? = nil,
+        webhooks: WebhookSettings = WebhookSettings(),
+        subscriptionCountEvents: Bool = false,
         maxFrameSize: Int = 256 * 1024,
         maxBodySize: Int = 1024 * 1024,
         maxQueuedFrames: Int = 1_000_000,
@@ -73,6 +81,8 @@ public struct PusherLocalConfiguration: Sendable {
         self.pongTimeout = pongTimeout
         self.controlEnabled = controlEnabled
         self.webhookURL = webhookURL
+        self.webhooks = webhooks
+        self.subscriptionCountEvents = subscriptionCountEvents
         self.maxFrameSize = maxFrameSize
         self.maxBodySize = maxBodySize
         self.maxQueuedFrames = maxQueuedFrames
@@ -95,6 +105,7 @@ public struct PusherLocalConfiguration: Sendable {
         if let webhookURL, !(webhookURL.hasPrefix("http://") || webhookURL.hasPrefix("https://")) {
             problems.append("webhook URL must start with http:// or https://")
         }
+        problems += webhooks.problems
         return problems
     }
 }

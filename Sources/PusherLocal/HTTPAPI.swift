@@ -199,7 +199,8 @@ struct HTTPAPIResponder: HTTPResponder {
         return channels.map { jsonQuoted($0) + ":{" + (attributes(hub, channel: $0, info: info) ?? "") + "}" }.joined(separator: ",")
     }
 
-    /// `GET /apps/ID/channels?filter_by_prefix=P&info=user_count` — occupied channels.
+    /// `GET /apps/ID/channels?filter_by_prefix=P&info=user_count,subscription_count` — occupied
+    /// channels, each with the attributes asked for (`user_count` only for `presence-` prefixes).
     func channels(_ live: LiveApp, query: [(String, String)]) throws(APIError) -> Response {
         let prefix = query.first { $0.0 == "filter_by_prefix" }?.1
         let info = (query.first { $0.0 == "info" }?.1).map { $0.split(separator: ",").map(String.init) } ?? []
@@ -208,7 +209,7 @@ struct HTTPAPIResponder: HTTPResponder {
         }
         let body = live.state.withLock { state in
             state.hub.occupiedChannels(prefix: prefix).map { name in
-                jsonQuoted(name) + ":{" + (info.contains("user_count") ? "\"user_count\":" + String(state.hub.userCount(name)) : "") + "}"
+                jsonQuoted(name) + ":{" + (Self.attributes(state.hub, channel: name, info: info) ?? "") + "}"
             }.joined(separator: ",")
         }
         return Self.json("{\"channels\":{" + body + "}}")

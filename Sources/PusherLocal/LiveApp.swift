@@ -65,9 +65,11 @@ final class LiveApp: Sendable {
     let webhooks: WebhookSender?
     let logger: Logger
 
-    init(app: PusherLocalApp, activityTimeoutSeconds: Int, webhooks: WebhookSender?, logger: Logger) {
+    init(app: PusherLocalApp, activityTimeoutSeconds: Int, subscriptionCountEvents: Bool = false, webhooks: WebhookSender?, logger: Logger)
+    {
         self.app = app
-        self.state = Locked(State(hub: AppHub(app: app, activityTimeoutSeconds: activityTimeoutSeconds)))
+        let hub = AppHub(app: app, activityTimeoutSeconds: activityTimeoutSeconds, subscriptionCountEvents: subscriptionCountEvents)
+        self.state = Locked(State(hub: hub))
         self.webhooks = webhooks
         var logger = logger
         logger[metadataKey: "pusher.app"] = .string(app.id)

@@ -19,7 +19,12 @@ final class AppRegistry: Sendable {
 
     init(configuration: PusherLocalConfiguration, webhooks: WebhookSender?, logger: Logger) {
         let seconds = Int(configuration.activityTimeout.components.seconds)
-        let apps = configuration.apps.map { LiveApp(app: $0, activityTimeoutSeconds: seconds, webhooks: webhooks, logger: logger) }
+        let apps = configuration.apps.map {
+            LiveApp(
+                app: $0, activityTimeoutSeconds: seconds, subscriptionCountEvents: configuration.subscriptionCountEvents,
+                webhooks: webhooks,
+                logger: logger)
+        }
         self.apps = apps
         self.byID = Dictionary(apps.map { ($0.app.id, $0) }, uniquingKeysWith: { first, _ in first })
         self.byKey = Dictionary(apps.map { ($0.app.key, $0) }, uniquingKeysWith: { first, _ in first })
@@ -64,7 +69,9 @@ public struct PusherLocalServer: Service {
     public func run() async throws {
         let problems = configuration.problems
         if !problems.isEmpty { throw PusherLocalError("invalid configuration: " + problems.joined(separator: "; ")) }
-        let webhooks = configuration.webhookURL.map { WebhookSender(url: $0, logger: self.logger) }
+        let webhooks = configuration.webhookURL.map {
+            WebhookSender(url: $0, apps: self.configuration.apps, settings: self.configuration.webhooks, logger: self.logger)
+        }
         let registry = AppRegistry(configuration: configuration, webhooks: webhooks, logger: self.logger)
         let configuration = self.configuration
         let logger = self.logger
@@ -228,34 +235,6 @@ public struct RunningPusherLocal: Sendable {
     func live(_ appID: String?) -> LiveApp? {
         guard let appID else { return registry.apps.first }
         return registry.byID[appID]
-    }
-}
-
-/// A snapshot of one app's counters (control endpoint `GET /pusher-local/apps/ID/stats`).
-public struct PusherLocalStats: Sendable, Equatable {
-    /// Open connections now.
-    public var connections: Int
-    /// Subscribed connections per occupied channel.
-    public var subscriptions: [String: Int]
-    /// Counters since start.
-    public var counters: AppCounters
-
-    /// As JSON text.
-    public var json: String {
-        let subs = subscriptions.keys.sorted().map { jsonQuoted($0) + ":" + String(subscriptions[$0] ?? 0) }.joined(separator: ",")
-        return "{\"connections\":\(connections),\"subscriptions\":{\(subs)},\"connections_opened\":\(counters.connectionsOpened),"
-            + "\"connections_refused\":\(counters.connectionsRefused),\"events_published\":\(counters.eventsPublished),\"client_events\":\(counters.clientEvents),"
-            + "\"events_delivered\":\(counters.framesDelivered),\"bad_frames\":\(counters.badFrames),"
-            + "\"refused_subscriptions\":\(counters.refusedSubscriptions),\"refused_client_events\":\(counters.refusedClientEvents)}"
-    }
-}
-
-extension LiveApp {
-    func stats() -> PusherLocalStats {
-        state.withLock { state in
-            PusherLocalStats(
-                connections: state.hub.connectionCount, subscriptions: state.hub.subscriptionsPerChannel, counters: state.hub.counters)
-        }
     }
 }
 

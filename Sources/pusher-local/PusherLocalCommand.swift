@@ -58,6 +58,30 @@ struct PusherLocalCommand: AsyncParsableCommand {
     @Option(help: "POST webhooks (signed with X-Pusher-Signature) to this http:// URL.")
     var webhook: String?
 
+    @Option(name: .customLong("webhook-batch-size"), help: "Most events in one webhook request (1...1000).")
+    var webhookBatchSize = 20
+
+    @Option(
+        name: .customLong("webhook-batch-ms"), help: "Longest wait, in ms, for more events before a webhook request goes out (0...60000).")
+    var webhookBatchMillis = 250
+
+    @Option(
+        name: .customLong("webhook-retry-initial-ms"), help: "Wait, in ms, before retrying a failed webhook request; doubled per failure.")
+    var webhookRetryInitialMillis = 1000
+
+    @Option(name: .customLong("webhook-retry-cap-ms"), help: "Longest wait, in ms, between two attempts of a webhook request.")
+    var webhookRetryCapMillis = 60000
+
+    @Option(
+        name: .customLong("webhook-retry-max"),
+        help: "Seconds after its first attempt during which a failed webhook request is retried (decimals allowed; 0: never).")
+    var webhookRetryMax = "300"
+
+    @Flag(
+        name: .customLong("subscription-count"),
+        help: "Announce subscription counts of non-presence channels (pusher_internal:subscription_count, subscription_count webhooks).")
+    var subscriptionCount = false
+
     @Option(name: .customLong("tls-cert"), help: "Serve wss:// and https:// with this PEM certificate chain (with --tls-key).")
     var tlsCertificate: String?
 
@@ -78,6 +102,41 @@ struct PusherLocalCommand: AsyncParsableCommand {
         if activityTimeout < 1 { throw ValidationError("--activity-timeout must be at least 1") }
         if pongTimeout < 1 { throw ValidationError("--pong-timeout must be at least 1") }
         if (tlsCertificate == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
+        if !(1...1000).contains(webhookBatchSize) {
+            throw ValidationError("--webhook-batch-size must be 1...1000, got \(webhookBatchSize)")
+        }
+        if !(0...60000).contains(webhookBatchMillis) {
+            throw ValidationError("--webhook-batch-ms must be 0...60000, got \(webhookBatchMillis)")
+        }
+        if webhookRetryInitialMillis < 1 {
+            throw ValidationError("--webhook-retry-initial-ms must be at least 1, got \(webhookRetryInitialMillis)")
+        }
+        if webhookRetryCapMillis < webhookRetryInitialMillis {
+            throw ValidationError(
+                "--webhook-retry-cap-ms must be at least --webhook-retry-initial-ms (\(webhookRetryInitialMillis)), "
+                    + "got \(webhookRetryCapMillis)"
+            )
+        }
+        guard Self.seconds(webhookRetryMax) != nil else {
+            throw ValidationError("--webhook-retry-max must be a number of seconds 0...86400, got '\(webhookRetryMax)'")
+        }
+    }
+
+    /// `text` as a duration in seconds (decimals allowed), 0...86400; nil otherwise.
+    static func seconds(_ text: String) -> Duration? {
+        guard let value = Double(text), value.isFinite, (0...86400).contains(value) else { return nil }
+        return .milliseconds(Int64((value * 1000).rounded()))
+    }
+
+    /// The webhook settings the flags give.
+    var webhookSettings: WebhookSettings {
+        WebhookSettings(
+            batchSize: webhookBatchSize,
+            batchDelay: .milliseconds(webhookBatchMillis),
+            retryInitial: .milliseconds(webhookRetryInitialMillis),
+            retryCap: .milliseconds(webhookRetryCapMillis),
+            retryLimit: Self.seconds(webhookRetryMax) ?? .seconds(300)
+        )
     }
 
     func run() async throws {
@@ -104,6 +163,8 @@ struct PusherLocalCommand: AsyncParsableCommand {
             pongTimeout: .seconds(pongTimeout),
             controlEnabled: !noControl,
             webhookURL: webhook,
+            webhooks: webhookSettings,
+            subscriptionCountEvents: subscriptionCount,
             tls: tls
         )
         let problems = configuration.problems

@@ -5,8 +5,8 @@ import Foundation
 
 /// `pusher-mqtt-bridge`: the command line (docs/contract.md §3). Logic lives in BridgeCore
 /// (`ConfigLoader`, `CheckReport`, `RouteExplanation`) so unit tests cover it; this file only
-/// parses arguments, reads the clock and maps outcomes to sysexits codes.
-@main
+/// parses arguments, reads the clock and maps outcomes to sysexits codes. The entry point is
+/// `main.swift`.
 struct PusherMQTTBridge: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pusher-mqtt-bridge",

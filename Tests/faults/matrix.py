@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from checker import Expectation  # noqa: E402
 import rig as rig_module  # noqa: E402
 from rig import EXTRA_RULE, Rig, judge_direction  # noqa: E402
+from webhook_rows import webhook_outage_row  # noqa: E402
 
 RATE = float(os.environ.get("FAULTS_RATE", "200"))
 WARMUP_S = 3.0
@@ -366,6 +367,15 @@ def rows() -> list[Row]:
                             "the tail written back to disk survives the SIGKILL; at most a degraded log line a minute"),
             Expectation(0, why="no MQTT -> Pusher traffic in this row (not judged)"),
             not_injected, custom=disk_full_row),
+        Row("webhooks-broker-outage", "webhooks during a broker outage: mosquitto stopped, 300 signed webhook requests "
+                                      "(every third sent twice), broker back; once with persist = true, once with persist = false",
+            Expectation(0, max_recovery_s=10,
+                        why="docs/contract.md §7.2: persist = true answers 200 once the publishes are spooled and delivers "
+                            "each event once, in order, when the broker is back (the retries are duplicates: not published); "
+                            "persist = false answers 503 while the broker is away, so Pusher keeps the request, and the retry "
+                            "after it is back is published: 0 lost, in order"),
+            Expectation(0, why="no MQTT -> Pusher traffic in this row (not judged)"),
+            not_injected, custom=webhook_outage_row),
     ]
 
 

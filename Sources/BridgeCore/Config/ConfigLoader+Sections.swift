@@ -5,8 +5,8 @@ import TOMLKit
 
 extension LoadContext {
     static let rootKeys = ["daemon", "bridge"]
-    static let daemonKeys = ["log_level", "log_format", "metrics", "state_dir", "shutdown_grace"]
-    static let bridgeKeys = ["name", "pusher", "mqtt", "reconnect", "buffer", "rule", "presence", "cluster"]
+    static let daemonKeys = ["log_level", "log_format", "metrics", "state_dir", "shutdown_grace", "webhooks"]
+    static let bridgeKeys = ["name", "pusher", "mqtt", "reconnect", "buffer", "rule", "presence", "webhooks", "cluster"]
     static let pusherKeys = [
         "key", "app_id", "secret", "secret_file", "cluster", "host", "port", "tls", "rest_host", "rest_port", "ca_file",
         "auth_endpoint", "auth_headers", "activity_timeout", "pong_timeout", "encryption_master_key_base64",
@@ -25,7 +25,10 @@ extension LoadContext {
     func readRoot(_ root: TOMLTable) -> BridgeConfiguration {
         let reader = TableReader(table: root, path: .root, context: self)
         reader.rejectUnknownKeys(allowed: Self.rootKeys)
-        let daemon = reader.subtable("daemon").map(readDaemon) ?? DaemonSettings()
+        let daemonReader = reader.subtable("daemon")
+        let daemon = daemonReader.map(readDaemon) ?? DaemonSettings()
+        // A bad listener address is reported once, at its own key, not again at each bridge.
+        let listenerWritten = daemonReader.map { $0.has("webhooks") && $0.table["webhooks"]?.string != "" } ?? false
         var bridges: [BridgeSettings] = []
         if let tables = reader.tableArray("bridge") {
             var names: [String: Int] = [:]
@@ -37,6 +40,7 @@ extension LoadContext {
                 let path = ConfigKeyPath(display: "bridge", lookup: "bridge").element(offset + 1, name: shownName)
                 let bridgeReader = TableReader(table: table, path: path, context: self)
                 guard let bridge = readBridge(bridgeReader, index: offset + 1) else { continue }
+                checkWebhooks(bridge, daemon: daemon, daemonListenerWritten: listenerWritten, path: path)
                 if let first = names[bridge.name] {
                     report(path.key("name"), "duplicate bridge name \"\(bridge.name)\" (bridge #\(first) has it too)")
                 } else {
@@ -93,6 +97,7 @@ extension LoadContext {
         }
         if let directory = reader.nonEmptyString("state_dir") { daemon.stateDirectory = resolve(directory, against: configDirectory) }
         if let grace = reader.duration("shutdown_grace", allowZero: true) { daemon.shutdownGrace = grace }
+        readWebhookListener(reader, into: &daemon)
         return daemon
     }
 
@@ -119,6 +124,7 @@ extension LoadContext {
         let mqtt = readMQTT(mqttReader ?? TableReader(table: TOMLTable(), path: reader.path.key("mqtt"), context: self), bridge: bridgeName)
         let reconnect = reader.subtable("reconnect").map(readReconnect) ?? .default
         let buffer = reader.subtable("buffer").map(readBuffer) ?? BufferSettings()
+        let webhooks = reader.subtable("webhooks").flatMap(readWebhooks)
         let cluster = reader.subtable("cluster").flatMap { readCluster($0, mqtt: mqtt, mqttPath: reader.path.key("mqtt")) }
 
         var rules: [BridgeRule] = []
@@ -155,7 +161,7 @@ extension LoadContext {
         }
         let bridge = BridgeSettings(
             name: name, pusher: pusher, mqtt: mqtt, reconnect: reconnect, buffer: buffer, rules: rules, presence: presence,
-            cluster: cluster)
+            webhooks: webhooks, cluster: cluster)
         checkCredentials(bridge, path: reader.path)
         return bridge
     }

@@ -44,6 +44,7 @@ public struct ConfigEnvironment: Sendable {
 /// | daemon | metrics | "host:port" or "" | "127.0.0.1:9464" |
 /// | daemon | state_dir | path | /var/lib/pusher-mqtt-bridge |
 /// | daemon | shutdown_grace | duration | 5s |
+/// | daemon | webhooks | "host:port" or "" | "" (off) |
 /// | bridge | name | [a-z0-9_-]+ | required |
 /// | bridge.pusher | key | string | required |
 /// | bridge.pusher | app_id | string | required for `via = "http"` rules |
@@ -60,6 +61,7 @@ public struct ConfigEnvironment: Sendable {
 /// | bridge.mqtt | status_topic, dead_letter_topic | topic | pusher-mqtt-bridge/NAME/status, — |
 /// | bridge.reconnect | initial_delay, max_delay, multiplier, jitter, stable_after | | 1s, 120s, 2.0, 0.2, 30s |
 /// | bridge.buffer | max_messages, max_bytes, overflow, persist | | 100000, 64MiB, drop-oldest, true |
+/// | bridge.webhooks | topic_prefix, events, qos | topic, event names, 0–2 | required, all seven, 1 |
 ///
 /// `*_file` paths that are relative resolve against `$CREDENTIALS_DIRECTORY` when it is set
 /// (systemd `LoadCredential=`), else against the config file's directory; one trailing newline

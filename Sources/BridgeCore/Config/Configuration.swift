@@ -35,17 +35,20 @@ public struct DaemonSettings: Sendable, Equatable {
     public var stateDirectory: String
     /// `shutdown_grace`, default 5 s: how long SIGTERM waits for buffers to drain.
     public var shutdownGrace: Duration
+    /// `webhooks`: the one HTTP listener for every bridge's webhooks (docs/contract.md §7.2); `nil` (the default, `""`) = off.
+    public var webhooks: ListenAddress?
 
     public init(
         logLevel: LogLevelSetting = .info, logFormat: LogFormat = .text,
         metrics: ListenAddress? = ListenAddress(host: "127.0.0.1", port: 9464),
-        stateDirectory: String = "/var/lib/pusher-mqtt-bridge", shutdownGrace: Duration = .seconds(5)
+        stateDirectory: String = "/var/lib/pusher-mqtt-bridge", shutdownGrace: Duration = .seconds(5), webhooks: ListenAddress? = nil
     ) {
         self.logLevel = logLevel
         self.logFormat = logFormat
         self.metrics = metrics
         self.stateDirectory = stateDirectory
         self.shutdownGrace = shutdownGrace
+        self.webhooks = webhooks
     }
 }
 
@@ -99,14 +102,17 @@ public struct BridgeSettings: Sendable, Equatable {
     public var rules: [BridgeRule]
     /// `[[bridge.presence]]`, in file order.
     public var presence: [PresenceMirrorRule]
+    /// `[bridge.webhooks]`: `nil` unless `topic_prefix` is set (docs/contract.md §7.2).
+    public var webhooks: BridgeWebhookSettings?
     /// `[bridge.cluster]` (docs/contract.md §7.4); nil when this daemon runs the bridge alone.
     public var cluster: ClusterSettings?
 
     public init(
         name: String, pusher: PusherSettings, mqtt: MQTTSettings, reconnect: ReconnectPolicy = .default,
         buffer: BufferSettings = BufferSettings(), rules: [BridgeRule] = [], presence: [PresenceMirrorRule] = [],
-        cluster: ClusterSettings? = nil
+        webhooks: BridgeWebhookSettings? = nil, cluster: ClusterSettings? = nil
     ) {
+        self.webhooks = webhooks
         self.name = name
         self.pusher = pusher
         self.mqtt = mqtt

@@ -3,7 +3,7 @@
 public struct ReloadPlan: Sendable {
     /// Same settings: untouched, connections kept.
     public var unchanged: [String]
-    /// Only rules or presence mirrors changed: swapped in place, connections kept.
+    /// Only rules, presence mirrors or `[bridge.webhooks]` changed: swapped in place, connections kept.
     public var rulesChanged: [BridgeSettings] = []
     /// Connection, reconnect, buffer or cluster settings changed, or the MQTT → Pusher overflow policy that
     /// follows from the rules (no `overflow` key, and the rules now read a different QoS class;

@@ -15,7 +15,8 @@ public enum CheckReport {
         let daemon = configuration.daemon
         lines.append(
             "daemon: log \(daemon.logLevel.rawValue)/\(daemon.logFormat.rawValue), metrics \(daemon.metrics?.description ?? "off"), "
-                + "state_dir \(daemon.stateDirectory), shutdown_grace \(format(daemon.shutdownGrace))")
+                + "state_dir \(daemon.stateDirectory), shutdown_grace \(format(daemon.shutdownGrace))"
+                + (daemon.webhooks.map { ", webhooks \($0)" } ?? ""))
         for bridge in configuration.bridges {
             lines.append("")
             lines.append(contentsOf: render(bridge))
@@ -52,6 +53,12 @@ public enum CheckReport {
         if let cluster = bridge.cluster { lines.append(describe(cluster, in: bridge)) }
         let channels = bridge.pusherChannels
         lines.append("  pusher channels: " + (channels.isEmpty ? "none" : channels.joined(separator: ", ")))
+        if let webhooks = bridge.webhooks {
+            let events = PusherWebhookKind.allCases.filter { webhooks.events.contains($0) }.map(\.rawValue)
+            lines.append(
+                "  webhooks: POST /webhooks/\(bridge.name) -> \(webhooks.topicPrefix)/channels/{channel}/..., qos \(webhooks.qos), "
+                    + "events \(events.count == PusherWebhookKind.allCases.count ? "all" : events.joined(separator: ","))")
+        }
         let subscriptions = bridge.mqttSubscriptions
         lines.append(
             "  mqtt subscriptions: "

@@ -101,6 +101,12 @@ public final class BridgeMetrics: Sendable {
         counter("pusher_mqtt_bridge_throttle_targets_full_total", [("bridge", bridge), ("rule", rule)])
     }
 
+    /// `pusher_mqtt_bridge_webhooks_total{bridge,outcome}`: webhook requests by outcome, and the
+    /// events inside accepted ones that were skipped (docs/contract.md §7.2).
+    public func webhooks(bridge: String, outcome: WebhookOutcome) -> CoreMetrics.Counter {
+        counter("pusher_mqtt_bridge_webhooks_total", [("bridge", bridge), ("outcome", outcome.rawValue)])
+    }
+
     /// The `kind`s of `errors_total` a bridge counts (a test checks that every `kind:` used in
     /// Sources/BridgeDaemon is listed here, so none appears late).
     public static let errorKinds = ["pusher", "pusher_http", "mqtt_publish", "subscribe", "subscription", "spool", "start"]
@@ -140,6 +146,10 @@ public final class BridgeMetrics: Sendable {
         for pusherRule in bridge.pusherToMQTTRules { rule(pusherRule.name, .pusherToMQTT, pusherRule.conditions) }
         if !bridge.presence.isEmpty {
             rule(BridgeStateMachine<ContinuousClock.Instant>.presenceRule, .pusherToMQTT, .none)
+        }
+        if bridge.webhooks != nil {
+            rule(WebhookTranslator.ruleName, .pusherToMQTT, .none)
+            for outcome in WebhookOutcome.allCases { _ = webhooks(bridge: name, outcome: outcome) }
         }
     }
 

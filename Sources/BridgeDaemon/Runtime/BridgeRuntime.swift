@@ -60,6 +60,10 @@ final class BridgeRuntime: Service, Sendable {
     let pusherPause = PusherDeliveryPause()
     /// Wakes the release timer of `throttle` (``releaseThrottled()``) when a message is held.
     let shapingWake = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+    /// Webhooks in (BridgeRuntime+Webhooks.swift): `nil` without `[bridge.webhooks]`.
+    let webhooks: Locked<WebhookReceiver<ContinuousClock.Instant>?>
+    /// Limits the log lines of refused webhook requests.
+    let webhookRefusalLog = Locked(RateLimitedLog<ContinuousClock.Instant>(perMinute: 10))
     /// Lanes for MQTT → Pusher delivery; a channel always maps to the same lane.
     static let laneCount = 8
 
@@ -93,6 +97,7 @@ final class BridgeRuntime: Service, Sendable {
             name: MessageDirection.mqttToPusher.rawValue, limits: limits, overflow: settings.mqttToPusherOverflow,
             spoolDirectory: spool(.mqttToPusher), logger: logger)
         machine = Locked(BridgeStateMachine(settings: settings))
+        webhooks = Locked(WebhookReceiver(settings: settings))
         metrics.registerZeroSeries(for: settings)
         receivedToMQTT = metrics.received(bridge: settings.name, direction: .pusherToMQTT)
         receivedToPusher = metrics.received(bridge: settings.name, direction: .mqttToPusher)
@@ -193,13 +198,14 @@ final class BridgeRuntime: Service, Sendable {
         finished.continuation.finish()
     }
 
-    /// Replaces rules and presence mirrors without touching the connections (SIGHUP with only
-    /// `[[bridge.rule]]` / `[[bridge.presence]]` changes).
+    /// Replaces rules, presence mirrors and `[bridge.webhooks]` without touching the connections
+    /// (SIGHUP with only `[[bridge.rule]]` / `[[bridge.presence]]` / `[bridge.webhooks]` changes).
     func applyRules(_ settings: BridgeSettings) {
         let receivedAt = UTCTimestamp.now().millisecondsSince1970
         let now = ContinuousClock.now
         metrics.registerZeroSeries(for: settings)
         execute(machine.withLock { $0.rulesReplaced(by: settings, receivedAtMillis: receivedAt, now: now) })
+        webhookSettingsChanged(settings)
     }
 
     // MARK: Carrying out the machine's actions

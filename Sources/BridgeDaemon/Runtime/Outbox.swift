@@ -192,6 +192,15 @@ final class Outbox<Item: OutboxItem>: Sendable {
         }
     }
 
+    /// Whether `items` would all be stored now without the overflow policy dropping anything, the
+    /// spool not degraded and the outbox open (webhooks answer 503 otherwise, docs/contract.md §7.2).
+    func canTakeWithoutLoss(_ items: [Item]) -> Bool {
+        let bytes = items.reduce(0) { $0 + $1.encoded().count }
+        return state.withLock { state in
+            !state.closed && !state.backlog.isSpoolDegraded && state.backlog.hasRoom(messages: items.count, bytes: bytes)
+        }
+    }
+
     /// Whether a producer waits in ``waitForRoom(messages:bytes:)`` now.
     var isWaitingForRoom: Bool { state.withLock { $0.roomWaiter != nil } }
 

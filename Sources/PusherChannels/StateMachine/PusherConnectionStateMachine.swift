@@ -141,6 +141,9 @@ public struct PusherConnectionStateMachine: Sendable {
     /// Our own member entry on presence channel `channel`.
     public func me(of channel: String) -> PusherMember? { channels[channel]?.roster.me }
 
+    /// The last `subscription_count` announced for `channel` on the current connection, or nil.
+    public func subscriptionCount(of channel: String) -> Int? { channels[channel]?.subscriptionCount }
+
     // MARK: connection events
 
     /// The application asked to connect.
@@ -246,7 +249,11 @@ public struct PusherConnectionStateMachine: Sendable {
             return [.deliver(PusherEvent(name: "pusher:cache_miss", channel: channel, data: frame.data))]
         case "pusher_internal:subscription_count":
             guard let channel = frame.channel, channels[channel] != nil else { return unknownChannel }
-            return [.deliver(PusherEvent(name: "pusher:subscription_count", channel: channel, data: frame.data))]
+            let event = PusherEvent(name: "pusher:subscription_count", channel: channel, data: frame.data)
+            if let count = event.subscriptionCount {
+                channels.updateRecord(channel) { $0.subscriptionCount = count }
+            }
+            return [.deliver(event)]
         case "pusher:connection_established":
             return [.ignoredFrame(event: frame.event, reason: "already connected")]
         default:

@@ -39,6 +39,8 @@ struct SubscriptionTable: Sendable {
         var roster = PresenceRoster()
         /// Encrypted channels: the key.
         var key = EncryptedChannelKey()
+        /// The last `subscription_count` the server announced on the current connection.
+        var subscriptionCount: Int?
     }
 
     private var records: OrderedDictionary<String, Record> = [:]
@@ -211,6 +213,7 @@ struct SubscriptionTable: Sendable {
     mutating func connectionLost() {
         for index in records.values.indices {
             records.values[index].state = .pending
+            records.values[index].subscriptionCount = nil
             records.values[index].roster.connectionLost()
             records.values[index].key.connectionLost()
         }
