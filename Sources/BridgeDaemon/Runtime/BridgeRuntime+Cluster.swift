@@ -288,7 +288,6 @@ extension BridgeRuntime {
     func performCluster(_ event: (inout BridgeCluster.View) -> [ClusterAction]) {
         guard let cluster else { return }
         let actions = cluster.view.withLock { event(&$0) }
-        guard !actions.isEmpty else { return }
         for action in actions {
             if let message = cluster.message(for: action) {
                 cluster.outgoing.continuation.yield(.message(message))
@@ -315,11 +314,12 @@ extension BridgeRuntime {
                 break  // published above
             }
         }
+        // Also without actions: the end of the observation changes who owns the discovery rules.
+        clusterCheckDiscoveryOwnership(cluster)
         let now = ContinuousClock.now
         let (members, held) = cluster.view.withLock { ($0.membership.owningMembers(now: now).count, $0.membership.heldChannels.count) }
         metrics.clusterMembers(bridge: name).record(members)
         metrics.clusterChannelsHeld(bridge: name).record(held)
-        clusterCheckDiscoveryOwnership(cluster)
     }
 
     /// Logs and counts what happened in the membership.
