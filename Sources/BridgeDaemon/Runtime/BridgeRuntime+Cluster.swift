@@ -152,11 +152,43 @@ extension BridgeRuntime {
         clusterWantedChanged()
     }
 
-    /// What the Pusher consumer saw, as far as the cluster cares: confirmed subscriptions.
+    /// What the Pusher consumer saw, as far as the cluster cares: confirmed subscriptions, and the
+    /// connection's `socket_id` (sent with the held reports).
     func clusterObserved(_ update: PusherUpdate) {
-        guard cluster != nil, case .subscriptionSucceeded(let channel) = update else { return }
+        guard cluster != nil else { return }
         let now = ContinuousClock.now
-        performCluster { $0.membership.channelSubscribed(channel, now: now) }
+        switch update {
+        case .subscriptionSucceeded(let channel):
+            performCluster { $0.membership.channelSubscribed(channel, now: now) }
+        case .connectionStateChanged(let change) where change.current == .connected || change.previous == .connected:
+            let socketID = change.current == .connected ? change.socketID : nil
+            performCluster { $0.membership.pusherConnectionChanged(socketID: socketID, now: now) }
+        default:
+            break
+        }
+    }
+
+    /// The MQTT connection was closed by the broker with `error`. Reason 0x8E, "Session taken over":
+    /// another process connected with this member's client id (the same instance in the same file):
+    /// this one gives way — it leaves the broker for good and `/readyz` says why.
+    func clusterMQTTDisconnected(_ error: MQTTError) {
+        guard cluster != nil, error.kind == .connectionLost, error.code == Self.sessionTakenOverReason else { return }
+        let now = ContinuousClock.now
+        let clientID = connection.effectiveMQTTClientID
+        performCluster { $0.membership.sessionTakenOver(clientID: clientID, now: now) }
+        Task { await mqtt.shutdown() }
+    }
+
+    /// MQTT 5's DISCONNECT reason code "Session taken over".
+    static let sessionTakenOverReason = 0x8E
+
+    /// The `socket_id` an MQTT → Pusher event for `channel` goes out with: the holder's when another
+    /// member holds the channel (so that Pusher does not deliver it to the holder, which would
+    /// publish it back to MQTT), else `own`.
+    func clusterSocketID(for channel: String, own: String?) -> String? {
+        guard let cluster else { return own }
+        let now = ContinuousClock.now
+        return cluster.view.withLock { $0.membership.holderSocketID(of: channel, now: now) } ?? own
     }
 
     /// The configuration's channels (the bridge machine's subscribe and unsubscribe): in a
@@ -354,6 +386,10 @@ extension BridgeRuntime {
                 metadata: ["cluster.instance": "\(cluster?.settings.instance ?? "")", "cluster.other_incarnation": "\(other)"])
         case .duplicateInstanceCleared:
             logger.notice("cluster: the duplicate instance is gone")
+        case .gaveWay(let clientID):
+            logger.critical(
+                "cluster: another process took this member's MQTT session (the same client id); giving way: no broker connection until restarted",
+                metadata: ["cluster.instance": "\(cluster?.settings.instance ?? "")", "mqtt.client_id": "\(clientID)"])
         }
     }
 }
