@@ -76,6 +76,12 @@ extension BridgeRuntime {
         var rest: [MQTTMessage] = []
         rest.reserveCapacity(burst.count)
         for message in burst {
+            if message.properties.userProperties.contains(cluster.marker) {
+                // Published by a member of this group: an echo, whichever member it came back to (§5.4).
+                receivedToPusher.increment()
+                metrics.messages(bridge: name, rule: "", direction: .mqttToPusher, outcome: .suppressed).increment()
+                continue
+            }
             guard message.topic.hasPrefix(cluster.settings.membershipTopic + "/") else {
                 rest.append(message)
                 continue
@@ -83,6 +89,13 @@ extension BridgeRuntime {
             clusterMessageReceived(message, cluster: cluster)
         }
         return rest
+    }
+
+    /// The user property a member adds to what it publishes from Pusher, `pusher-mqtt-bridge-cluster:
+    /// <group>`: no member of the group sends such a message to Pusher again (docs/contract.md §7.4,
+    /// "loops"). Empty without a cluster.
+    var clusterMarker: [MQTTUserProperty] {
+        cluster.map { [$0.marker] } ?? []
     }
 
     private func clusterMessageReceived(_ message: MQTTMessage, cluster: BridgeCluster) {
