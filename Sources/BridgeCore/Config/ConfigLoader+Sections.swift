@@ -6,7 +6,7 @@ import TOMLKit
 extension LoadContext {
     static let rootKeys = ["daemon", "bridge"]
     static let daemonKeys = ["log_level", "log_format", "metrics", "state_dir", "shutdown_grace", "webhooks"]
-    static let bridgeKeys = ["name", "pusher", "mqtt", "reconnect", "buffer", "rule", "presence", "webhooks"]
+    static let bridgeKeys = ["name", "pusher", "mqtt", "reconnect", "buffer", "rule", "presence", "webhooks", "cluster"]
     static let pusherKeys = [
         "key", "app_id", "secret", "secret_file", "cluster", "host", "port", "tls", "rest_host", "rest_port", "ca_file",
         "auth_endpoint", "auth_headers", "activity_timeout", "pong_timeout", "encryption_master_key_base64",
@@ -126,6 +126,7 @@ extension LoadContext {
         let reconnect = reader.subtable("reconnect").map(readReconnect) ?? .default
         let buffer = reader.subtable("buffer").map(readBuffer) ?? BufferSettings()
         let webhooks = reader.subtable("webhooks").flatMap(readWebhooks)
+        let cluster = reader.subtable("cluster").flatMap { readCluster($0, mqtt: mqtt, mqttPath: reader.path.key("mqtt")) }
 
         var rules: [BridgeRule] = []
         var ruleNames: Set<String> = []
@@ -161,7 +162,7 @@ extension LoadContext {
         }
         let bridge = BridgeSettings(
             name: name, pusher: pusher, mqtt: mqtt, reconnect: reconnect, buffer: buffer, rules: rules, presence: presence,
-            webhooks: webhooks)
+            webhooks: webhooks, cluster: cluster)
         checkCredentials(bridge, path: reader.path)
         return bridge
     }

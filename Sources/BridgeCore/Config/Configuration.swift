@@ -104,11 +104,13 @@ public struct BridgeSettings: Sendable, Equatable {
     public var presence: [PresenceMirrorRule]
     /// `[bridge.webhooks]`: `nil` unless `topic_prefix` is set (docs/contract.md §7.2).
     public var webhooks: BridgeWebhookSettings?
+    /// `[bridge.cluster]` (docs/contract.md §7.4); nil when this daemon runs the bridge alone.
+    public var cluster: ClusterSettings?
 
     public init(
         name: String, pusher: PusherSettings, mqtt: MQTTSettings, reconnect: ReconnectPolicy = .default,
         buffer: BufferSettings = BufferSettings(), rules: [BridgeRule] = [], presence: [PresenceMirrorRule] = [],
-        webhooks: BridgeWebhookSettings? = nil
+        webhooks: BridgeWebhookSettings? = nil, cluster: ClusterSettings? = nil
     ) {
         self.webhooks = webhooks
         self.name = name
@@ -118,6 +120,7 @@ public struct BridgeSettings: Sendable, Equatable {
         self.buffer = buffer
         self.rules = rules
         self.presence = presence
+        self.cluster = cluster
     }
 
     /// The Pusher → MQTT rules, in file order.

@@ -5,7 +5,7 @@ public struct ReloadPlan: Sendable {
     public var unchanged: [String]
     /// Only rules, presence mirrors or `[bridge.webhooks]` changed: swapped in place, connections kept.
     public var rulesChanged: [BridgeSettings] = []
-    /// Connection, reconnect or buffer settings changed, or the MQTT → Pusher overflow policy that
+    /// Connection, reconnect, buffer or cluster settings changed, or the MQTT → Pusher overflow policy that
     /// follows from the rules (no `overflow` key, and the rules now read a different QoS class;
     /// docs/contract.md §7.6): the bridge restarts, so that its buffer takes the new policy.
     public var restarted: [BridgeSettings] = []
@@ -27,7 +27,7 @@ public struct ReloadPlan: Sendable {
             guard let previous = old.bridge(named: name), let settings = new.bridge(named: name) else { continue }
             if previous.pusher == settings.pusher, previous.mqtt == settings.mqtt,
                 previous.reconnect == settings.reconnect, previous.buffer == settings.buffer,
-                previous.mqttToPusherOverflow == settings.mqttToPusherOverflow
+                previous.mqttToPusherOverflow == settings.mqttToPusherOverflow, previous.cluster == settings.cluster
             {
                 rulesChanged.append(settings)
             } else {

@@ -50,6 +50,7 @@ public enum CheckReport {
                 + "buffer \(bridge.buffer.maxMessages) messages / \(bridge.buffer.maxBytes) bytes per direction, "
                 + "pusher->mqtt \(bridge.pusherToMQTTOverflow.rawValue), mqtt->pusher \(bridge.mqttToPusherOverflow.rawValue)"
                 + "\(bridge.buffer.persist ? ", spooled" : ", memory only")")
+        if let cluster = bridge.cluster { lines.append(describe(cluster, in: bridge)) }
         let channels = bridge.pusherChannels
         lines.append("  pusher channels: " + (channels.isEmpty ? "none" : channels.joined(separator: ", ")))
         lines += discoveryLines(bridge)
@@ -124,6 +125,18 @@ public enum CheckReport {
                 + "holds at most \(settings.maxChannels), leaves a channel without counts after "
                 + "\(format(settings.idleTimeout)) without events"
         }
+    }
+
+    /// `cluster group factory, instance a: …` (docs/contract.md §7.4): what the membership uses and
+    /// what this instance derives.
+    static func describe(_ cluster: ClusterSettings, in bridge: BridgeSettings) -> String {
+        "  cluster group \(cluster.group), instance \(cluster.instance): "
+            + "membership \(cluster.membershipTopic)/{members,heartbeat,held}/<instance> and …/discovered/<rule>, "
+            + "heartbeat \(format(cluster.heartbeatInterval)), member_timeout \(format(cluster.memberTimeout)), "
+            + "join_settle \(format(cluster.joinSettle)), handover \(format(cluster.handoverTimeout)); "
+            + "this instance: client_id \(bridge.effectiveMQTTClientID), status \(bridge.effectiveStatusTopic), "
+            + "state in <state_dir>/\(cluster.instance); channels split by rendezvous hashing "
+            + "over the live members"
     }
 
     /// `where …; throttle 1s per target; on_change` (docs/contract.md §7.3), or nil when the rule has none.

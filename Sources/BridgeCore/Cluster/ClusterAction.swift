@@ -1,0 +1,50 @@
+/// What ``ClusterMembership`` asks its executor to do, in order.
+public enum ClusterAction: Sendable, Equatable {
+    /// Publish this member's record, retained, QoS 1, on `<membership_topic>/members/<instance>`.
+    case publishRecord(ClusterMemberRecord)
+    /// Publish a zero-length retained message on this member's record topic: it leaves the group.
+    case deleteRecord
+    /// Publish a heartbeat, not retained, QoS 0, on `<membership_topic>/heartbeat/<instance>`.
+    case publishHeartbeat(ClusterHeartbeat)
+    /// Publish the channels this member is confirmed subscribed to, not retained, QoS 1, on
+    /// `<membership_topic>/held/<instance>`.
+    case publishHeld(ClusterHeldReport)
+    /// Subscribe this Pusher channel: this member holds it now.
+    case subscribeChannel(String)
+    /// Unsubscribe this Pusher channel: another member holds it, or nobody wants it.
+    case unsubscribeChannel(String)
+    /// Publish retained `offline` on `<status_topic>/<instance>` for a member that died: its Will
+    /// went to its record, so one survivor — the one the hashing picks — writes its status.
+    case publishMemberOffline(instance: String)
+    /// A `leaveRequested` finished: every channel was handed over; the executor may now publish
+    /// its own `offline` and disconnect.
+    case leaveCompleted
+    /// Something to log and count.
+    case report(ClusterEvent)
+}
+
+/// What happened in the membership, for logs and metrics.
+public enum ClusterEvent: Sendable, Equatable {
+    /// A member became live (record and a recent heartbeat).
+    case memberJoined(instance: String)
+    /// A member's record was deleted (it left, or its Will fired).
+    case memberLeft(instance: String)
+    /// A member's heartbeats stopped for `member_timeout` while its record stayed (hung or cut off).
+    case memberTimedOut(instance: String)
+    /// This member subscribed channels it now owns.
+    case channelsTaken([String])
+    /// This member dropped channels it handed over: `confirmed` when the new holder reported them,
+    /// else after the handover timeout (or with nobody to hand them to).
+    case channelsHandedOver([String], confirmed: Bool)
+    /// This member dropped channels nobody wants any more (the channel list changed).
+    case channelsDropped([String])
+    /// This member lost the broker (or was frozen) and released every channel it held.
+    case releasedAll(count: Int)
+    /// This member's ticks stopped for longer than `member_timeout` (SIGSTOP, a stalled host): the
+    /// others have taken its channels, so it starts over as if it had reconnected.
+    case stalled(for: Duration)
+    /// Another live process uses this instance name (its heartbeats carry another incarnation).
+    case duplicateInstance(otherIncarnation: String)
+    /// No heartbeat from a duplicate for `member_timeout`.
+    case duplicateInstanceCleared
+}

@@ -1,0 +1,175 @@
+/// The events of ``ClusterMembership``: what the broker, Pusher, the clock and the operator tell it.
+extension ClusterMembership {
+    /// The MQTT connection is up (the executor has subscribed `membershipFilter`, without
+    /// `no_local`, retained messages sent): publish the record and a first heartbeat, then listen.
+    public mutating func brokerConnected(now: ContinuousClock.Instant) -> [ClusterAction] {
+        switch phase {
+        case .leaving, .left, .observing, .active: return []
+        case .disconnected: break
+        }
+        phase = .observing(until: now + observation)
+        lastTick = now
+        var actions: [ClusterAction] = [.publishRecord(ownRecord)]
+        ownRecordCurrent = true
+        actions.append(heartbeat(now: now))
+        reconcile(now: now, into: &actions)
+        return actions
+    }
+
+    /// The MQTT connection is gone: this member can no longer see the membership, so it releases
+    /// every channel (docs/contract.md §7.4, "failover"). Leaving, it has left.
+    public mutating func brokerDisconnected(now: ContinuousClock.Instant) -> [ClusterAction] {
+        var actions: [ClusterAction] = []
+        releaseAll(into: &actions)
+        nextHeartbeat = nil
+        switch phase {
+        case .leaving:
+            phase = .left
+            actions.append(.leaveCompleted)
+        case .left: break
+        case .disconnected, .observing, .active: phase = .disconnected
+        }
+        reconcile(now: now, into: &actions)
+        return actions
+    }
+
+    /// A retained record arrived on `<membership_topic>/members/<record.instance>`.
+    public mutating func memberRecordReceived(_ record: ClusterMemberRecord, now: ContinuousClock.Instant) -> [ClusterAction] {
+        if record.instance == instance {
+            // Not ours: an earlier incarnation's record, or a duplicate's; ours goes back at the next heartbeat.
+            ownRecordCurrent = record.incarnation == incarnation
+            return []
+        }
+        var member = members[record.instance] ?? RemoteMember()
+        member.record = record
+        members[record.instance] = member
+        var actions: [ClusterAction] = []
+        reconcile(now: now, into: &actions)
+        return actions
+    }
+
+    /// A zero-length retained message arrived on `<membership_topic>/members/<instance>`: that
+    /// member left, or its Will fired. For this member's own topic (a late Will of an earlier
+    /// session, a duplicate leaving), the record goes back at the next heartbeat.
+    public mutating func memberRecordDeleted(instance deleted: String, now: ContinuousClock.Instant) -> [ClusterAction] {
+        if deleted == instance {
+            ownRecordCurrent = false
+            return []
+        }
+        guard members[deleted] != nil else { return [] }
+        members[deleted]?.record = nil
+        members[deleted]?.held = nil
+        var actions: [ClusterAction] = []
+        reconcile(now: now, into: &actions)
+        return actions
+    }
+
+    /// A heartbeat arrived. One under this member's own name with another incarnation means a
+    /// second live process uses the name.
+    public mutating func heartbeatReceived(_ heartbeat: ClusterHeartbeat, now: ContinuousClock.Instant) -> [ClusterAction] {
+        var actions: [ClusterAction] = []
+        if heartbeat.instance == instance {
+            guard heartbeat.incarnation != incarnation else { return [] }
+            if duplicateUntil == nil { actions.append(.report(.duplicateInstance(otherIncarnation: heartbeat.incarnation))) }
+            duplicateUntil = now + settings.memberTimeout
+            duplicateIncarnation = heartbeat.incarnation
+            return actions
+        }
+        members[heartbeat.instance, default: RemoteMember()].lastHeartbeat = now
+        reconcile(now: now, into: &actions)
+        return actions
+    }
+
+    /// A member reported the channels it is subscribed to.
+    public mutating func heldReported(_ report: ClusterHeldReport, now: ContinuousClock.Instant) -> [ClusterAction] {
+        guard report.instance != instance else { return [] }
+        members[report.instance, default: RemoteMember()].held = report
+        var actions: [ClusterAction] = []
+        reconcile(now: now, into: &actions)
+        return actions
+    }
+
+    /// The channels the bridge wants held by someone in the group: configured and discovered.
+    public mutating func channelsWanted(_ channels: some Sequence<String>, now: ContinuousClock.Instant) -> [ClusterAction] {
+        wanted = Set(channels)
+        var actions: [ClusterAction] = []
+        reconcile(now: now, into: &actions)
+        return actions
+    }
+
+    /// Pusher confirmed the subscription of a channel this member asked for.
+    public mutating func channelSubscribed(_ channel: String, now: ContinuousClock.Instant) -> [ClusterAction] {
+        guard subscribed.contains(channel) else { return [] }
+        confirmed.insert(channel)
+        var actions: [ClusterAction] = []
+        reconcile(now: now, into: &actions)
+        return actions
+    }
+
+    /// SIGTERM: withdraw the membership first, hand every channel over (each until its new holder
+    /// reports it, at most `handover_timeout`), then ``ClusterAction/leaveCompleted``.
+    public mutating func leaveRequested(now: ContinuousClock.Instant) -> [ClusterAction] {
+        var actions: [ClusterAction] = []
+        switch phase {
+        case .leaving, .left: return []
+        case .disconnected:
+            phase = .left
+            return [.leaveCompleted]
+        case .observing, .active:
+            phase = .leaving
+            nextHeartbeat = nil
+            actions.append(.deleteRecord)
+        }
+        reconcile(now: now, into: &actions)
+        return actions
+    }
+
+    /// Time passed: heartbeats, timeouts, settles, handover deadlines, the end of observation.
+    public mutating func tick(now: ContinuousClock.Instant) -> [ClusterAction] {
+        var actions: [ClusterAction] = []
+        if let last = lastTick, now - last > settings.memberTimeout, phase == .active || phase == .leaving {
+            // Frozen longer than the others wait: they have taken this member's channels already.
+            actions.append(.report(.stalled(for: now - last)))
+            releaseAll(into: &actions)
+            if phase == .active { phase = .observing(until: now + observation) }
+        }
+        lastTick = now
+        if let until = duplicateUntil, until <= now {
+            duplicateUntil = nil
+            duplicateIncarnation = nil
+            actions.append(.report(.duplicateInstanceCleared))
+        }
+        if case .observing(let until) = phase, until <= now { phase = .active }
+        if let due = nextHeartbeat, due <= now {
+            if !ownRecordCurrent {
+                actions.append(.publishRecord(ownRecord))
+                ownRecordCurrent = true
+            }
+            actions.append(heartbeat(now: now))
+        }
+        reconcile(now: now, into: &actions)
+        return actions
+    }
+
+    /// This member's record.
+    var ownRecord: ClusterMemberRecord { ClusterMemberRecord(instance: instance, incarnation: incarnation, startedAt: startedAt) }
+
+    /// The next heartbeat, scheduled one interval later.
+    mutating func heartbeat(now: ContinuousClock.Instant) -> ClusterAction {
+        heartbeatSequence += 1
+        nextHeartbeat = now + settings.heartbeatInterval
+        return .publishHeartbeat(ClusterHeartbeat(instance: instance, incarnation: incarnation, sequence: heartbeatSequence))
+    }
+
+    /// Drops every channel at once (broker lost, frozen).
+    mutating func releaseAll(into actions: inout [ClusterAction]) {
+        if !subscribed.isEmpty {
+            actions.append(contentsOf: subscribed.sorted().map { .unsubscribeChannel($0) })
+            actions.append(.report(.releasedAll(count: subscribed.count)))
+        }
+        subscribed = []
+        confirmed = []
+        releasing = [:]
+        lastHeld = nil
+    }
+}

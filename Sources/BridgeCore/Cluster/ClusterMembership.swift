@@ -1,0 +1,143 @@
+/// One member's view of its cluster (docs/contract.md §7.4) and the Pusher channels it holds: a
+/// pure state machine (docs/style.md §1) — no I/O, no clock reads. Each event takes `now:` and
+/// returns ``ClusterAction``s; the executor calls ``tick(now:)`` at ``nextDeadline`` at the latest.
+///
+/// Rules (the design is in docs/architecture.md, "Clusters (in progress)"):
+/// - A remote member is *live* while its retained record exists and its last heartbeat is younger
+///   than `member_timeout`; a hung member (SIGSTOP) whose record stays is dead after that timeout.
+/// - Each wanted channel belongs to the live member with the highest ``RendezvousHash`` score. A
+///   member that becomes live while this one is active counts only after `join_settle`, so a flapping
+///   member moves nothing; a member that dies stops counting at once.
+/// - Taking over subscribes at once; handing over keeps the channel until the new holder's held
+///   report lists it, or `handover_timeout` (5 s) passes: duplicates are bounded, gaps avoided.
+/// - Losing the broker releases every channel (this member can no longer see the membership);
+///   after a (re)connect it listens for ``ClusterMembership/observation`` before taking any.
+public struct ClusterMembership: Sendable {
+    /// Where this member is in its life.
+    public enum Phase: Sendable, Equatable {
+        /// Not connected to the broker: holds nothing.
+        case disconnected
+        /// Connected, listening for the other members' heartbeats until the instant; holds nothing yet.
+        case observing(until: ContinuousClock.Instant)
+        /// A member: holds the channels the hashing gives it.
+        case active
+        /// `leaveRequested`: record deleted, handing every channel over.
+        case leaving
+        /// Left the group: holds nothing, does nothing more.
+        case left
+    }
+
+    /// What this member knows of another.
+    struct RemoteMember: Sendable {
+        var record: ClusterMemberRecord?
+        var lastHeartbeat: ContinuousClock.Instant?
+        /// Set while live: when it became live, and from when it counts for ownership.
+        var liveSince: ContinuousClock.Instant?
+        var settledAt: ContinuousClock.Instant?
+        /// Whether `settledAt` is still ahead (a deadline to wake up for).
+        var awaitingSettle = false
+        var held: ClusterHeldReport?
+
+        /// The channels its current incarnation reports subscribed.
+        var confirmedHeld: Set<String> {
+            guard let held, let record, held.incarnation == record.incarnation else { return [] }
+            return Set(held.channels)
+        }
+    }
+
+    /// The `[bridge.cluster]` settings.
+    public let settings: ClusterSettings
+    /// This process's incarnation (random, chosen by the executor at start).
+    public let incarnation: String
+    /// This process's start, milliseconds since 1970, for its record.
+    public let startedAt: Int64
+    /// Where this member is.
+    public internal(set) var phase: Phase = .disconnected
+
+    var members: [String: RemoteMember] = [:]
+    var wanted: Set<String> = []
+    /// Channels subscribed (asked of Pusher), and of those the ones Pusher confirmed.
+    var subscribed: Set<String> = []
+    var confirmed: Set<String> = []
+    /// Channels handed over but still held, with the instant they are dropped regardless.
+    var releasing: [String: ContinuousClock.Instant] = [:]
+    var lastHeld: [String]?
+    var nextHeartbeat: ContinuousClock.Instant?
+    var heartbeatSequence: UInt64 = 0
+    /// Whether the last record seen on this member's own topic is its own.
+    var ownRecordCurrent = false
+    var duplicateUntil: ContinuousClock.Instant?
+    var duplicateIncarnation: String?
+    var lastTick: ContinuousClock.Instant?
+
+    public init(settings: ClusterSettings, incarnation: String, startedAt: Int64) {
+        self.settings = settings
+        self.incarnation = incarnation
+        self.startedAt = startedAt
+    }
+
+    /// This member's name.
+    public var instance: String { settings.instance }
+
+    /// How long a member listens after a (re)connect before it takes channels: `join_settle`, but
+    /// at least two heartbeat intervals so that every live member has been heard from.
+    public var observation: Duration { max(settings.joinSettle, settings.heartbeatInterval * 2) }
+
+    /// The channels this member is subscribed to (including those being handed over).
+    public var heldChannels: Set<String> { subscribed }
+
+    /// Whether another live process uses this instance name: `/readyz` reports it (an operator must act).
+    public var isDuplicateInstance: Bool { duplicateUntil != nil }
+
+    /// Why this member is not ready, for `/readyz` and `STATUS=` (docs/contract.md §5.7): a
+    /// duplicate instance name, or no membership yet; nil when it takes part normally.
+    public var readinessProblem: String? {
+        if let other = duplicateIncarnation, isDuplicateInstance {
+            return "cluster instance \(instance) is also used by another live process (incarnation \(other)); "
+                + "give each member its own instance"
+        }
+        switch phase {
+        case .active: return nil
+        case .disconnected: return "cluster membership needs the broker"
+        case .observing: return "cluster: listening for the other members before taking channels"
+        case .leaving, .left: return "cluster: leaving the group"
+        }
+    }
+
+    /// The members that count for ownership now, this one included while active, sorted.
+    public func owningMembers(now: ContinuousClock.Instant) -> [String] {
+        var names = members.compactMap { name, member in
+            member.settledAt.flatMap { $0 <= now ? name : nil }
+        }
+        if phase == .active { names.append(instance) }
+        return names.sorted()
+    }
+
+    /// The live members other than this one, sorted (settled or not).
+    public var liveMembers: [String] { members.compactMap { $0.value.liveSince == nil ? nil : $0.key }.sorted() }
+
+    /// The member that owns `channel` in this member's current view.
+    public func owner(of channel: String, now: ContinuousClock.Instant) -> String? {
+        RendezvousHash.owner(of: RendezvousHash.channelKey(channel), among: owningMembers(now: now))
+    }
+
+    /// Whether this member runs the channel discovery of prefix rule `rule` (docs/contract.md §7.1:
+    /// once per group, on the member the hashing assigns to the rule).
+    public func isDiscoveryOwner(rule: String, now: ContinuousClock.Instant) -> Bool {
+        phase == .active && RendezvousHash.owner(of: RendezvousHash.discoveryKey(rule: rule), among: owningMembers(now: now)) == instance
+    }
+
+    /// The earliest instant ``tick(now:)`` has something to do; nil when nothing is timed.
+    public var nextDeadline: ContinuousClock.Instant? {
+        var deadlines: [ContinuousClock.Instant] = []
+        if let nextHeartbeat { deadlines.append(nextHeartbeat) }
+        if case .observing(let until) = phase { deadlines.append(until) }
+        if let duplicateUntil { deadlines.append(duplicateUntil) }
+        deadlines.append(contentsOf: releasing.values)
+        for member in members.values where member.liveSince != nil {
+            if let last = member.lastHeartbeat { deadlines.append(last + settings.memberTimeout) }
+            if member.awaitingSettle, let settledAt = member.settledAt { deadlines.append(settledAt) }
+        }
+        return deadlines.min()
+    }
+}

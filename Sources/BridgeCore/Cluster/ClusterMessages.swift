@@ -1,0 +1,148 @@
+import PusherProtocol
+
+/// The retained record a member keeps at `<membership_topic>/members/<instance>` (docs/contract.md
+/// §7.4, "membership"): `{"instance":"a","incarnation":"5f0c…","started_at":1795000000123}`. Its
+/// Last Will is the zero-length retained message on the same topic, which deletes it.
+public struct ClusterMemberRecord: Sendable, Equatable {
+    /// The member's instance name (the topic's last level says the same).
+    public var instance: String
+    /// A value chosen afresh by each process at start (random): tells a restarted member, or a
+    /// second process with the same instance name, from the one before.
+    public var incarnation: String
+    /// When the process started, in milliseconds since 1970 (for operators; decisions never use it).
+    public var startedAt: Int64
+
+    public init(instance: String, incarnation: String, startedAt: Int64) {
+        self.instance = instance
+        self.incarnation = incarnation
+        self.startedAt = startedAt
+    }
+
+    /// The JSON payload.
+    public var payload: [UInt8] {
+        Array(
+            "{\"instance\":\(JSONString.quoted(instance)),\"incarnation\":\(JSONString.quoted(incarnation)),\"started_at\":\(startedAt)}"
+                .utf8)
+    }
+
+    /// Reads a payload received on `instance`'s member topic; nil when it is not a record of that
+    /// instance (bad JSON, a missing or empty field, another instance's name).
+    public init?(payload: some Collection<UInt8>, instance: String) {
+        guard let fields = ClusterPayload.fields(of: payload), fields.strings["instance"] == instance,
+            let incarnation = fields.strings["incarnation"], !incarnation.isEmpty
+        else { return nil }
+        self.init(instance: instance, incarnation: incarnation, startedAt: fields.numbers["started_at"].flatMap { Int64($0) } ?? 0)
+    }
+}
+
+/// A heartbeat, sent every `heartbeat_interval` to `<membership_topic>/heartbeat/<instance>`, not
+/// retained, QoS 0: `{"instance":"a","incarnation":"5f0c…","seq":42}`.
+public struct ClusterHeartbeat: Sendable, Equatable {
+    /// The sender's instance name.
+    public var instance: String
+    /// The sender's incarnation: a different one under this member's own name is a duplicate.
+    public var incarnation: String
+    /// Counts up from 1 in each incarnation (for operators watching the topic).
+    public var sequence: UInt64
+
+    public init(instance: String, incarnation: String, sequence: UInt64) {
+        self.instance = instance
+        self.incarnation = incarnation
+        self.sequence = sequence
+    }
+
+    /// The JSON payload.
+    public var payload: [UInt8] {
+        Array("{\"instance\":\(JSONString.quoted(instance)),\"incarnation\":\(JSONString.quoted(incarnation)),\"seq\":\(sequence)}".utf8)
+    }
+
+    /// Reads a payload received on `instance`'s heartbeat topic; nil when it is not one of its heartbeats.
+    public init?(payload: some Collection<UInt8>, instance: String) {
+        guard let fields = ClusterPayload.fields(of: payload), fields.strings["instance"] == instance,
+            let incarnation = fields.strings["incarnation"], !incarnation.isEmpty
+        else { return nil }
+        self.init(instance: instance, incarnation: incarnation, sequence: fields.numbers["seq"].flatMap { UInt64($0) } ?? 0)
+    }
+}
+
+/// The channels a member is subscribed to, confirmed by Pusher, sent to `<membership_topic>/held/<instance>`
+/// (not retained) whenever that set changes: `{"instance":"a","incarnation":"5f0c…","channels":["c1","c2"]}`.
+/// An old holder drops a channel it handed over once the new holder lists it (docs/contract.md §7.4, "handover").
+public struct ClusterHeldReport: Sendable, Equatable {
+    /// The sender's instance name.
+    public var instance: String
+    /// The sender's incarnation: a report is believed only from the incarnation whose record is current.
+    public var incarnation: String
+    /// The channels, sorted.
+    public var channels: [String]
+
+    public init(instance: String, incarnation: String, channels: [String]) {
+        self.instance = instance
+        self.incarnation = incarnation
+        self.channels = channels
+    }
+
+    /// The JSON payload.
+    public var payload: [UInt8] {
+        var output = Array(
+            "{\"instance\":\(JSONString.quoted(instance)),\"incarnation\":\(JSONString.quoted(incarnation)),\"channels\":[".utf8)
+        for (index, channel) in channels.enumerated() {
+            if index > 0 { output.append(UInt8(ascii: ",")) }
+            JSONString.append(channel, to: &output)
+        }
+        output.append(contentsOf: Array("]}".utf8))
+        return output
+    }
+
+    /// Reads a payload received on `instance`'s held topic; nil when it is not one of its reports.
+    public init?(payload: some Collection<UInt8>, instance: String) {
+        guard let fields = ClusterPayload.fields(of: payload), fields.strings["instance"] == instance,
+            let incarnation = fields.strings["incarnation"], !incarnation.isEmpty, let channels = fields.stringArrays["channels"]
+        else { return nil }
+        self.init(instance: instance, incarnation: incarnation, channels: channels)
+    }
+}
+
+/// The flat JSON objects of the cluster messages, read with the project's one JSON grammar
+/// (`PusherProtocol.JSONTokenizer`). Members of other types, and unknown members, are ignored, so
+/// a later version may add fields.
+enum ClusterPayload {
+    /// The string, number and string-array members of one object.
+    struct Fields {
+        var strings: [String: String] = [:]
+        var numbers: [String: String] = [:]
+        var stringArrays: [String: [String]] = [:]
+    }
+
+    /// The members of `payload`, or nil when it is not one JSON object.
+    static func fields(of payload: some Collection<UInt8>) -> Fields? {
+        let result = try? JSONTokenizer.withTokenizer(over: payload) {
+            (tokenizer: inout JSONTokenizer) throws(JSONSyntaxError) -> Fields? in
+            guard let first = try tokenizer.next(), first.kind == .beginObject else { return nil }
+            var fields = Fields()
+            while let token = try tokenizer.next(), token.kind == .memberName {
+                let name = tokenizer.string(of: token)
+                guard let value = try tokenizer.next() else { return nil }
+                switch value.kind {
+                case .string: fields.strings[name] = tokenizer.string(of: value)
+                case .number: fields.numbers[name] = tokenizer.text(of: value.range)
+                case .beginArray:
+                    var strings: [String]? = []
+                    while let element = try tokenizer.next(), element.kind != .endArray {
+                        if element.kind == .string {
+                            strings?.append(tokenizer.string(of: element))
+                        } else {
+                            strings = nil
+                            _ = try tokenizer.skipValue(startingWith: element)
+                        }
+                    }
+                    if let strings { fields.stringArrays[name] = strings }
+                default: _ = try tokenizer.skipValue(startingWith: value)
+                }
+            }
+            try tokenizer.validateDocument()
+            return fields
+        }
+        return result ?? nil
+    }
+}
