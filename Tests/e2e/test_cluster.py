@@ -91,6 +91,11 @@ def each_held_once(pusher, channels) -> bool:
     return all(n == 1 for n in holders(pusher, channels).values())
 
 
+def settled(pusher, channels, members: int) -> bool:
+    """Each channel held by exactly one connection, and `members` connections share them."""
+    return each_held_once(pusher, channels) and len(bridge_records(pusher, channels)) == members
+
+
 def status_of(port: int, instance: str) -> bytes | None:
     return retained(port, f"{STATUS}/{instance}", settle=0.3).get(f"{STATUS}/{instance}")
 
@@ -183,11 +188,9 @@ def test_three_members_hold_each_channel_once_and_deliver_10000_mqtt_messages_on
     members = run_cluster(cluster_members, pusher, broker, workdir, P2M_RULES + M2P_RULE)
 
     # Each of the 50 channels is held by exactly one bridge connection, and the three share them.
-    wait_until(lambda: each_held_once(pusher, CHANNELS), 30, 0.2, "each channel to be held by exactly one connection")
-    records = bridge_records(pusher, CHANNELS)
-    assert len(records) == 3, f"expected the three instances' connections to share the channels: {records}"
+    wait_until(lambda: settled(pusher, CHANNELS, 3), 30, 0.2, "each channel held by exactly one of three connections")
     time.sleep(1.5)  # and it stays so (nothing moves once membership is settled)
-    assert each_held_once(pusher, CHANNELS), holders(pusher, CHANNELS)
+    assert settled(pusher, CHANNELS, 3), holders(pusher, CHANNELS)
 
     # Membership is visible on the broker: three retained records with the documented fields.
     records = retained(broker.port, f"{MEMBERSHIP}/members/+")
@@ -243,7 +246,7 @@ def test_three_members_hold_each_channel_once_and_deliver_10000_mqtt_messages_on
 def test_a_killed_member_s_channels_are_held_again_within_5_s_and_its_status_is_offline(pusher, broker, workdir,
                                                                                          cluster_members):
     members = run_cluster(cluster_members, pusher, broker, workdir, P2M_RULES)
-    wait_until(lambda: each_held_once(pusher, CHANNELS), 30, 0.2, "each channel to be held by exactly one connection")
+    wait_until(lambda: settled(pusher, CHANNELS, 3), 30, 0.2, "each channel held by exactly one of three connections")
     before = {r["socket_id"]: set(r["channels"]) & set(CHANNELS) for r in bridge_records(pusher, CHANNELS)}
     victim = members[1]
     assert victim.metric('pusher_mqtt_bridge_cluster_channels_held{bridge="e2e"}') > 0
@@ -277,8 +280,7 @@ def test_a_killed_member_s_channels_are_held_again_within_5_s_and_its_status_is_
     # Back again: it listens, then takes its share; still each channel held once, and online.
     victim.start()
     wait_until(lambda: status_of(broker.port, "b") == b"online", 15, 0.2, "b online again")
-    wait_until(lambda: len(bridge_records(pusher, CHANNELS)) == 3 and each_held_once(pusher, CHANNELS), 20, 0.2,
-               "the restarted member to hold its share again")
+    wait_until(lambda: settled(pusher, CHANNELS, 3), 20, 0.2, "the restarted member to hold its share again")
 
 
 def test_a_duplicate_instance_name_is_reported_on_readyz(pusher, broker, workdir, cluster_members):
@@ -304,3 +306,47 @@ def test_a_duplicate_instance_name_is_reported_on_readyz(pusher, broker, workdir
 
     duplicate.stop()
     wait_until(lambda: members[0].readyz()[0] == 200, 10, 0.2, "a ready again once the duplicate is gone")
+
+
+BOTH_WAYS = """
+[[bridge.rule]]
+name = "both-in"
+from = "pusher"
+channel = "cluster-both"
+events = ["tagged"]
+topic = "cluster/both/x"
+qos = 1
+
+[[bridge.rule]]
+name = "both-out"
+from = "mqtt"
+topic = "cluster/both/+"
+channel = "cluster-both"
+event = "tagged"
+qos = 1
+"""
+
+
+def test_a_channel_bridged_both_ways_does_not_loop_between_members(pusher, broker, workdir, cluster_members):
+    """docs/contract.md §5.4: each message is forwarded once in each direction, never again -- also
+    when the member that sends an MQTT message to Pusher is not the one that holds the channel (the
+    holder then receives the event, since Pusher leaves out only the sender's own connection)."""
+    run_cluster(cluster_members, pusher, broker, workdir, BOTH_WAYS)
+    wait_until(lambda: settled(pusher, ["cluster-both"], 1) and len(
+        [r for r in pusher_connections(pusher) if r["channels"] == []]) >= 2, 30, 0.2,
+        "one member to hold cluster-both, the other two connected")
+    collector = MQTTCollector(broker.port, ["cluster/both/#"])
+    stats = f"/pusher-local/apps/{pusher.app_id}/stats"
+    try:
+        before = json.loads(pusher.control("GET", stats)[1])["events_published"]
+        messages = [("cluster/both/x", json.dumps({"seq": i}).encode()) for i in range(300)]
+        publish_qos1(broker.port, messages)
+        wait_until(lambda: json.loads(pusher.control("GET", stats)[1])["events_published"] - before >= 300, 20, 0.2,
+                   "300 events at pusher-local")
+        time.sleep(3.0)  # an echo, or a loop, would show by now
+        published = json.loads(pusher.control("GET", stats)[1])["events_published"] - before
+        on_mqtt = len(collector.payloads("cluster/both/x"))
+    finally:
+        collector.close()
+    assert published == 300, f"{published} events published to Pusher for 300 MQTT messages (an echo loop between members)"
+    assert on_mqtt == 300, f"{on_mqtt} messages on cluster/both/x for 300 published (echoes of the bridge's own events)"
