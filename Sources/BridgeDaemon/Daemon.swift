@@ -213,13 +213,16 @@ public final class Daemon: Sendable {
     /// paused by a 403 from Pusher (docs/contract.md §7.3).
     func readiness() -> Readiness {
         var notReady: [String] = []
+        var details: [String] = []
         for runtime in runtimesByName() {
             notReady += runtime.status.connectivity.notReadyReasons.map { "\(runtime.name): \($0)" }
             if let pause = runtime.pusherDeliveryPauseReason {
                 notReady.append("\(runtime.name): \(pause); MQTT→Pusher paused, buffering")
             }
+            if let problem = runtime.clusterReadinessProblem { notReady.append("\(runtime.name): \(problem)") }
+            if let summary = runtime.clusterSummary { details.append("\(runtime.name): \(summary)") }
         }
-        return Readiness(notReady: notReady)
+        return Readiness(notReady: notReady, details: details)
     }
 
     /// systemd's STATUS= line: each bridge's state.
@@ -232,7 +235,10 @@ public final class Daemon: Sendable {
             for (direction, count) in s.memoryOnly.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
                 line += ", \(direction.rawValue) spool degraded (\(count) in memory only)"
             }
-            return runtime.pusherDeliveryPauseReason.map { line + ", MQTT→Pusher paused (\($0))" } ?? line
+            if let pause = runtime.pusherDeliveryPauseReason { line += ", MQTT→Pusher paused (\(pause))" }
+            if let summary = runtime.clusterSummary { line += ", \(summary)" }
+            if let problem = runtime.clusterReadinessProblem { line += " (\(problem))" }
+            return line
         }.joined(separator: "; ")
     }
 

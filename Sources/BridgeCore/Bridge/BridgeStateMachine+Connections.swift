@@ -36,7 +36,7 @@ extension BridgeStateMachine {
         var actions: [Action] = [.connectionChanged(.mqtt, up: true, reconnected: mqttConnectedOnce)]
         mqttConnectedOnce = true
         inbound.connected(now: now)
-        actions.append(.publishStatus(topic: settings.mqtt.statusTopic, payload: "online"))
+        actions.append(.publishStatus(topic: settings.effectiveStatusTopic, payload: "online"))
         forEachMirror(receivedAtMillis: receivedAtMillis, into: &actions) { $0.mqttConnected() }
         return actions
     }

@@ -34,6 +34,17 @@ extension BridgeStateMachine {
         return actions
     }
 
+    /// This bridge unsubscribed `channel` while it stays configured (in a cluster another member
+    /// holds it now, docs/contract.md §7.4): a presence mirror of it stops trusting its member
+    /// list, publishes nothing after an MQTT reconnect, and starts over from the member list of
+    /// its next subscription — the holder's mirror is the one that publishes.
+    public mutating func channelReleased(_ channel: String, receivedAtMillis: Int64) -> [Action] {
+        guard mirrors[channel] != nil else { return [] }
+        var actions: [Action] = []
+        withMirror(channel, receivedAtMillis: receivedAtMillis, into: &actions) { $0.pusherDisconnected() }
+        return actions
+    }
+
     /// Discovery left presence room `channel`: clear its retained members and count (§5.3,
     /// §7.1). A configured exact mirror is not touched.
     public mutating func discoveredRoomLeft(_ channel: String, receivedAtMillis: Int64) -> [Action] {

@@ -85,7 +85,7 @@ public struct BridgeStateMachine<Instant: InstantProtocol>: Sendable where Insta
         self.settings = settings
         rules = RuleTable(bridge: settings)
         shaping = RuleShaping(settings: settings)
-        inbound = InboundMQTTFilter(guardsAgainstEchoes: settings.mqtt.protocolVersion == .v311)
+        inbound = InboundMQTTFilter(guardsAgainstEchoes: settings.guardsAgainstEchoesByDigest)
         for rule in settings.presence where rule.discovery == nil {
             mirrors[rule.channel] = PresenceMirror(rule: rule, ownUserID: settings.ownPresenceUserID)
         }
@@ -93,10 +93,12 @@ public struct BridgeStateMachine<Instant: InstantProtocol>: Sendable where Insta
 
     // MARK: Start, reload, stop
 
-    /// The bridge starts: subscribe every channel and MQTT filter the settings name.
+    /// The bridge starts: subscribe every channel and MQTT filter the settings name (in a
+    /// cluster, rule filters as shared subscriptions and the membership filter:
+    /// ``BridgeSettings/effectiveMQTTSubscriptions``).
     public func started() -> [Action] {
         settings.pusherChannels.map { .subscribeChannel($0) }
-            + settings.mqttSubscriptions.map { .subscribeTopicFilter(wire($0.subscription)) }
+            + settings.effectiveMQTTSubscriptions.map { .subscribeTopicFilter(wire($0.subscription)) }
     }
 
     /// A reload changed only rules or presence mirrors: swap them in, keeping the connections.
@@ -121,20 +123,20 @@ public struct BridgeStateMachine<Instant: InstantProtocol>: Sendable where Insta
         }
         mirrors = kept
         let oldChannels = settings.pusherChannels
-        let oldSubscriptions = settings.mqttSubscriptions
+        let oldSubscriptions = settings.effectiveMQTTSubscriptions
         settings = new
         rules = RuleTable(bridge: new)
 
         let newChannels = Set(new.pusherChannels)
         for channel in oldChannels where !newChannels.contains(channel) { actions.append(.unsubscribeChannel(channel)) }
-        let newFilters = Set(new.mqttSubscriptions.map(\.filter))
+        let newFilters = Set(new.effectiveMQTTSubscriptions.map(\.filter))
         for subscription in oldSubscriptions where !newFilters.contains(subscription.filter) {
             actions.append(.unsubscribeTopicFilter(subscription.filter))
         }
         let known = Set(oldChannels)
         for channel in new.pusherChannels where !known.contains(channel) { actions.append(.subscribeChannel(channel)) }
         // Subscribing again is harmless at the broker and picks up a changed QoS or option.
-        for needed in new.mqttSubscriptions { actions.append(.subscribeTopicFilter(wire(needed.subscription))) }
+        for needed in new.effectiveMQTTSubscriptions { actions.append(.subscribeTopicFilter(wire(needed.subscription))) }
         return actions
     }
 

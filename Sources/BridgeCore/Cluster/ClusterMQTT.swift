@@ -1,8 +1,8 @@
 import MQTTVocabulary
 
 /// What a cluster changes at the MQTT level (docs/contract.md §7.4), computed from the settings so
-/// the runtime only has to use it: the subscriptions, the Last Will and the echo guard. Not used by
-/// the daemon yet (docs/architecture.md, "Clusters (in progress)").
+/// the runtime only has to use it: the subscriptions, the Last Will and the echo guard
+/// (docs/architecture.md, "Clusters").
 extension BridgeSettings {
     /// The subscriptions this daemon makes. Alone: ``mqttSubscriptions``. In a cluster:
     /// - each rule's filter becomes the shared subscription `$share/<group>/<filter>`, so the broker

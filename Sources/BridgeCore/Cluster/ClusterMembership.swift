@@ -2,7 +2,7 @@
 /// pure state machine (docs/style.md §1) — no I/O, no clock reads. Each event takes `now:` and
 /// returns ``ClusterAction``s; the executor calls ``tick(now:)`` at ``nextDeadline`` at the latest.
 ///
-/// Rules (the design is in docs/architecture.md, "Clusters (in progress)"):
+/// Rules (the design is in docs/architecture.md, "Clusters"):
 /// - A remote member is *live* while its retained record exists and its last heartbeat is younger
 ///   than `member_timeout`; a hung member (SIGSTOP) whose record stays is dead after that timeout.
 /// - Each wanted channel belongs to the live member with the highest ``RendezvousHash`` score. A

@@ -103,6 +103,41 @@ public struct ClusterHeldReport: Sendable, Equatable {
     }
 }
 
+/// The channels a prefix rule's discovery holds for the whole group, sent retained to
+/// `<membership_topic>/discovered/<rule>` by the member that runs the rule's discovery (docs/contract.md
+/// §7.4, "discovery"): `{"rule":"sensors","channels":["sensor-1","sensor-2"]}`. Every member wants
+/// these channels held; the retained list outlives its sender, so a new owner starts from it.
+public struct ClusterDiscoveredList: Sendable, Equatable {
+    /// The rule's name (`presence:<prefix>` for a presence mirror with `channel_prefix`).
+    public var rule: String
+    /// The channels, sorted.
+    public var channels: [String]
+
+    public init(rule: String, channels: [String]) {
+        self.rule = rule
+        self.channels = channels
+    }
+
+    /// The JSON payload.
+    public var payload: [UInt8] {
+        var output = Array("{\"rule\":\(JSONString.quoted(rule)),\"channels\":[".utf8)
+        for (index, channel) in channels.enumerated() {
+            if index > 0 { output.append(UInt8(ascii: ",")) }
+            JSONString.append(channel, to: &output)
+        }
+        output.append(contentsOf: Array("]}".utf8))
+        return output
+    }
+
+    /// Reads a payload received on `rule`'s discovered topic; nil when it is not that rule's list.
+    public init?(payload: some Collection<UInt8>, rule: String) {
+        guard let fields = ClusterPayload.fields(of: payload), fields.strings["rule"] == rule,
+            let channels = fields.stringArrays["channels"]
+        else { return nil }
+        self.init(rule: rule, channels: channels)
+    }
+}
+
 /// The flat JSON objects of the cluster messages, read with the project's one JSON grammar
 /// (`PusherProtocol.JSONTokenizer`). Members of other types, and unknown members, are ignored, so
 /// a later version may add fields.

@@ -1,6 +1,6 @@
 /// `[bridge.cluster]` (docs/contract.md §7.4): several daemons with the same file share one bridge's
 /// work, coordinating through the broker. Topics and timings are described in
-/// docs/architecture.md, "Clusters (in progress)".
+/// docs/architecture.md, "Clusters".
 ///
 /// Defaults and why: a heartbeat every `heartbeat_interval` (1 s) and a member declared dead
 /// `member_timeout` (3 s) after its last one. A SIGKILLed member's Will deletes its record at once;
@@ -50,7 +50,10 @@ public struct ClusterSettings: Sendable, Equatable {
     public func heartbeatTopic(_ instance: String) -> String { "\(membershipTopic)/heartbeat/\(instance)" }
     /// Where `instance` reports the channels it is subscribed to (not retained): `<membership_topic>/held/<instance>`.
     public func heldTopic(_ instance: String) -> String { "\(membershipTopic)/held/\(instance)" }
-    /// The one subscription that receives all three kinds: `<membership_topic>/+/+`.
+    /// Where the member running `rule`'s discovery publishes the channels it found (retained):
+    /// `<membership_topic>/discovered/<rule>`.
+    public func discoveredTopic(rule: String) -> String { "\(membershipTopic)/discovered/\(rule)" }
+    /// The one subscription that receives all four kinds: `<membership_topic>/+/+`.
     public var membershipFilter: String { "\(membershipTopic)/+/+" }
 
     /// What a message on `topic` under the membership topic is, or nil when it is none of ours.
@@ -58,7 +61,12 @@ public struct ClusterSettings: Sendable, Equatable {
         let prefix = membershipTopic + "/"
         guard topic.hasPrefix(prefix) else { return nil }
         let levels = topic.dropFirst(prefix.count).split(separator: "/", omittingEmptySubsequences: false)
-        guard levels.count == 2, LoadContext.isBridgeName(String(levels[1])) else { return nil }
+        guard levels.count == 2 else { return nil }
+        if levels[0] == "discovered" {
+            // Rule names, and `presence:<prefix>`: a channel prefix has no `/`, `+` or `#`.
+            return levels[1].isEmpty ? nil : .discovered(rule: String(levels[1]))
+        }
+        guard LoadContext.isBridgeName(String(levels[1])) else { return nil }
         let instance = String(levels[1])
         switch levels[0] {
         case "members": return .member(instance: instance)
@@ -77,6 +85,8 @@ public enum ClusterTopic: Sendable, Equatable {
     case heartbeat(instance: String)
     /// `<membership_topic>/held/<instance>`: the channels a member reports subscribed.
     case held(instance: String)
+    /// `<membership_topic>/discovered/<rule>`: the channels a prefix rule holds for the group (retained).
+    case discovered(rule: String)
 }
 
 extension BridgeSettings {

@@ -113,6 +113,31 @@ public final class BridgeMetrics: Sendable {
         counter("pusher_mqtt_bridge_discovery_skipped_total", [("bridge", bridge), ("rule", rule)])
     }
 
+    /// `pusher_mqtt_bridge_cluster_members{bridge}`: the live members of the bridge's cluster that
+    /// count for channel ownership, this one included while it is a member (docs/contract.md §7.4).
+    public func clusterMembers(bridge: String) -> CoreMetrics.Gauge {
+        gauge("pusher_mqtt_bridge_cluster_members", [("bridge", bridge)])
+    }
+
+    /// `pusher_mqtt_bridge_cluster_channels_held{bridge}`: the Pusher channels this member holds
+    /// (subscribed, including those being handed over).
+    public func clusterChannelsHeld(bridge: String) -> CoreMetrics.Gauge {
+        gauge("pusher_mqtt_bridge_cluster_channels_held", [("bridge", bridge)])
+    }
+
+    /// `pusher_mqtt_bridge_cluster_takeovers_total{bridge}`: channels this member started holding
+    /// (its share after joining, a dead member's channels, a handover to it).
+    public func clusterTakeovers(bridge: String) -> CoreMetrics.Counter {
+        counter("pusher_mqtt_bridge_cluster_takeovers_total", [("bridge", bridge)])
+    }
+
+    /// `pusher_mqtt_bridge_cluster_handovers_total{bridge,confirmed}`: channels this member let go
+    /// to another holder — `confirmed="true"` after the new holder reported it subscribed,
+    /// `"false"` at the 5 s handover timeout or with nobody to hand it to.
+    public func clusterHandovers(bridge: String, confirmed: Bool) -> CoreMetrics.Counter {
+        counter("pusher_mqtt_bridge_cluster_handovers_total", [("bridge", bridge), ("confirmed", confirmed ? "true" : "false")])
+    }
+
     /// `pusher_mqtt_bridge_webhooks_total{bridge,outcome}`: webhook requests by outcome, and the
     /// events inside accepted ones that were skipped (docs/contract.md §7.2).
     public func webhooks(bridge: String, outcome: WebhookOutcome) -> CoreMetrics.Counter {
@@ -121,7 +146,7 @@ public final class BridgeMetrics: Sendable {
 
     /// The `kind`s of `errors_total` a bridge counts (a test checks that every `kind:` used in
     /// Sources/BridgeDaemon is listed here, so none appears late).
-    public static let errorKinds = ["pusher", "pusher_http", "mqtt_publish", "subscribe", "subscription", "spool", "start"]
+    public static let errorKinds = ["pusher", "pusher_http", "mqtt_publish", "subscribe", "subscription", "spool", "start", "cluster"]
 
     /// Creates every series `bridge` can count, at zero, so that each labelled family is in the
     /// first scrape and `increase()`/alerts see the first event (docs/contract.md §5.7): both
@@ -162,6 +187,12 @@ public final class BridgeMetrics: Sendable {
         for discovery in bridge.discoveryRules {
             _ = discoveredChannels(bridge: name, rule: discovery.name)
             _ = discoverySkipped(bridge: name, rule: discovery.name)
+        }
+        if bridge.cluster != nil {
+            clusterMembers(bridge: name).record(0)
+            clusterChannelsHeld(bridge: name).record(0)
+            _ = clusterTakeovers(bridge: name)
+            for confirmed in [true, false] { _ = clusterHandovers(bridge: name, confirmed: confirmed) }
         }
         if bridge.webhooks != nil {
             rule(WebhookTranslator.ruleName, .pusherToMQTT, .none)

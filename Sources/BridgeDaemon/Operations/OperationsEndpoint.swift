@@ -8,8 +8,13 @@ import ServiceLifecycle
 public struct Readiness: Sendable, Equatable {
     /// Bridges or sides that are not connected, e.g. `factory: pusher disconnected`.
     public var notReady: [String]
+    /// Lines shown after `ready` or the problems: a cluster's members and channels held (§7.4).
+    public var details: [String]
 
-    public init(notReady: [String]) { self.notReady = notReady }
+    public init(notReady: [String], details: [String] = []) {
+        self.notReady = notReady
+        self.details = details
+    }
 
     public var isReady: Bool { notReady.isEmpty }
 }
@@ -67,7 +72,8 @@ public struct OperationsEndpoint: Service {
         }
         router.get("readyz") { _, _ -> Response in
             let report = readiness()
-            let text = report.isReady ? "ready\n" : report.notReady.joined(separator: "\n") + "\n"
+            let lines = (report.isReady ? ["ready"] : report.notReady) + report.details
+            let text = lines.joined(separator: "\n") + "\n"
             return Response(
                 status: report.isReady ? .ok : .serviceUnavailable,
                 headers: [.contentType: "text/plain"],

@@ -29,6 +29,7 @@ extension BridgeRuntime {
             }
             if connected { logger.info("mqtt connected", metadata: ["mqtt.session_present": "\(sessionPresent)"]) }
             execute(actions)
+            clusterMQTTConnectionChanged(connected: connected)
         }
     }
 

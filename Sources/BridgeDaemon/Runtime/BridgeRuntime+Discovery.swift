@@ -64,6 +64,12 @@ extension BridgeRuntime {
 
     /// `GET /apps/ID/channels?filter_by_prefix=P&info=…`, its answer or failure to the machine.
     private func discoveryPoll(_ poll: BridgeDiscovery.Poll) async {
+        guard clusterPollsDiscovery(rule: poll.rule) else {
+            // Another member of the cluster polls this rule; its list arrives through the broker.
+            let now = ContinuousClock.now
+            discovery.machine.withLock { $0.pollSkipped(rule: poll.rule, now: now) }
+            return
+        }
         guard let rest else {
             // `check` refuses channel_prefix without app_id and secret; never here in practice.
             let now = ContinuousClock.now
@@ -77,6 +83,7 @@ extension BridgeRuntime {
                     name, count: poll.info == "user_count" ? info.userCount : poll.info.isEmpty ? nil : info.subscriptionCount)
             }
             let now = ContinuousClock.now
+            clusterDiscoveryPolled(rule: poll.rule)
             performDiscovery(discovery.machine.withLock { $0.pollSucceeded(rule: poll.rule, channels: occupied, now: now) })
             if poll.rule.hasPrefix("presence:") {
                 // Ghosts of an earlier run in rooms nobody is in are cleared now (§5.3).
@@ -172,60 +179,96 @@ extension BridgeRuntime {
 
     // MARK: Carrying out the machine's actions
 
-    /// Carries out discovery's actions in order, then updates `discovered_channels`.
+    /// Carries out discovery's actions in order, then updates `discovered_channels`. In a cluster
+    /// the joins and leaves change this member's list, published where it owns the rule; the
+    /// members subscribe from the group's lists (BridgeRuntime+Cluster.swift).
     func performDiscovery(_ actions: [ChannelDiscovery.Action]) {
         guard !actions.isEmpty else { return }
-        for action in actions {
-            switch action {
-            case .poll(let rule, let prefix, let info):
-                discovery.polls.continuation.yield(BridgeDiscovery.Poll(rule: rule, prefix: prefix, info: info))
-            case .countsRefused(let rule):
+        if cluster != nil {
+            performClusteredDiscovery(actions)
+            return
+        }
+        for action in actions { performDiscoveryAction(action) }
+        recordDiscoveredChannels()
+    }
+
+    /// One of discovery's actions, as carried out without a cluster.
+    private func performDiscoveryAction(_ action: ChannelDiscovery.Action) {
+        switch action {
+        case .poll(let rule, let prefix, let info):
+            discovery.polls.continuation.yield(BridgeDiscovery.Poll(rule: rule, prefix: prefix, info: info))
+        case .countsRefused(let rule):
+            logger.warning(
+                """
+                channel discovery: the server refused info=subscription_count (subscription counting not enabled?); \
+                polling without counts, channels are left after idle_timeout without events
+                """,
+                metadata: ["bridge.rule": "\(rule)"])
+        case .subscribe(let channel):
+            // The client's own subscribe, as for configured channels (authorization,
+            // resubscription after reconnects); it ignores a channel it already has. Not
+            // through `execute(.subscribeChannel)`, whose check copies the whole channel
+            // list: with thousands of discovered channels that would be quadratic.
+            pusher.subscribe(channel)
+        case .unsubscribe(let channel):
+            execute(.unsubscribeChannel(channel))
+        case .joined(let channel, let rule):
+            logger.debug("discovered channel joined", metadata: ["pusher.channel": "\(channel)", "bridge.rule": "\(rule)"])
+            // Presence mirrors are named `presence:<prefix>`; rule names cannot contain ':'.
+            if rule.hasPrefix("presence:") {
+                let receivedAt = UTCTimestamp.now().millisecondsSince1970
+                execute(machine.withLock { $0.discoveredRoomJoined(channel, receivedAtMillis: receivedAt) })
+            }
+        case .left(let channel, let rule, let reason):
+            logger.info(
+                "discovered channel left",
+                metadata: ["pusher.channel": "\(channel)", "bridge.rule": "\(rule)", "reason": "\(reason.rawValue)"])
+            if rule.hasPrefix("presence:") {
+                let receivedAt = UTCTimestamp.now().millisecondsSince1970
+                execute(machine.withLock { $0.discoveredRoomLeft(channel, receivedAtMillis: receivedAt) })
+            }
+        case .skipped(let rule, let count, let first):
+            metrics.discoverySkipped(bridge: name, rule: rule).increment(by: count)
+            let now = ContinuousClock.now
+            let (log, suppressed) = discovery.skippedLogs.withLock { logs in
+                logs[rule, default: RateLimitedLog(perMinute: 1)].allow(now: now)
+            }
+            if log {
                 logger.warning(
-                    """
-                    channel discovery: the server refused info=subscription_count (subscription counting not enabled?); \
-                    polling without counts, channels are left after idle_timeout without events
-                    """,
-                    metadata: ["bridge.rule": "\(rule)"])
-            case .subscribe(let channel):
-                // The client's own subscribe, as for configured channels (authorization,
-                // resubscription after reconnects); it ignores a channel it already has. Not
-                // through `execute(.subscribeChannel)`, whose check copies the whole channel
-                // list: with thousands of discovered channels that would be quadratic.
-                pusher.subscribe(channel)
-            case .unsubscribe(let channel):
-                execute(.unsubscribeChannel(channel))
-            case .joined(let channel, let rule):
-                logger.debug("discovered channel joined", metadata: ["pusher.channel": "\(channel)", "bridge.rule": "\(rule)"])
-                // Presence mirrors are named `presence:<prefix>`; rule names cannot contain ':'.
-                if rule.hasPrefix("presence:") {
-                    let receivedAt = UTCTimestamp.now().millisecondsSince1970
-                    execute(machine.withLock { $0.discoveredRoomJoined(channel, receivedAtMillis: receivedAt) })
-                }
-            case .left(let channel, let rule, let reason):
-                logger.info(
-                    "discovered channel left",
-                    metadata: ["pusher.channel": "\(channel)", "bridge.rule": "\(rule)", "reason": "\(reason.rawValue)"])
-                if rule.hasPrefix("presence:") {
-                    let receivedAt = UTCTimestamp.now().millisecondsSince1970
-                    execute(machine.withLock { $0.discoveredRoomLeft(channel, receivedAtMillis: receivedAt) })
-                }
-            case .skipped(let rule, let count, let first):
-                metrics.discoverySkipped(bridge: name, rule: rule).increment(by: count)
-                let now = ContinuousClock.now
-                let (log, suppressed) = discovery.skippedLogs.withLock { logs in
-                    logs[rule, default: RateLimitedLog(perMinute: 1)].allow(now: now)
-                }
-                if log {
-                    logger.warning(
-                        "channel discovery: max_channels reached, channels skipped",
-                        metadata: [
-                            "bridge.rule": "\(rule)", "skipped": "\(count)", "pusher.channel": "\(first)",
-                            "suppressed_logs": "\(suppressed)",
-                        ])
-                }
+                    "channel discovery: max_channels reached, channels skipped",
+                    metadata: [
+                        "bridge.rule": "\(rule)", "skipped": "\(count)", "pusher.channel": "\(first)",
+                        "suppressed_logs": "\(suppressed)",
+                    ])
             }
         }
+    }
+
+    /// `discovered_channels` per rule.
+    private func recordDiscoveredChannels() {
         let held = discovery.machine.withLock { machine in machine.rules.map { ($0.name, machine.heldCount(rule: $0.name)) } }
         for (rule, count) in held { metrics.discoveredChannels(bridge: name, rule: rule).record(count) }
+    }
+
+    /// ``performDiscovery(_:)`` in a cluster: polls, logs and counts as alone; joins and leaves
+    /// only into this member's list, then the lists this member owns are published.
+    private func performClusteredDiscovery(_ actions: [ChannelDiscovery.Action]) {
+        var local: [ChannelDiscovery.Action] = []
+        for action in actions {
+            switch action {
+            case .subscribe, .unsubscribe:
+                break  // the holder subscribes, from the group's list
+            case .joined(let channel, let rule):
+                clusterDiscoveryChanged(rule: rule, channel: channel, joined: true)
+            case .left(let channel, let rule, _):
+                clusterDiscoveryChanged(rule: rule, channel: channel, joined: false)
+            case .poll, .countsRefused, .skipped:
+                local.append(action)
+            }
+        }
+        // The rest as without a cluster.
+        for action in local { performDiscoveryAction(action) }
+        clusterPublishDiscovered()
+        recordDiscoveredChannels()
     }
 }

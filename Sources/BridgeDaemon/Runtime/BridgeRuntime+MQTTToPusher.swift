@@ -18,8 +18,9 @@ extension BridgeRuntime {
         var events: [OutgoingPusher] = []
         let backpressure = toPusher.overflow == .backpressure
         while true {
-            let burst = await mqtt.messages.next(max: 64)
-            if burst.isEmpty { return }
+            let arrived = await mqtt.messages.next(max: 64)
+            if arrived.isEmpty { return }
+            let burst = clusterMessagesTaken(from: arrived)  // membership messages are not for the rules
             let receivedAt = UTCTimestamp.now()
             if backpressure {
                 // Wait for room instead of dropping; meanwhile the MQTT client's buffer fills and it

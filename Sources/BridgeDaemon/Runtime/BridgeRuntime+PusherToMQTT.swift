@@ -11,6 +11,7 @@ extension BridgeRuntime {
         for await update in pusher.updates() {
             if Task.isCancelled { break }
             discoveryObserved(update)
+            clusterObserved(update)
             switch update {
             case .event(let event):
                 guard let channel = event.channel else { continue }

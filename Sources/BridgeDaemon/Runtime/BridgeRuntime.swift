@@ -62,6 +62,8 @@ final class BridgeRuntime: Service, Sendable {
     let shapingWake = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     /// Channel discovery (docs/contract.md §7.1): BridgeRuntime+Discovery.swift.
     let discovery: BridgeDiscovery
+    /// The cluster (docs/contract.md §7.4, BridgeRuntime+Cluster.swift): `nil` without `[bridge.cluster]`.
+    let cluster: BridgeCluster?
     /// Webhooks in (BridgeRuntime+Webhooks.swift): `nil` without `[bridge.webhooks]`.
     let webhooks: Locked<WebhookReceiver<ContinuousClock.Instant>?>
     /// Limits the log lines of refused webhook requests.
@@ -90,7 +92,9 @@ final class BridgeRuntime: Service, Sendable {
         let limits = BufferLimits(maxMessages: settings.buffer.maxMessages, maxBytes: settings.buffer.maxBytes)
         func spool(_ direction: MessageDirection) -> String? {
             guard settings.buffer.persist else { return nil }
-            return Spool.directory(stateDirectory: daemon.stateDirectory, bridge: settings.name, direction: direction.rawValue)
+            // In a cluster `<state_dir>/<instance>`: members sharing a state_dir never share a spool.
+            let stateDirectory = settings.effectiveStateDirectory(daemonStateDirectory: daemon.stateDirectory)
+            return Spool.directory(stateDirectory: stateDirectory, bridge: settings.name, direction: direction.rawValue)
         }
         toMQTT = try Outbox(
             name: MessageDirection.pusherToMQTT.rawValue, limits: limits, overflow: settings.pusherToMQTTOverflow,
@@ -101,6 +105,7 @@ final class BridgeRuntime: Service, Sendable {
         machine = Locked(BridgeStateMachine(settings: settings))
         discovery = BridgeDiscovery(settings: settings)
         webhooks = Locked(WebhookReceiver(settings: settings))
+        cluster = settings.cluster.map { BridgeCluster(settings: $0, bridge: settings) }
         metrics.registerZeroSeries(for: settings)
         receivedToMQTT = metrics.received(bridge: settings.name, direction: .pusherToMQTT)
         receivedToPusher = metrics.received(bridge: settings.name, direction: .mqttToPusher)
@@ -144,6 +149,7 @@ final class BridgeRuntime: Service, Sendable {
             group.addTask { await self.housekeeping() }
             group.addTask { await self.releaseThrottled() }
             group.addTask { await self.runDiscovery() }
+            group.addTask { await self.runCluster() }
             group.addTask {
                 // Cancellation (the bridge finished) throws here; a graceful shutdown drains.
                 guard (try? await gracefulShutdown()) != nil else { return }
@@ -167,6 +173,8 @@ final class BridgeRuntime: Service, Sendable {
     func stop(grace: Duration) async {
         guard machine.withLock({ $0.stopRequested() }) else { return }
         let deadline = ContinuousClock.now + grace
+        // In a cluster the channels go to the other members first (docs/contract.md §7.4, "handover").
+        await clusterLeave(deadline: deadline)
         pusher.disconnect()
         // What a `throttle` holds goes out now rather than waiting for its interval.
         var held: [Action] = []
@@ -179,7 +187,7 @@ final class BridgeRuntime: Service, Sendable {
             await self.toMQTT.waitUntilEmpty()
             await self.toPusher.waitUntilEmpty()
         }
-        let offline = MQTTMessage(topic: connection.mqtt.statusTopic, payload: Array("offline".utf8), qos: .atLeastOnce, retain: true)
+        let offline = MQTTMessage(topic: connection.effectiveStatusTopic, payload: Array("offline".utf8), qos: .atLeastOnce, retain: true)
         // Only while connected: a publish queued for a broker that never answers (a wrong CA)
         // resumes only on delivery, and withDeadline waits for its body, so stop would hang.
         if mqttUp.isOpen {
@@ -211,6 +219,11 @@ final class BridgeRuntime: Service, Sendable {
         metrics.registerZeroSeries(for: settings)
         execute(machine.withLock { $0.rulesReplaced(by: settings, receivedAtMillis: receivedAt, now: now) })
         applyDiscoveryRules(settings)
+        cluster?.view.withLock { view in
+            view.discoveryRules = Set(settings.discoveryRules.map(\.name))
+            view.wantedChanged = true
+        }
+        clusterWantedChanged()
         webhookSettingsChanged(settings)
     }
 
@@ -220,6 +233,8 @@ final class BridgeRuntime: Service, Sendable {
     /// now; what must await a client goes to the command runner.
     func execute(_ actions: [Action]) {
         for action in actions { execute(action) }
+        // Channels the configuration names are wanted by the group: told to the membership once per batch.
+        if cluster != nil { clusterWantedChanged() }
     }
 
     func execute(_ action: Action) {
@@ -252,11 +267,13 @@ final class BridgeRuntime: Service, Sendable {
             metrics.connectionUp(bridge: name, side: side).record(up ? 1 : 0)
             if reconnected { metrics.reconnects(bridge: name, side: side).increment() }
         case .subscribeChannel(let channel):
+            if clusterConfiguredChannel(channel, wanted: true) { break }  // the member holding it subscribes
             // The Pusher client takes subscriptions at any time and sends them once connected; a
             // channel asked for already is left as it is (no list copy per channel: 10,000
             // configured channels made that quadratic).
             _ = pusher.subscribe(channel)
         case .unsubscribeChannel(let channel):
+            if clusterConfiguredChannel(channel, wanted: false) { break }
             pusher.unsubscribe(channel)
         case .publishStatus, .subscribeTopicFilter, .unsubscribeTopicFilter:
             commands.continuation.yield(action)

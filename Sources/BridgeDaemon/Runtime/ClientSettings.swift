@@ -55,11 +55,13 @@ enum ClientSettings {
             tls = MQTTTLSConfiguration(caFile: m.caFile, certificateFile: m.certFile, keyFile: m.keyFile, insecure: m.tlsInsecure)
         }
         return MQTTConfiguration(
-            host: m.host, port: m.port, clientID: m.clientID,
+            // In a cluster `client_id-<instance>` (docs/contract.md §7.4): each member its own session.
+            host: m.host, port: m.port, clientID: settings.effectiveMQTTClientID,
             protocolVersion: m.protocolVersion,
             cleanSession: m.cleanSession, sessionExpiry: m.sessionExpiry, keepAlive: m.keepalive,
             username: m.username, password: m.password?.value, tls: tls,
-            will: MQTTWill(topic: m.statusTopic, payload: Array("offline".utf8), qos: .atLeastOnce, retain: true),
+            // Alone: `offline` on the status topic; in a cluster the deletion of the member record.
+            will: MQTTWill(topic: settings.lastWill.topic, payload: settings.lastWill.payload, qos: .atLeastOnce, retain: true),
             reconnect: settings.reconnect,
             // `backpressure` (docs/contract.md §7.6): the client never drops, it stops reading
             // from the broker while a quarter of `[bridge.buffer]` (at most 10,000 messages and

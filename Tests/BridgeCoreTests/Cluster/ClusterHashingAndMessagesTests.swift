@@ -58,7 +58,7 @@ import Testing
     }
 }
 
-/// The payloads and topics of the membership (docs/architecture.md, "Clusters (in progress)").
+/// The payloads and topics of the membership (docs/architecture.md, "Clusters").
 @Suite struct ClusterMessagesTests {
     let settings = ClusterSettings(group: "factory", instance: "a")
 

@@ -42,3 +42,39 @@ import Testing
         #expect(bridge.guardsAgainstEchoesByDigest)
     }
 }
+
+/// The bridge machine in a cluster: what it subscribes and publishes, and a presence mirror whose
+/// channel went to another member (docs/contract.md §7.4).
+@Suite struct ClusterBridgeMachineTests {
+    typealias Machine = BridgeStateMachine<ContinuousClock.Instant>
+
+    static func bridge() throws -> BridgeSettings {
+        let text = ClusterConfigTests.config(ClusterConfigTests.minimal + "\n" + ClusterMQTTTests.rulesAndMirror)
+        return try #require(try Fixture.parse(text).bridges.first)
+    }
+
+    @Test func startsWithTheSharedFiltersAndThePerInstanceStatus() throws {
+        let settings = try Self.bridge()
+        var machine = Machine(settings: settings)
+        let started = machine.started()
+        let shared = MQTTSubscription("$share/factory/cmd/+", qos: .atLeastOnce, retainHandling: .never)
+        #expect(started.contains(.subscribeTopicFilter(shared)))
+        #expect(started.contains(.subscribeChannel("presence-ops")))
+        let connected = machine.mqttConnectionChanged(to: "connected", connected: true, now: .now, receivedAtMillis: 0)
+        #expect(connected.contains(.publishStatus(topic: "pusher-mqtt-bridge/factory/status/node-1", payload: "online")))
+    }
+
+    @Test func aReleasedPresenceChannelStopsPublishing() throws {
+        var machine = Machine(settings: try Self.bridge())
+        var actions: [Machine.Action] = []
+        machine.presenceSubscribed(channel: "presence-ops", members: [PresenceMember(userID: "u1")], receivedAtMillis: 0, into: &actions)
+        #expect(!actions.isEmpty)
+        actions = []
+        let reconnected = machine.mqttConnectionChanged(to: "connected", connected: true, now: .now, receivedAtMillis: 0)
+        #expect(reconnected.contains { if case .enqueueToMQTT(let publish, _) = $0 { publish.topic == "ops/members/u1" } else { false } })
+        #expect(machine.channelReleased("presence-ops", receivedAtMillis: 0).isEmpty)
+        #expect(machine.channelReleased("presence-unknown", receivedAtMillis: 0).isEmpty)
+        let later = machine.mqttConnectionChanged(to: "connected", connected: true, now: .now, receivedAtMillis: 0)
+        #expect(!later.contains { if case .enqueueToMQTT = $0 { true } else { false } }, "only the holder's mirror publishes")
+    }
+}

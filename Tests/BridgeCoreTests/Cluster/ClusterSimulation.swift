@@ -247,6 +247,8 @@ struct ClusterSimulation {
             if let report = ClusterHeldReport(payload: payload, instance: instance) {
                 apply(id) { $0.heldReported(report, now: $1) }
             }
+        case .discovered?:
+            break  // the simulation runs no discovery
         case nil:
             Issue.record("a message on \(topic), outside the membership topic")
         }
