@@ -19,6 +19,7 @@ import time
 
 import paho.mqtt.client as mqtt
 import pysher
+import pytest
 
 from conftest import bridge_config
 from harness import (ClusterMember, MQTTCollector, holders, metric_value, pusher_connections, retained, start_cluster,
@@ -105,8 +106,6 @@ def show_logs(members):
     for m in members:
         sys.stderr.write(f"\n----- {m.name} log (tail) -----\n{m.log()[-4000:]}\n")
 
-
-import pytest  # noqa: E402
 
 
 @pytest.fixture
@@ -251,8 +250,8 @@ def test_a_killed_member_s_channels_are_held_again_within_5_s_and_its_status_is_
     victim = members[1]
     assert victim.metric('pusher_mqtt_bridge_cluster_channels_held{bridge="e2e"}') > 0
 
+    killed = time.monotonic()  # before the signal: Popen.wait polls, so kill() returns up to ~50 ms late
     victim.kill()
-    killed = time.monotonic()
 
     def orphans_held():
         now = {r["socket_id"]: set(r["channels"]) for r in pusher_connections(pusher)}
@@ -283,29 +282,59 @@ def test_a_killed_member_s_channels_are_held_again_within_5_s_and_its_status_is_
     wait_until(lambda: settled(pusher, CHANNELS, 3), 20, 0.2, "the restarted member to hold its share again")
 
 
+def duplicate_reported(processes) -> list | None:
+    """The /readyz answers of `processes` once one is 503 naming instance a as used twice (BridgeCore's
+    ClusterMembership.readinessProblem: "cluster instance a is also used by another live process …")."""
+    answers = [(p.name, *p.readyz()) for p in processes]
+    named = [a for a in answers if a[1] == 503 and re.search(r"instance\s+['\"]?a['\"]?\s", a[2])
+             and ("also used" in a[2] or "duplicate" in a[2].lower())]
+    return answers if named else None
+
+
 def test_a_duplicate_instance_name_is_reported_on_readyz(pusher, broker, workdir, cluster_members):
-    members = run_cluster(cluster_members, pusher, broker, workdir, p2m_rules(CHANNELS[:5]), names=("a", "b"))
+    """A second process named `a` on "another host" (its own state directory) whose config gives it
+    another client id: both see the other's heartbeats and report the duplicate; once it is gone,
+    `a` is ready again and every channel is held once."""
+    config = cluster_config(pusher, broker, workdir, p2m_rules(CHANNELS[:5]))
+    config = config.replace('client_id = "bridge-e2e"', 'client_id = "bridge-e2e${CLIENT_SUFFIX:-}"')
+    assert "CLIENT_SUFFIX" in config
+    members = start_cluster(workdir, config, ["a", "b"])
+    cluster_members.extend(members)
     wait_until(lambda: all(m.readyz()[0] == 200 for m in members), 20, 0.2, "both members ready")
-    # The same instance name from another "host": its own state directory, the same client id (so
-    # the broker also hands the session back and forth between the two).
     duplicate = ClusterMember(workdir, members[0].config_path, "a", process_name="bridge-a-duplicate",
-                              env={"STATE_SUFFIX": "-other-host"})
+                              env={"STATE_SUFFIX": "-other-host", "CLIENT_SUFFIX": "-other-host"})
     cluster_members.append(duplicate)
     duplicate.start()
 
-    def reported():
-        answers = [(p.name, *p.readyz()) for p in (members[0], duplicate)]
-        # BridgeCore's ClusterMembership.readinessProblem: "cluster instance a is also used by another live process …"
-        named = [a for a in answers if a[1] == 503 and re.search(r"instance\s+['\"]?a['\"]?\s", a[2])
-                 and ("also used" in a[2] or "duplicate" in a[2].lower())]
-        return named and answers
-
-    answers = wait_until(reported, 15, 0.2, "/readyz 503 naming the duplicate instance")
+    answers = wait_until(lambda: duplicate_reported([members[0], duplicate]), 15, 0.2,
+                         "/readyz 503 naming the duplicate instance")
     print(f"\n/readyz with a duplicate: {answers}")
     assert members[1].readyz()[0] == 200, "the member with its own name stays ready"
 
     duplicate.stop()
     wait_until(lambda: members[0].readyz()[0] == 200, 10, 0.2, "a ready again once the duplicate is gone")
+    wait_until(lambda: settled(pusher, CHANNELS[:5], 2), 10, 0.2, "every channel held once by a and b")
+
+
+@pytest.mark.xfail(strict=True, reason="daemon: with one config file a duplicate instance also has the same MQTT client id; "
+                   "the broker's session takeover disconnects the two processes in turn (about once a second), each stays "
+                   "'listening' or 'disconnected' and never reports the duplicate, while b counts a as live and leaves a's "
+                   "channels to it: they have no holder (found by this test, 2026-11-24)")
+def test_a_duplicate_instance_with_the_same_config_is_reported_and_its_channels_stay_held(pusher, broker, workdir,
+                                                                                           cluster_members):
+    members = run_cluster(cluster_members, pusher, broker, workdir, p2m_rules(CHANNELS[:5]), names=("a", "b"))
+    wait_until(lambda: all(m.readyz()[0] == 200 for m in members), 20, 0.2, "both members ready")
+    # The same instance name from another "host": its own state directory, the same config, so the
+    # same client id.
+    duplicate = ClusterMember(workdir, members[0].config_path, "a", process_name="bridge-a-same-config",
+                              env={"STATE_SUFFIX": "-other-host"})
+    cluster_members.append(duplicate)
+    duplicate.start()
+    answers = wait_until(lambda: duplicate_reported([members[0], duplicate]), 15, 0.2,
+                         "/readyz 503 naming the duplicate instance")
+    print(f"\n/readyz with a same-config duplicate: {answers}")
+    unheld = [c for c, n in holders(pusher, CHANNELS[:5]).items() if n == 0]
+    assert not unheld, f"channels without a holder while the duplicate runs: {unheld}"
 
 
 BOTH_WAYS = """
@@ -327,6 +356,11 @@ qos = 1
 """
 
 
+@pytest.mark.xfail(strict=True, reason="daemon: MQTT -> Pusher events sent by one member are received from Pusher by the "
+                   "channel's holder (Pusher leaves out only the sender's own connection), which publishes them to MQTT; the "
+                   "shared subscription hands that echo to any member, and only the holder's digest guard knows it: with 3 "
+                   "members 100 messages became 298 Pusher events and 298 MQTT messages (one payload 13 times) "
+                   "(found by this test, 2026-11-24)")
 def test_a_channel_bridged_both_ways_does_not_loop_between_members(pusher, broker, workdir, cluster_members):
     """docs/contract.md §5.4: each message is forwarded once in each direction, never again -- also
     when the member that sends an MQTT message to Pusher is not the one that holds the channel (the

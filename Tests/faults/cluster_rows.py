@@ -467,8 +467,8 @@ def sigkills(kills: int = KILLS):
             victims.append(name)
             member = rig.members[name]
             before = rig.holders()
+            at = time.monotonic()  # before the signal: Popen.wait polls, so kill() returns up to ~50 ms late
             member.kill()
-            at = time.monotonic()
             killed_at.append(at)
             socket, channels = victim_socket(rig, before)
             try:
