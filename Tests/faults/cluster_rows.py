@@ -25,6 +25,7 @@ messages of one topic to different members, so order per channel holds only with
 
 from __future__ import annotations
 
+import json
 import random
 import signal
 import statistics
@@ -151,6 +152,16 @@ class HoldSampler(threading.Thread):
                     out[c][kind] = max(out[c][kind], end - start[c][kind])
         return out
 
+    def changes(self) -> list[tuple[float, str, list[str]]]:
+        """(time, channel, holders) whenever a channel's holders changed."""
+        out, last = [], {}
+        for t, held in self.samples:
+            for c, sockets in held.items():
+                if last.get(c) != sockets:
+                    out.append((t, c, sockets))
+                    last[c] = sockets
+        return out
+
     def worst(self, kind: str, since: float = 0.0, until: float = float("inf")) -> tuple[float, str]:
         runs = self.runs(since, until)
         channel = max(CHANNELS, key=lambda c: runs[c][kind])
@@ -168,6 +179,7 @@ class ClusterRig:
         self.processes, self.closers = [], []
         self.observations: list[str] = []
         self.failures: list[str] = []
+        self.events: list[tuple[float, str]] = []  # (time, what was done), for records.json
         self.uid = f"{name}-{time.monotonic_ns()}"
 
     def start(self):
@@ -404,6 +416,11 @@ def run_cluster_row(matrix: types.ModuleType, row, base: Path, inject, rate: flo
         m2p_t, m2p_rec, m2p_miss, m2p_reports = matrix.judge_direction(rig.m2p.sent.snapshot(), rig.m2p_received(), row.m2p, ends)
         ws_t, ws_rec, _, _ = matrix.judge_direction(rig.m2p.sent.snapshot(), rig.pysher.received.snapshot(),
                                                     Expectation(allow_reorder=True), ends)
+        # The raw records, for looking into a MISS afterwards (times: time.monotonic()).
+        (rig.workdir / "records.json").write_text(json.dumps({
+            "fault_ends": ends, "events": rig.events, "p2m_sent": rig.p2m.sent.snapshot(),
+            "p2m_received": rig.receiver.received.snapshot(), "m2p_sent": rig.m2p.sent.snapshot(),
+            "m2p_api": rig.m2p_received(), "holder_changes": rig.sampler.changes()}))
         observed = {"p2m": matrix.fmt_dir(p2m_t, p2m_rec), "m2p": matrix.fmt_dir(m2p_t, m2p_rec),
                     "m2p_at_pysher": matrix.fmt_dir(ws_t, ws_rec),
                     "sender_errors": {"p2m": rig.p2m.errors, "m2p": rig.m2p.errors}}
@@ -470,6 +487,7 @@ def sigkills(kills: int = KILLS):
             at = time.monotonic()  # before the signal: Popen.wait polls, so kill() returns up to ~50 ms late
             member.kill()
             killed_at.append(at)
+            rig.events.append((at, f"SIGKILL {name}"))
             socket, channels = victim_socket(rig, before)
             try:
                 wait_until(lambda: held_elsewhere(rig, channels, {socket}), 15, 0.05, "its channels held again")
@@ -546,12 +564,15 @@ def rolling_restart(down: float = 0.5):
         for name in INSTANCES:
             member = rig.members[name]
             at = time.monotonic()
+            rig.events.append((at, f"SIGTERM {name}"))
             code = member.stop(signal.SIGTERM, timeout=20)
+            rig.events.append((time.monotonic(), f"{name} exited {code}"))
             stopped = time.monotonic() - at
             rig.observations.append(f"{name}: SIGTERM -> exit {code} after {stopped:.1f} s")
             time.sleep(down)
             member.start()
             ends.append(time.monotonic())
+            rig.events.append((ends[-1], f"{name} started"))
             try:
                 rig.wait_settled(25)
                 rig.observations.append(f"{name}: cluster settled {time.monotonic() - ends[-1]:.1f} s after the restart")
