@@ -109,6 +109,8 @@ public struct AppHub: Sendable {
 
     struct Connection {
         var socketID: String
+        /// The client's address, `ip:port`, when the I/O owner knows it (connections endpoint).
+        var remote: String?
         var channels: Set<String> = []
         /// presence channel → the user id this connection joined as.
         var presenceUser: [String: String] = [:]
@@ -154,8 +156,9 @@ public struct AppHub: Sendable {
     public func isSocketIDInUse(_ socketID: String) -> Bool { socketIndex[socketID] != nil }
 
     /// A connection was accepted and given `socketID`: greet it (docs/pusher-protocol.md §1, "Handshake").
-    public mutating func connected(_ id: ConnectionID, socketID: String) -> [HubAction] {
-        connections[id] = Connection(socketID: socketID)
+    /// `remote` is the client's `ip:port`, kept for the connections endpoint.
+    public mutating func connected(_ id: ConnectionID, socketID: String, remote: String? = nil) -> [HubAction] {
+        connections[id] = Connection(socketID: socketID, remote: remote)
         socketIndex[socketID] = id
         counters.connectionsOpened += 1
         return [.send(id, ServerFrame.connectionEstablished(socketID: socketID, activityTimeout: activityTimeoutSeconds))]

@@ -12,6 +12,7 @@ import struct Foundation.Date
 /// |---|---|
 /// | `GET  /pusher-local/health` | `ok` |
 /// | `GET  /pusher-local/apps/ID/stats` | counters as JSON |
+/// | `GET  /pusher-local/apps/ID/connections` | every open connection: socket id, channels, presence user id, `ip:port` |
 /// | `POST /pusher-local/apps/ID/disconnect?code=4200&reason=R` | close every connection with the code |
 /// | `POST /pusher-local/apps/ID/raw` (body = frame) | send the body as one raw text frame to every connection |
 /// | `POST /pusher-local/apps/ID/pings?answer=false` | stop (or with `true` resume) answering `pusher:ping` |
@@ -32,6 +33,8 @@ struct ControlEndpoints {
         switch (method, segments[2]) {
         case (.get, "stats"):
             return HTTPAPIResponder.json(live.stats().json)
+        case (.get, "connections"):
+            return HTTPAPIResponder.json(ConnectionRecord.json(live.state.withLock { $0.hub.connectionRecords }))
         case (.post, "disconnect"):
             let code = try Self.closeCode(param("code") ?? "4200")
             let count = control.disconnectAll(code: code, reason: param("reason") ?? "closed by pusher-local control")
@@ -172,6 +175,11 @@ struct StreamSpec: Sendable {
 }
 
 extension RunningPusherLocal {
+    /// Every open connection of the app with its channels (the connections endpoint).
+    public func connections(appID: String? = nil) -> [ConnectionRecord] {
+        live(appID)?.state.withLock { $0.hub.connectionRecords } ?? []
+    }
+
     /// While `exceeded`, the app's HTTP API refuses `events` and `batch_events` with 403
     /// `Over quota` (403 is hosted Pusher's status for an app over its message quota).
     public func setQuotaExceeded(appID: String? = nil, _ exceeded: Bool) {

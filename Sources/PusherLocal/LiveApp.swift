@@ -129,13 +129,13 @@ final class LiveApp: Sendable {
         return value
     }
 
-    /// Registers a new connection: picks a unique socket id and greets the client.
-    func connect(_ id: ConnectionID, outbox: Outbox) -> String {
+    /// Registers a new connection (from `remote`, `ip:port`): picks a unique socket id and greets the client.
+    func connect(_ id: ConnectionID, outbox: Outbox, remote: String? = nil) -> String {
         perform { state in
             var socketID = Self.makeSocketID()
             while state.hub.isSocketIDInUse(socketID) { socketID = Self.makeSocketID() }
             state.outboxes[id] = outbox
-            return (socketID, state.hub.connected(id, socketID: socketID))
+            return (socketID, state.hub.connected(id, socketID: socketID, remote: remote))
         }
     }
 

@@ -89,12 +89,13 @@ public struct PusherLocalServer: Service {
                     closeTimeout: .seconds(2)
                 )
             ),
-            shouldUpgrade: { request, _, _ in
+            shouldUpgrade: { request, channel, _ in
                 guard let path = request.path, path.hasPrefix("/app/") else { return .dontUpgrade }
+                let remote = channel.remoteAddress.flatMap(Self.hostAndPort)
                 return .upgrade(
                     [:],
                     { inbound, outbound, _ in
-                        await connections.handle(path: path, inbound: inbound, outbound: outbound)
+                        await connections.handle(path: path, remote: remote, inbound: inbound, outbound: outbound)
                     }
                 )
             }
@@ -296,7 +297,7 @@ struct ConnectionHandler: Sendable {
         try? await outbound.close(WebSocketErrorCode(codeNumber: Int(code)), reason: reason)
     }
 
-    func handle(path: String, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async {
+    func handle(path: String, remote: String?, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async {
         let live: LiveApp
         switch Self.admission(path: path, registry: registry) {
         case .failure(let refusal):
@@ -318,7 +319,7 @@ struct ConnectionHandler: Sendable {
         }
         let id = registry.makeConnectionID()
         let (stream, outbox) = Outbox.make(limit: configuration.maxQueuedFrames)
-        let socketID = live.connect(id, outbox: outbox)
+        let socketID = live.connect(id, outbox: outbox, remote: remote)
         var connectionLogger = live.logger
         connectionLogger[metadataKey: "pusher.socket_id"] = .string(socketID)
         let logger = connectionLogger

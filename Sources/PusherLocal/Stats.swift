@@ -1,3 +1,5 @@
+import NIOCore
+
 /// A snapshot of one app's counters (control endpoint `GET /pusher-local/apps/ID/stats`).
 public struct PusherLocalStats: Sendable, Equatable {
     /// Open connections now.
@@ -31,5 +33,60 @@ extension LiveApp {
         }
         if let webhooks { stats.webhooks = webhooks.counters(appID: app.id) }
         return stats
+    }
+}
+
+/// One open connection as the connections endpoint shows it (`GET /pusher-local/apps/ID/connections`):
+/// which channels each client holds, from the server's own records.
+public struct ConnectionRecord: Sendable, Equatable {
+    /// The Pusher socket id given in `pusher:connection_established`.
+    public var socketID: String
+    /// The channels the connection is subscribed to, sorted.
+    public var channels: [String]
+    /// The user id of its first presence channel (by name), if it joined one.
+    public var userID: String?
+    /// The client's address, `ip:port` (nil when the server did not know it).
+    public var remote: String?
+
+    /// Creates a record.
+    public init(socketID: String, channels: [String], userID: String? = nil, remote: String? = nil) {
+        self.socketID = socketID
+        self.channels = channels
+        self.userID = userID
+        self.remote = remote
+    }
+
+    /// As a JSON object: `{"socket_id","channels":[…],"user_id"?,"remote"?}`.
+    public var json: String {
+        var out = "{\"socket_id\":" + jsonQuoted(socketID) + ",\"channels\":[" + channels.map(jsonQuoted).joined(separator: ",") + "]"
+        if let userID { out += ",\"user_id\":" + jsonQuoted(userID) }
+        if let remote { out += ",\"remote\":" + jsonQuoted(remote) }
+        return out + "}"
+    }
+
+    /// A list of records as one JSON array.
+    public static func json(_ records: [ConnectionRecord]) -> String {
+        "[" + records.map(\.json).joined(separator: ",") + "]"
+    }
+}
+
+extension AppHub {
+    /// Every open connection with its channels, in the order the connections were opened.
+    public var connectionRecords: [ConnectionRecord] {
+        connections.keys.sorted().compactMap { id in
+            guard let connection = connections[id] else { return nil }
+            let firstPresence = connection.presenceUser.keys.sorted().first
+            return ConnectionRecord(
+                socketID: connection.socketID, channels: connection.channels.sorted(),
+                userID: firstPresence.flatMap { connection.presenceUser[$0] }, remote: connection.remote)
+        }
+    }
+}
+
+extension PusherLocalServer {
+    /// `ip:port` of a peer (`[ip]:port` for IPv6); nil for an address without a port (a Unix socket).
+    static func hostAndPort(_ address: SocketAddress) -> String? {
+        guard let ip = address.ipAddress, let port = address.port else { return nil }
+        return (ip.contains(":") ? "[\(ip)]" : ip) + ":\(port)"
     }
 }

@@ -364,3 +364,89 @@ def json_lines(text: str) -> list[dict]:
             except ValueError:
                 pass
     return out
+
+
+# ---- clusters (docs/contract.md §7.4) ---------------------------------------------------------
+
+def http_get(url: str, timeout: float = 3) -> tuple[int, str]:
+    """(status, body) of a GET; (0, reason) when nothing answered."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status, r.read().decode(errors="replace")
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(errors="replace")
+    except OSError as e:
+        return 0, str(e)
+
+
+def metric_value(text: str, series: str) -> float | None:
+    """The value of one exposition line (`name{labels}` exactly as written), or None."""
+    for line in text.splitlines():
+        if line.startswith(series + " "):
+            return float(line.split()[-1])
+    return None
+
+
+class ClusterMember(Bridge):
+    """One instance of a clustered bridge: every instance runs the SAME config file (so the
+    instance name and the metrics port come from the environment: `instance = "${BRIDGE_INSTANCE}"`,
+    `metrics = "127.0.0.1:${METRICS_PORT}"`). `process_name` names the log file (a second process
+    with the same instance name needs another one)."""
+
+    def __init__(self, workdir: Path, config_path: Path, instance: str, metrics_port: int | None = None,
+                 env: dict | None = None, process_name: str | None = None):
+        self.instance = instance
+        self.metrics_port = metrics_port or free_port()
+        self.config_path = config_path
+        Process.__init__(self, process_name or f"bridge-{instance}",
+                         [binary("BRIDGE_BIN", "pusher-mqtt-bridge"), "run", "--config", str(config_path)], workdir,
+                         {"BRIDGE_INSTANCE": instance, "METRICS_PORT": str(self.metrics_port), **(env or {})})
+
+    def restart(self, down: float = 0.0, sig: int = signal.SIGKILL):
+        """Stop with `sig` (SIGKILL: no handover) and start again after `down` seconds."""
+        self.stop(sig)
+        time.sleep(down)
+        self.start()
+        return self
+
+    def metrics(self) -> str:
+        status, body = http_get(f"http://127.0.0.1:{self.metrics_port}/metrics")
+        return body if status == 200 else ""
+
+    def metric(self, series: str) -> float | None:
+        return metric_value(self.metrics(), series)
+
+    def readyz(self) -> tuple[int, str]:
+        return http_get(f"http://127.0.0.1:{self.metrics_port}/readyz")
+
+
+def start_cluster(workdir: Path, config: str, instances: list[str], env: dict | None = None,
+                  config_name: str = "cluster.conf") -> list[ClusterMember]:
+    """Writes the one config file and starts one ClusterMember per instance name (each with its
+    own metrics port and log; state directories are `<state_dir>/<instance>` by the contract)."""
+    path = workdir / config_name
+    path.write_text(config)
+    return [ClusterMember(workdir, path, name, env=env).start() for name in instances]
+
+
+def pusher_connections(pusher: PusherLocal) -> list[dict]:
+    """pusher-local's connection records (`GET /pusher-local/apps/ID/connections`): socket id,
+    sorted channels, presence user id, remote ip:port. [] when it does not answer."""
+    try:
+        status, body = pusher.control("GET", f"/pusher-local/apps/{pusher.app_id}/connections")
+    except OSError:
+        return []
+    return json.loads(body) if status == 200 else []
+
+
+def holders(pusher: PusherLocal, channels) -> dict[str, int]:
+    """For each channel, how many connections hold it right now (from the connection records)."""
+    counts = {c: 0 for c in channels}
+    for record in pusher_connections(pusher):
+        for c in record["channels"]:
+            if c in counts:
+                counts[c] += 1
+    return counts

@@ -30,6 +30,7 @@ from typing import Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from checker import Expectation  # noqa: E402
+import cluster_rows  # noqa: E402
 import fleet_rows  # noqa: E402
 import rig as rig_module  # noqa: E402
 from rig import EXTRA_RULE, Rig, judge_direction  # noqa: E402
@@ -378,6 +379,7 @@ def rows() -> list[Row]:
             Expectation(0, why="no MQTT -> Pusher traffic in this row (not judged)"),
             not_injected, custom=webhook_outage_row),
         fleet_rows.discovery_api_failures(sys.modules[__name__]),
+        *cluster_rows.rows(sys.modules[__name__]),
     ]
 
 
@@ -476,7 +478,8 @@ def run_row(row: Row, base: Path) -> Result:
 def describe(e: Expectation) -> str:
     loss = "0 lost" if e.max_lost == 0 else f"<= {e.max_lost} lost"
     rec = f", recovery <= {e.max_recovery_s:g} s" if e.max_recovery_s is not None else ""
-    return f"{loss}, in order{rec} -- {e.why}"
+    order = "order not judged" if e.allow_reorder else "in order"
+    return f"{loss}, {order}{rec} -- {e.why}"
 
 
 def cell(d: dict) -> str:
