@@ -316,10 +316,6 @@ def test_a_duplicate_instance_name_is_reported_on_readyz(pusher, broker, workdir
     wait_until(lambda: settled(pusher, CHANNELS[:5], 2), 10, 0.2, "every channel held once by a and b")
 
 
-@pytest.mark.xfail(strict=True, reason="daemon: with one config file a duplicate instance also has the same MQTT client id; "
-                   "the broker's session takeover disconnects the two processes in turn (about once a second), each stays "
-                   "'listening' or 'disconnected' and never reports the duplicate, while b counts a as live and leaves a's "
-                   "channels to it: they have no holder (found by this test, 2026-11-24)")
 def test_a_duplicate_instance_with_the_same_config_is_reported_and_its_channels_stay_held(pusher, broker, workdir,
                                                                                            cluster_members):
     members = run_cluster(cluster_members, pusher, broker, workdir, p2m_rules(CHANNELS[:5]), names=("a", "b"))
@@ -333,6 +329,11 @@ def test_a_duplicate_instance_with_the_same_config_is_reported_and_its_channels_
     answers = wait_until(lambda: duplicate_reported([members[0], duplicate]), 15, 0.2,
                          "/readyz 503 naming the duplicate instance")
     print(f"\n/readyz with a same-config duplicate: {answers}")
+    # The older process gave way (docs/contract.md §7.4): the newer one holds a's channels once it
+    # has listened for the others (join_settle), and keeps them.
+    wait_until(lambda: not [c for c, n in holders(pusher, CHANNELS[:5]).items() if n == 0], 10, 0.2,
+               "every channel held while the duplicate runs")
+    time.sleep(3)
     unheld = [c for c, n in holders(pusher, CHANNELS[:5]).items() if n == 0]
     assert not unheld, f"channels without a holder while the duplicate runs: {unheld}"
 
@@ -356,11 +357,6 @@ qos = 1
 """
 
 
-@pytest.mark.xfail(strict=True, reason="daemon: MQTT -> Pusher events sent by one member are received from Pusher by the "
-                   "channel's holder (Pusher leaves out only the sender's own connection), which publishes them to MQTT; the "
-                   "shared subscription hands that echo to any member, and only the holder's digest guard knows it: with 3 "
-                   "members 100 messages became 298 Pusher events and 298 MQTT messages (one payload 13 times) "
-                   "(found by this test, 2026-11-24)")
 def test_a_channel_bridged_both_ways_does_not_loop_between_members(pusher, broker, workdir, cluster_members):
     """docs/contract.md §5.4: each message is forwarded once in each direction, never again -- also
     when the member that sends an MQTT message to Pusher is not the one that holds the channel (the

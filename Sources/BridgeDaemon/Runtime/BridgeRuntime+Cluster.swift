@@ -187,9 +187,7 @@ extension BridgeRuntime {
     func clusterMQTTDisconnected(_ error: MQTTError) {
         guard cluster != nil, error.kind == .connectionLost, error.code == Self.sessionTakenOverReason else { return }
         let now = ContinuousClock.now
-        let clientID = connection.effectiveMQTTClientID
-        performCluster { $0.membership.sessionTakenOver(clientID: clientID, now: now) }
-        Task { await mqtt.shutdown() }
+        performCluster { $0.membership.sessionTakenOver(now: now) }
     }
 
     /// MQTT 5's DISCONNECT reason code "Session taken over".
@@ -399,10 +397,14 @@ extension BridgeRuntime {
                 metadata: ["cluster.instance": "\(cluster?.settings.instance ?? "")", "cluster.other_incarnation": "\(other)"])
         case .duplicateInstanceCleared:
             logger.notice("cluster: the duplicate instance is gone")
-        case .gaveWay(let clientID):
+        case .gaveWay(let other):
             logger.critical(
-                "cluster: another process took this member's MQTT session (the same client id); giving way: no broker connection until restarted",
-                metadata: ["cluster.instance": "\(cluster?.settings.instance ?? "")", "mqtt.client_id": "\(clientID)"])
+                "cluster: another process uses this instance and its MQTT client id; giving way: no broker connection until restarted",
+                metadata: [
+                    "cluster.instance": "\(cluster?.settings.instance ?? "")", "mqtt.client_id": "\(connection.effectiveMQTTClientID)",
+                    "cluster.other_incarnation": "\(other ?? "unknown")",
+                ])
+            Task { await mqtt.shutdown() }
         }
     }
 }
