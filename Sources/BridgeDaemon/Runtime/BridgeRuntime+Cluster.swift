@@ -291,14 +291,15 @@ extension BridgeRuntime {
     // MARK: Stop
 
     /// SIGTERM in a cluster: the record goes first, then every channel is handed over (each until
-    /// its new holder reports it, at most the 5 s handover timeout); returns when that is done or
-    /// at `deadline`, with the record's deletion handed to the MQTT client.
-    func clusterLeave(deadline: ContinuousClock.Instant) async {
+    /// its new holder reports it, at most the 5 s handover timeout); returns when that is done (at
+    /// most a second later), with the record's deletion handed to the MQTT client. The shutdown
+    /// grace starts after it. Called once (``stop(grace:)``).
+    func clusterLeave() async {
         guard let cluster else { return }
         let now = ContinuousClock.now
         performCluster { $0.membership.leaveRequested(now: now) }
         if !cluster.view.withLock({ $0.leaveCompleted }) {
-            let limit = min(deadline, now + cluster.settings.handoverTimeout + .seconds(1))
+            let limit = now + cluster.settings.handoverTimeout + .seconds(1)
             try? await withDeadline(limit) {
                 for await _ in cluster.leaveWake.stream { return }
             }
