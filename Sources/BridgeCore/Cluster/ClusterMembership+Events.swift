@@ -215,6 +215,7 @@ extension ClusterMembership {
         subscribed = []
         confirmed = []
         releasing = [:]
+        lingering = [:]
         lastHeld = nil
     }
 }

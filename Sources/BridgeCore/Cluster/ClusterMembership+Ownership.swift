@@ -13,7 +13,10 @@ extension ClusterMembership {
             actions.append(.report(.channelsTaken(taking)))
             subscribed.formUnion(taking)
         }
-        for channel in target where releasing[channel] != nil { releasing[channel] = nil }
+        for channel in target where releasing[channel] != nil {
+            releasing[channel] = nil
+            lingering[channel] = nil
+        }
         for channel in subscribed.subtracting(target) where releasing[channel] == nil {
             releasing[channel] = now + settings.handoverTimeout
         }
@@ -31,7 +34,17 @@ extension ClusterMembership {
                 continue
             }
             if members[newOwner]?.confirmedHeld.contains(channel) == true {
-                confirmedHandover.append(channel)
+                // Kept a little longer: what Pusher sent here before the new holder subscribed
+                // may not have been read yet (``ClusterSettings/handoverLinger``).
+                if let lingerEnd = lingering[channel] {
+                    if lingerEnd <= now { confirmedHandover.append(channel) }
+                } else if settings.handoverLinger > .zero {
+                    // The handover timeout no longer applies: the channel goes when the linger ends.
+                    lingering[channel] = now + settings.handoverLinger
+                    releasing[channel] = now + settings.handoverLinger
+                } else {
+                    confirmedHandover.append(channel)
+                }
             } else if deadline <= now {
                 unconfirmedHandover.append(channel)
             }
@@ -45,6 +58,7 @@ extension ClusterMembership {
             actions.append(.report(event))
             for channel in channels {
                 releasing[channel] = nil
+                lingering[channel] = nil
                 subscribed.remove(channel)
                 confirmed.remove(channel)
             }

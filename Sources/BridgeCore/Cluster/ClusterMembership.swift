@@ -63,6 +63,8 @@ public struct ClusterMembership: Sendable {
     var confirmed: Set<String> = []
     /// Channels handed over but still held, with the instant they are dropped regardless.
     var releasing: [String: ContinuousClock.Instant] = [:]
+    /// Channels whose new holder reported them, kept until the instant (``ClusterSettings/handoverLinger``).
+    var lingering: [String: ContinuousClock.Instant] = [:]
     var lastHeld: [String]?
     var lastHeldSocketID: String?
     /// This member's Pusher `socket_id` while connected, sent with its held reports.

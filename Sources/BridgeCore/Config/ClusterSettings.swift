@@ -27,6 +27,10 @@ public struct ClusterSettings: Sendable, Equatable {
     /// How long an old holder keeps a channel after it moved, waiting for the new holder to
     /// report it subscribed: 5 s (docs/contract.md §7.4, "handover"). Not a key.
     public var handoverTimeout: Duration
+    /// How long the old holder keeps a channel after the new holder reported it: the events Pusher
+    /// sent the old holder before the new one subscribed may still wait in its socket or pipeline
+    /// when the report arrives (the two travel different paths), and leaving drops them. 500 ms.
+    public var handoverLinger: Duration = .milliseconds(500)
 
     public init(
         group: String, instance: String, membershipTopic: String? = nil, heartbeatInterval: Duration = .seconds(1),
