@@ -61,6 +61,10 @@ struct FuzzTarget {
                 name: "webhook",
                 summary: "webhook requests: signature, body parser round trip, topics one level per value, counts = members",
                 callback: { data, size in WebhookTargets.requests(Input(data, size)) }),
+            FuzzTarget(
+                name: "cluster",
+                summary: "cluster membership messages: topics rebuild, payloads round trip, a member holds only wanted channels",
+                callback: { data, size in ClusterTargets.messages(Input(data, size)) }),
         ]
     }
 

@@ -47,4 +47,6 @@ public enum ClusterEvent: Sendable, Equatable {
     case duplicateInstance(otherIncarnation: String)
     /// No heartbeat from a duplicate for `member_timeout`.
     case duplicateInstanceCleared
+    /// Another process took this member's MQTT session (the same client id): this one gives way.
+    case gaveWay(clientID: String)
 }

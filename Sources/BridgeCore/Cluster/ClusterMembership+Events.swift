@@ -7,6 +7,7 @@ extension ClusterMembership {
         case .leaving, .left, .observing, .active: return []
         case .disconnected: break
         }
+        guard gaveWay == nil else { return [] }
         phase = .observing(until: now + observation)
         lastTick = now
         var actions: [ClusterAction] = [.publishRecord(ownRecord)]
@@ -103,6 +104,30 @@ extension ClusterMembership {
         confirmed.insert(channel)
         var actions: [ClusterAction] = []
         reconcile(now: now, into: &actions)
+        return actions
+    }
+
+    /// The Pusher connection is up with `socketID` (nil: it went down). The held report carries it,
+    /// so it is sent again when it changes.
+    public mutating func pusherConnectionChanged(socketID: String?, now: ContinuousClock.Instant) -> [ClusterAction] {
+        guard socketID != pusherSocketID else { return [] }
+        pusherSocketID = socketID
+        var actions: [ClusterAction] = []
+        reconcile(now: now, into: &actions)
+        return actions
+    }
+
+    /// The broker closed this member's connection because another process connected with the same
+    /// MQTT client id — the same instance name in the same file, on another host (MQTT 5 reason
+    /// "Session taken over"). Two processes cannot share one session: they would take it from each
+    /// other in turn and neither would hold a channel. This one gives way; it stays a non-member,
+    /// its ``readinessProblem`` says why, until the operator gives each process its own instance.
+    public mutating func sessionTakenOver(clientID: String, now: ContinuousClock.Instant) -> [ClusterAction] {
+        gaveWay =
+            "cluster instance \(instance): another process connected with this MQTT client id (\(clientID)) and took "
+            + "its session; this process gave way and stays away from the broker: give each member its own instance"
+        var actions: [ClusterAction] = [.report(.gaveWay(clientID: clientID))]
+        actions += brokerDisconnected(now: now)
         return actions
     }
 

@@ -102,8 +102,10 @@ extension ClusterMembership {
         let held = confirmed.intersection(subscribed).sorted()
         // After a (re)connect or a release the first report goes out even when empty: it replaces
         // whatever the others still believe this member holds.
-        guard held != lastHeld else { return }
+        guard held != lastHeld || pusherSocketID != lastHeldSocketID else { return }
         lastHeld = held
-        actions.append(.publishHeld(ClusterHeldReport(instance: instance, incarnation: incarnation, channels: held)))
+        lastHeldSocketID = pusherSocketID
+        actions.append(
+            .publishHeld(ClusterHeldReport(instance: instance, incarnation: incarnation, channels: held, socketID: pusherSocketID)))
     }
 }

@@ -62,6 +62,11 @@ public struct ClusterMembership: Sendable {
     /// Channels handed over but still held, with the instant they are dropped regardless.
     var releasing: [String: ContinuousClock.Instant] = [:]
     var lastHeld: [String]?
+    var lastHeldSocketID: String?
+    /// This member's Pusher `socket_id` while connected, sent with its held reports.
+    var pusherSocketID: String?
+    /// Why this member gave up its broker connection (another process took its MQTT session).
+    var gaveWay: String?
     var nextHeartbeat: ContinuousClock.Instant?
     var heartbeatSequence: UInt64 = 0
     /// Whether the last record seen on this member's own topic is its own.
@@ -92,6 +97,7 @@ public struct ClusterMembership: Sendable {
     /// Why this member is not ready, for `/readyz` and `STATUS=` (docs/contract.md §5.7): a
     /// duplicate instance name, or no membership yet; nil when it takes part normally.
     public var readinessProblem: String? {
+        if let gaveWay { return gaveWay }
         if let other = duplicateIncarnation, isDuplicateInstance {
             return "cluster instance \(instance) is also used by another live process (incarnation \(other)); "
                 + "give each member its own instance"
@@ -125,6 +131,17 @@ public struct ClusterMembership: Sendable {
     /// once per group, on the member the hashing assigns to the rule).
     public func isDiscoveryOwner(rule: String, now: ContinuousClock.Instant) -> Bool {
         phase == .active && RendezvousHash.owner(of: RendezvousHash.discoveryKey(rule: rule), among: owningMembers(now: now)) == instance
+    }
+
+    /// The Pusher `socket_id` of the member holding `channel`, when another member holds it and
+    /// reported one: an event this member sends to the channel names it, so that Pusher does not
+    /// deliver it to the holder, which would publish it to MQTT again (docs/contract.md §7.4, "loops").
+    /// Nil when this member holds the channel (its own `socket_id` applies) or nothing is known.
+    public func holderSocketID(of channel: String, now: ContinuousClock.Instant) -> String? {
+        guard let owner = owner(of: channel, now: now), owner != instance, let member = members[owner],
+            let held = member.held, let record = member.record, held.incarnation == record.incarnation
+        else { return nil }
+        return held.socketID
     }
 
     /// The earliest instant ``tick(now:)`` has something to do; nil when nothing is timed.

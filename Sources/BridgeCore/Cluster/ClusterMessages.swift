@@ -75,17 +75,23 @@ public struct ClusterHeldReport: Sendable, Equatable {
     public var incarnation: String
     /// The channels, sorted.
     public var channels: [String]
+    /// The sender's Pusher `socket_id`, when connected: another member sending an event to one of
+    /// these channels names it, so that Pusher leaves the holder out and the event does not come
+    /// back to MQTT through it (docs/contract.md §7.4, "loops").
+    public var socketID: String?
 
-    public init(instance: String, incarnation: String, channels: [String]) {
+    public init(instance: String, incarnation: String, channels: [String], socketID: String? = nil) {
         self.instance = instance
         self.incarnation = incarnation
         self.channels = channels
+        self.socketID = socketID
     }
 
     /// The JSON payload.
     public var payload: [UInt8] {
-        var output = Array(
-            "{\"instance\":\(JSONString.quoted(instance)),\"incarnation\":\(JSONString.quoted(incarnation)),\"channels\":[".utf8)
+        var output = Array("{\"instance\":\(JSONString.quoted(instance)),\"incarnation\":\(JSONString.quoted(incarnation)),".utf8)
+        if let socketID { output.append(contentsOf: Array("\"socket_id\":\(JSONString.quoted(socketID)),".utf8)) }
+        output.append(contentsOf: Array("\"channels\":[".utf8))
         for (index, channel) in channels.enumerated() {
             if index > 0 { output.append(UInt8(ascii: ",")) }
             JSONString.append(channel, to: &output)
@@ -99,7 +105,8 @@ public struct ClusterHeldReport: Sendable, Equatable {
         guard let fields = ClusterPayload.fields(of: payload), fields.strings["instance"] == instance,
             let incarnation = fields.strings["incarnation"], !incarnation.isEmpty, let channels = fields.stringArrays["channels"]
         else { return nil }
-        self.init(instance: instance, incarnation: incarnation, channels: channels)
+        let socketID = fields.strings["socket_id"].flatMap { $0.isEmpty ? nil : $0 }
+        self.init(instance: instance, incarnation: incarnation, channels: channels, socketID: socketID)
     }
 }
 

@@ -1,5 +1,6 @@
 import BridgeCore
 import Locking
+import MQTTVocabulary
 import MosquittoClient
 
 /// The cluster state of one bridge (docs/contract.md §7.4): BridgeCore's ``ClusterMembership``
@@ -51,6 +52,8 @@ final class BridgeCluster: Sendable {
     /// `status_topic` as configured: a member's status is `<status_topic>/<instance>`.
     let statusTopicBase: String
     let view: Locked<View>
+    /// The user property on everything members of this group publish from Pusher.
+    let marker: MQTTUserProperty
     /// How long a held report waits for the next change before it is published.
     static let heldReportDelay = Duration.milliseconds(50)
     /// Membership publishes, in order: run by ``BridgeRuntime/runClusterPublisher()``.
@@ -63,6 +66,7 @@ final class BridgeCluster: Sendable {
     init(settings: ClusterSettings, bridge: BridgeSettings) {
         self.settings = settings
         statusTopicBase = bridge.mqtt.statusTopic
+        marker = MQTTUserProperty("pusher-mqtt-bridge-cluster", settings.group)
         var incarnation = ""
         for _ in 0..<8 { incarnation += String(UInt8.random(in: 0...255), radix: 16).leftPadded(to: 2) }
         let membership = ClusterMembership(

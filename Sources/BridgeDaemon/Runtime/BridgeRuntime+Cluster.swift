@@ -76,6 +76,12 @@ extension BridgeRuntime {
         var rest: [MQTTMessage] = []
         rest.reserveCapacity(burst.count)
         for message in burst {
+            if message.properties.userProperties.contains(cluster.marker) {
+                // Published by a member of this group: an echo, whichever member it came back to (§5.4).
+                receivedToPusher.increment()
+                metrics.messages(bridge: name, rule: "", direction: .mqttToPusher, outcome: .suppressed).increment()
+                continue
+            }
             guard message.topic.hasPrefix(cluster.settings.membershipTopic + "/") else {
                 rest.append(message)
                 continue
@@ -83,6 +89,13 @@ extension BridgeRuntime {
             clusterMessageReceived(message, cluster: cluster)
         }
         return rest
+    }
+
+    /// The user property a member adds to what it publishes from Pusher, `pusher-mqtt-bridge-cluster:
+    /// <group>`: no member of the group sends such a message to Pusher again (docs/contract.md §7.4,
+    /// "loops"). Empty without a cluster.
+    var clusterMarker: [MQTTUserProperty] {
+        cluster.map { [$0.marker] } ?? []
     }
 
     private func clusterMessageReceived(_ message: MQTTMessage, cluster: BridgeCluster) {
@@ -152,11 +165,43 @@ extension BridgeRuntime {
         clusterWantedChanged()
     }
 
-    /// What the Pusher consumer saw, as far as the cluster cares: confirmed subscriptions.
+    /// What the Pusher consumer saw, as far as the cluster cares: confirmed subscriptions, and the
+    /// connection's `socket_id` (sent with the held reports).
     func clusterObserved(_ update: PusherUpdate) {
-        guard cluster != nil, case .subscriptionSucceeded(let channel) = update else { return }
+        guard cluster != nil else { return }
         let now = ContinuousClock.now
-        performCluster { $0.membership.channelSubscribed(channel, now: now) }
+        switch update {
+        case .subscriptionSucceeded(let channel):
+            performCluster { $0.membership.channelSubscribed(channel, now: now) }
+        case .connectionStateChanged(let change) where change.current == .connected || change.previous == .connected:
+            let socketID = change.current == .connected ? change.socketID : nil
+            performCluster { $0.membership.pusherConnectionChanged(socketID: socketID, now: now) }
+        default:
+            break
+        }
+    }
+
+    /// The MQTT connection was closed by the broker with `error`. Reason 0x8E, "Session taken over":
+    /// another process connected with this member's client id (the same instance in the same file):
+    /// this one gives way — it leaves the broker for good and `/readyz` says why.
+    func clusterMQTTDisconnected(_ error: MQTTError) {
+        guard cluster != nil, error.kind == .connectionLost, error.code == Self.sessionTakenOverReason else { return }
+        let now = ContinuousClock.now
+        let clientID = connection.effectiveMQTTClientID
+        performCluster { $0.membership.sessionTakenOver(clientID: clientID, now: now) }
+        Task { await mqtt.shutdown() }
+    }
+
+    /// MQTT 5's DISCONNECT reason code "Session taken over".
+    static let sessionTakenOverReason = 0x8E
+
+    /// The `socket_id` an MQTT → Pusher event for `channel` goes out with: the holder's when another
+    /// member holds the channel (so that Pusher does not deliver it to the holder, which would
+    /// publish it back to MQTT), else `own`.
+    func clusterSocketID(for channel: String, own: String?) -> String? {
+        guard let cluster else { return own }
+        let now = ContinuousClock.now
+        return cluster.view.withLock { $0.membership.holderSocketID(of: channel, now: now) } ?? own
     }
 
     /// The configuration's channels (the bridge machine's subscribe and unsubscribe): in a
@@ -288,7 +333,6 @@ extension BridgeRuntime {
     func performCluster(_ event: (inout BridgeCluster.View) -> [ClusterAction]) {
         guard let cluster else { return }
         let actions = cluster.view.withLock { event(&$0) }
-        guard !actions.isEmpty else { return }
         for action in actions {
             if let message = cluster.message(for: action) {
                 cluster.outgoing.continuation.yield(.message(message))
@@ -315,11 +359,12 @@ extension BridgeRuntime {
                 break  // published above
             }
         }
+        // Also without actions: the end of the observation changes who owns the discovery rules.
+        clusterCheckDiscoveryOwnership(cluster)
         let now = ContinuousClock.now
         let (members, held) = cluster.view.withLock { ($0.membership.owningMembers(now: now).count, $0.membership.heldChannels.count) }
         metrics.clusterMembers(bridge: name).record(members)
         metrics.clusterChannelsHeld(bridge: name).record(held)
-        clusterCheckDiscoveryOwnership(cluster)
     }
 
     /// Logs and counts what happened in the membership.
@@ -354,6 +399,10 @@ extension BridgeRuntime {
                 metadata: ["cluster.instance": "\(cluster?.settings.instance ?? "")", "cluster.other_incarnation": "\(other)"])
         case .duplicateInstanceCleared:
             logger.notice("cluster: the duplicate instance is gone")
+        case .gaveWay(let clientID):
+            logger.critical(
+                "cluster: another process took this member's MQTT session (the same client id); giving way: no broker connection until restarted",
+                metadata: ["cluster.instance": "\(cluster?.settings.instance ?? "")", "mqtt.client_id": "\(clientID)"])
         }
     }
 }

@@ -17,6 +17,7 @@ extension BridgeRuntime {
             case .disconnected(let error, _):
                 (connected, description) = (false, "disconnected")
                 reportConnectionFailure(.mqtt, error: "\(error)")
+                clusterMQTTDisconnected(error)
             case .stopped(let error):
                 (connected, description) = (false, "stopped")
                 if let error { logger.error("MQTT gave up", metadata: ["error": "\(error)"]) }

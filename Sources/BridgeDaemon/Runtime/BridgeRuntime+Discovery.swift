@@ -85,6 +85,8 @@ extension BridgeRuntime {
             let now = ContinuousClock.now
             clusterDiscoveryPolled(rule: poll.rule)
             performDiscovery(discovery.machine.withLock { $0.pollSucceeded(rule: poll.rule, channels: occupied, now: now) })
+            // A new owner whose poll changed nothing of its own list may still differ from the group's.
+            clusterPublishDiscovered()
             if poll.rule.hasPrefix("presence:") {
                 // Ghosts of an earlier run in rooms nobody is in are cleared now (§5.3).
                 let receivedAt = UTCTimestamp.now().millisecondsSince1970

@@ -167,7 +167,11 @@ extension BridgeRuntime {
                     return .clientEventFailed("client event on \(event.channel): \(error)")
                 }
             case .http:
-                httpEvents.append(PusherBatchEvent(channel: event.channel, name: event.event, data: event.data, socketID: socketID))
+                httpEvents.append(
+                    PusherBatchEvent(
+                        channel: event.channel, name: event.event, data: event.data,
+                        // In a cluster the holder's socket_id: Pusher then does not send the event back through it.
+                        socketID: clusterSocketID(for: event.channel, own: socketID)))
             }
         }
         guard !httpEvents.isEmpty else { return .accepted }

@@ -70,12 +70,14 @@ extension BridgeRuntime {
     /// Publishes the outbox to MQTT while connected; acknowledgements arrive on `completions`.
     func sendToMQTT() async {
         let v5 = connection.mqtt.protocolVersion == .v5
+        let marker = clusterMarker
         while !Task.isCancelled {
             let batch = await toMQTT.next(max: 256)
             if batch.isEmpty { return }
             for entry in batch {
                 let publish = entry.item.publish
-                let properties = MQTTPublishProperties(userProperties: v5 ? publish.userProperties : [])
+                let properties = MQTTPublishProperties(
+                    userProperties: !v5 ? [] : marker.isEmpty ? publish.userProperties : publish.userProperties + marker)
                 let message = MQTTMessage(
                     topic: publish.topic, payload: publish.payload, qos: MQTTQoS(rawValue: publish.qos) ?? .atLeastOnce,
                     retain: publish.retain, properties: properties)

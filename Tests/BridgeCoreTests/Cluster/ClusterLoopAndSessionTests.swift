@@ -1,0 +1,71 @@
+import Testing
+
+@testable import BridgeCore
+
+/// What a member tells the others so that events sent to Pusher do not come back (the holder's
+/// `socket_id`), and what it does when another process takes its MQTT session (docs/contract.md §7.4).
+@Suite struct ClusterLoopAndSessionTests {
+    let t0 = ContinuousClock.now
+    let settings = ClusterSettings(group: "factory", instance: "a", joinSettle: .zero)
+
+    /// Member "a", active, with member "b" live from the start.
+    func activeWithB() -> ClusterMembership {
+        var member = ClusterMembership(settings: settings, incarnation: "ia", startedAt: 1)
+        _ = member.brokerConnected(now: t0)
+        _ = member.memberRecordReceived(ClusterMemberRecord(instance: "b", incarnation: "ib", startedAt: 2), now: t0)
+        _ = member.heartbeatReceived(ClusterHeartbeat(instance: "b", incarnation: "ib", sequence: 1), now: t0)
+        _ = member.tick(now: t0 + .seconds(2))
+        return member
+    }
+
+    @Test func heldReportsCarryTheSocketIDAndRoundTrip() {
+        let report = ClusterHeldReport(instance: "a", incarnation: "x", channels: ["c1"], socketID: "123.456")
+        let expected = #"{"instance":"a","incarnation":"x","socket_id":"123.456","channels":["c1"]}"#
+        #expect(String(decoding: report.payload, as: UTF8.self) == expected)
+        #expect(ClusterHeldReport(payload: report.payload, instance: "a") == report)
+        // An empty socket_id is none; a report without one (an older member) still reads.
+        let text = #"{"instance":"a","incarnation":"x","socket_id":"","channels":[]}"#
+        #expect(ClusterHeldReport(payload: Array(text.utf8), instance: "a")?.socketID == nil)
+    }
+
+    @Test func aNewSocketIDIsReportedAgain() {
+        var member = activeWithB()
+        let actions = member.pusherConnectionChanged(socketID: "1.1", now: t0 + .seconds(3))
+        let held = actions.compactMap { if case .publishHeld(let report) = $0 { report } else { nil } }
+        #expect(held.count == 1 && held.first?.socketID == "1.1")
+        #expect(member.pusherConnectionChanged(socketID: "1.1", now: t0 + .seconds(3)).isEmpty, "unchanged: nothing to send")
+        let down = member.pusherConnectionChanged(socketID: nil, now: t0 + .seconds(4))
+        #expect(down.contains { if case .publishHeld(let report) = $0 { report.socketID == nil } else { false } })
+    }
+
+    @Test func theHoldersSocketIDIsKnownForItsChannelsOnly() {
+        var member = activeWithB()
+        let channels = (1...20).map { "ch-\($0)" }
+        _ = member.channelsWanted(channels, now: t0 + .seconds(2))
+        let ownedByB = channels.filter { member.owner(of: $0, now: t0 + .seconds(2)) == "b" }
+        let ownedByA = channels.filter { member.owner(of: $0, now: t0 + .seconds(2)) == "a" }
+        #expect(!ownedByB.isEmpty && !ownedByA.isEmpty)
+        #expect(member.holderSocketID(of: ownedByB[0], now: t0 + .seconds(2)) == nil, "b reported no socket yet")
+        _ = member.heldReported(
+            ClusterHeldReport(instance: "b", incarnation: "ib", channels: ownedByB, socketID: "9.9"), now: t0 + .seconds(2))
+        #expect(member.holderSocketID(of: ownedByB[0], now: t0 + .seconds(2)) == "9.9")
+        #expect(member.holderSocketID(of: ownedByA[0], now: t0 + .seconds(2)) == nil, "a's own channel: its own socket_id")
+        // A report from an earlier life of b is not believed.
+        _ = member.heldReported(
+            ClusterHeldReport(instance: "b", incarnation: "old", channels: ownedByB, socketID: "1.0"), now: t0 + .seconds(2))
+        #expect(member.holderSocketID(of: ownedByB[0], now: t0 + .seconds(2)) == nil)
+    }
+
+    @Test func aTakenSessionMakesTheMemberGiveWayForGood() {
+        var member = activeWithB()
+        _ = member.channelsWanted(["ch-1", "ch-2", "ch-3", "ch-4"], now: t0 + .seconds(2))
+        let held = member.heldChannels
+        let actions = member.sessionTakenOver(clientID: "bridge-a", now: t0 + .seconds(3))
+        #expect(actions.first == .report(.gaveWay(clientID: "bridge-a")))
+        #expect(Set(actions.compactMap { if case .unsubscribeChannel(let c) = $0 { c } else { nil } }) == held)
+        #expect(member.phase == .disconnected)
+        #expect(member.readinessProblem?.contains("another process connected with this MQTT client id (bridge-a)") == true)
+        #expect(member.brokerConnected(now: t0 + .seconds(5)).isEmpty, "it does not come back")
+        #expect(member.phase == .disconnected)
+    }
+}
