@@ -316,10 +316,11 @@ def test_a_duplicate_instance_name_is_reported_on_readyz(pusher, broker, workdir
     wait_until(lambda: settled(pusher, CHANNELS[:5], 2), 10, 0.2, "every channel held once by a and b")
 
 
-@pytest.mark.xfail(strict=True, reason="daemon: with one config file a duplicate instance also has the same MQTT client id; "
-                   "the broker's session takeover disconnects the two processes in turn (about once a second), each stays "
-                   "'listening' or 'disconnected' and never reports the duplicate, while b counts a as live and leaves a's "
-                   "channels to it: they have no holder (found by this test, 2026-11-24)")
+@pytest.mark.xfail(strict=True, reason="daemon: with one config file a duplicate instance has the same MQTT client id; "
+                   "mosquitto 2.0 closes the older connection on the takeover without a DISCONNECT 0x8E (the client sees "
+                   "'connection lost', code 7), so the member does not give way: the two processes take the session from each "
+                   "other about once a second, neither reports the duplicate, and b leaves a's channels to a: they have no "
+                   "holder (found by this test, 2026-11-24; still so after d38d5d8)")
 def test_a_duplicate_instance_with_the_same_config_is_reported_and_its_channels_stay_held(pusher, broker, workdir,
                                                                                            cluster_members):
     members = run_cluster(cluster_members, pusher, broker, workdir, p2m_rules(CHANNELS[:5]), names=("a", "b"))
@@ -356,11 +357,6 @@ qos = 1
 """
 
 
-@pytest.mark.xfail(strict=True, reason="daemon: MQTT -> Pusher events sent by one member are received from Pusher by the "
-                   "channel's holder (Pusher leaves out only the sender's own connection), which publishes them to MQTT; the "
-                   "shared subscription hands that echo to any member, and only the holder's digest guard knows it: with 3 "
-                   "members 100 messages became 298 Pusher events and 298 MQTT messages (one payload 13 times) "
-                   "(found by this test, 2026-11-24)")
 def test_a_channel_bridged_both_ways_does_not_loop_between_members(pusher, broker, workdir, cluster_members):
     """docs/contract.md §5.4: each message is forwarded once in each direction, never again -- also
     when the member that sends an MQTT message to Pusher is not the one that holds the channel (the
