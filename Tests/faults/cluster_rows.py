@@ -41,7 +41,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "e2e"))
 
-from checker import Expectation, classify, counter_identity  # noqa: E402
+from checker import Expectation, counter_identity, hold_runs, loss_windows  # noqa: E402
 from conftest import bridge_config  # noqa: E402
 from harness import ClusterMember, Mosquitto, PusherLocal, free_port, http_get, wait_until  # noqa: E402
 from proxy import HTTPFaultProxy, TCPFaultProxy  # noqa: E402
@@ -135,22 +135,7 @@ class HoldSampler(threading.Thread):
 
     def runs(self, since: float = 0.0, until: float = float("inf")) -> dict[str, dict[str, float]]:
         """Per channel: the longest run (s) with no holder and with two or more, between the times."""
-        out = {c: {"none": 0.0, "twice": 0.0} for c in CHANNELS}
-        start = {c: {"none": None, "twice": None} for c in CHANNELS}
-        for t, held in (s for s in self.samples if since <= s[0] <= until):
-            for c in CHANNELS:
-                for kind, now in (("none", len(held[c]) == 0), ("twice", len(held[c]) >= 2)):
-                    if now and start[c][kind] is None:
-                        start[c][kind] = t
-                    elif not now and start[c][kind] is not None:
-                        out[c][kind] = max(out[c][kind], t - start[c][kind])
-                        start[c][kind] = None
-        end = min(until, self.samples[-1][0]) if self.samples else 0.0
-        for c in CHANNELS:
-            for kind in ("none", "twice"):
-                if start[c][kind] is not None:
-                    out[c][kind] = max(out[c][kind], end - start[c][kind])
-        return out
+        return hold_runs(self.samples, CHANNELS, since, until)
 
     def changes(self) -> list[tuple[float, str, list[str]]]:
         """(time, channel, holders) whenever a channel's holders changed."""
@@ -371,25 +356,6 @@ class ClusterRig:
                 p.stop(signal.SIGTERM, timeout=10)
             except Exception:
                 pass
-
-
-def loss_windows(sent: dict, received: dict, faults: list[float], horizon: float = 20.0) -> list[float]:
-    """Per fault time: the longest span (s) of consecutive lost Pusher -> MQTT messages on one
-    channel sent from 1 s before it to `horizon` s after, from the senders' times, plus one send
-    interval of that channel (the gap between the last message before and the first after); 0.0
-    when nothing around that fault was lost."""
-    windows = []
-    for fault in faults:
-        worst = 0.0
-        for stream in sent:
-            report = classify(stream, sent[stream], received.get(stream, []))
-            times = dict(sent[stream])
-            interval = (sent[stream][-1][1] - sent[stream][0][1]) / max(1, len(sent[stream]) - 1)
-            for first, last, _ in report.loss_windows:
-                if fault - 1.0 <= times[first] <= fault + horizon:
-                    worst = max(worst, times[last] - times[first] + interval)
-        windows.append(round(worst, 2))
-    return windows
 
 
 def run_cluster_row(matrix: types.ModuleType, row, base: Path, inject, rate: float, netns: bool = False):
