@@ -316,11 +316,6 @@ def test_a_duplicate_instance_name_is_reported_on_readyz(pusher, broker, workdir
     wait_until(lambda: settled(pusher, CHANNELS[:5], 2), 10, 0.2, "every channel held once by a and b")
 
 
-@pytest.mark.xfail(strict=True, reason="daemon: with one config file a duplicate instance has the same MQTT client id; "
-                   "mosquitto 2.0 closes the older connection on the takeover without a DISCONNECT 0x8E (the client sees "
-                   "'connection lost', code 7), so the member does not give way: the two processes take the session from each "
-                   "other about once a second, neither reports the duplicate, and b leaves a's channels to a: they have no "
-                   "holder (found by this test, 2026-11-24; still so after d38d5d8)")
 def test_a_duplicate_instance_with_the_same_config_is_reported_and_its_channels_stay_held(pusher, broker, workdir,
                                                                                            cluster_members):
     members = run_cluster(cluster_members, pusher, broker, workdir, p2m_rules(CHANNELS[:5]), names=("a", "b"))
@@ -334,6 +329,11 @@ def test_a_duplicate_instance_with_the_same_config_is_reported_and_its_channels_
     answers = wait_until(lambda: duplicate_reported([members[0], duplicate]), 15, 0.2,
                          "/readyz 503 naming the duplicate instance")
     print(f"\n/readyz with a same-config duplicate: {answers}")
+    # The older process gave way (docs/contract.md §7.4): the newer one holds a's channels once it
+    # has listened for the others (join_settle), and keeps them.
+    wait_until(lambda: not [c for c, n in holders(pusher, CHANNELS[:5]).items() if n == 0], 10, 0.2,
+               "every channel held while the duplicate runs")
+    time.sleep(3)
     unheld = [c for c, n in holders(pusher, CHANNELS[:5]).items() if n == 0]
     assert not unheld, f"channels without a holder while the duplicate runs: {unheld}"
 

@@ -47,6 +47,8 @@ public enum ClusterEvent: Sendable, Equatable {
     case duplicateInstance(otherIncarnation: String)
     /// No heartbeat from a duplicate for `member_timeout`.
     case duplicateInstanceCleared
-    /// Another process took this member's MQTT session (the same client id): this one gives way.
-    case gaveWay(clientID: String)
+    /// Another process uses this member's instance and MQTT client id (it took the session, or a
+    /// newer process's record appeared): this one leaves the broker for good. The executor stops
+    /// its MQTT client.
+    case gaveWay(otherIncarnation: String?)
 }

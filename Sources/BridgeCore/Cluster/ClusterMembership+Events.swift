@@ -37,8 +37,18 @@ extension ClusterMembership {
     /// A retained record arrived on `<membership_topic>/members/<record.instance>`.
     public mutating func memberRecordReceived(_ record: ClusterMemberRecord, now: ContinuousClock.Instant) -> [ClusterAction] {
         if record.instance == instance {
-            // Not ours: an earlier incarnation's record, or a duplicate's; ours goes back at the next heartbeat.
-            ownRecordCurrent = record.incarnation == incarnation
+            guard record.incarnation != incarnation else {
+                ownRecordCurrent = true
+                return []
+            }
+            if let clientID, record.clientID == clientID, (record.startedAt, record.incarnation) > (startedAt, incarnation) {
+                // A process started after this one writes this instance's record: with the same file
+                // it also has the same MQTT client id, and the two would take the session from each
+                // other in turn. The older one gives way (the newer one is what the operator started last).
+                return giveWay(to: record.incarnation, clientIDShared: true, now: now)
+            }
+            // An earlier incarnation's record: ours goes back at the next heartbeat.
+            ownRecordCurrent = false
             return []
         }
         var member = members[record.instance] ?? RemoteMember()
@@ -122,11 +132,19 @@ extension ClusterMembership {
     /// "Session taken over"). Two processes cannot share one session: they would take it from each
     /// other in turn and neither would hold a channel. This one gives way; it stays a non-member,
     /// its ``readinessProblem`` says why, until the operator gives each process its own instance.
-    public mutating func sessionTakenOver(clientID: String, now: ContinuousClock.Instant) -> [ClusterAction] {
+    public mutating func sessionTakenOver(now: ContinuousClock.Instant) -> [ClusterAction] {
+        giveWay(to: nil, clientIDShared: true, now: now)
+    }
+
+    /// Leaves the broker for good because another process uses this instance (and its client id).
+    private mutating func giveWay(to other: String?, clientIDShared: Bool, now: ContinuousClock.Instant) -> [ClusterAction] {
+        guard gaveWay == nil else { return [] }
         gaveWay =
-            "cluster instance \(instance): another process connected with this MQTT client id (\(clientID)) and took "
-            + "its session; this process gave way and stays away from the broker: give each member its own instance"
-        var actions: [ClusterAction] = [.report(.gaveWay(clientID: clientID))]
+            "cluster instance \(instance) is also used by another live process"
+            + (other.map { " (incarnation \($0))" } ?? "")
+            + " with the same MQTT client id, which takes this one's session; this process gave way and stays "
+            + "away from the broker: give each member its own instance"
+        var actions: [ClusterAction] = [.report(.gaveWay(otherIncarnation: other))]
         actions += brokerDisconnected(now: now)
         return actions
     }
@@ -177,7 +195,9 @@ extension ClusterMembership {
     }
 
     /// This member's record.
-    var ownRecord: ClusterMemberRecord { ClusterMemberRecord(instance: instance, incarnation: incarnation, startedAt: startedAt) }
+    var ownRecord: ClusterMemberRecord {
+        ClusterMemberRecord(instance: instance, incarnation: incarnation, startedAt: startedAt, clientID: clientID)
+    }
 
     /// The next heartbeat, scheduled one interval later.
     mutating func heartbeat(now: ContinuousClock.Instant) -> ClusterAction {

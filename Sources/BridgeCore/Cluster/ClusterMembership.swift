@@ -53,6 +53,8 @@ public struct ClusterMembership: Sendable {
     public let startedAt: Int64
     /// Where this member is.
     public internal(set) var phase: Phase = .disconnected
+    /// This process's MQTT client id, written into its record (set by the executor before it connects).
+    public var clientID: String?
 
     var members: [String: RemoteMember] = [:]
     var wanted: Set<String> = []

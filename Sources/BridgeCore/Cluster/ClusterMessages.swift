@@ -9,20 +9,26 @@ public struct ClusterMemberRecord: Sendable, Equatable {
     /// A value chosen afresh by each process at start (random): tells a restarted member, or a
     /// second process with the same instance name, from the one before.
     public var incarnation: String
-    /// When the process started, in milliseconds since 1970 (for operators; decisions never use it).
+    /// When the process started, in milliseconds since 1970: of two processes with the same
+    /// instance and client id, the older one gives way.
     public var startedAt: Int64
+    /// The member's MQTT client id (`client_id-<instance>`), when known: two processes with the same
+    /// instance *and* client id cannot both stay connected.
+    public var clientID: String?
 
-    public init(instance: String, incarnation: String, startedAt: Int64) {
+    public init(instance: String, incarnation: String, startedAt: Int64, clientID: String? = nil) {
         self.instance = instance
         self.incarnation = incarnation
         self.startedAt = startedAt
+        self.clientID = clientID
     }
 
     /// The JSON payload.
     public var payload: [UInt8] {
-        Array(
-            "{\"instance\":\(JSONString.quoted(instance)),\"incarnation\":\(JSONString.quoted(incarnation)),\"started_at\":\(startedAt)}"
-                .utf8)
+        var text = "{\"instance\":\(JSONString.quoted(instance)),\"incarnation\":\(JSONString.quoted(incarnation)),"
+        text += "\"started_at\":\(startedAt)"
+        if let clientID { text += ",\"client_id\":\(JSONString.quoted(clientID))" }
+        return Array((text + "}").utf8)
     }
 
     /// Reads a payload received on `instance`'s member topic; nil when it is not a record of that
@@ -31,7 +37,9 @@ public struct ClusterMemberRecord: Sendable, Equatable {
         guard let fields = ClusterPayload.fields(of: payload), fields.strings["instance"] == instance,
             let incarnation = fields.strings["incarnation"], !incarnation.isEmpty
         else { return nil }
-        self.init(instance: instance, incarnation: incarnation, startedAt: fields.numbers["started_at"].flatMap { Int64($0) } ?? 0)
+        self.init(
+            instance: instance, incarnation: incarnation, startedAt: fields.numbers["started_at"].flatMap { Int64($0) } ?? 0,
+            clientID: fields.strings["client_id"])
     }
 }
 

@@ -69,8 +69,9 @@ final class BridgeCluster: Sendable {
         marker = MQTTUserProperty("pusher-mqtt-bridge-cluster", settings.group)
         var incarnation = ""
         for _ in 0..<8 { incarnation += String(UInt8.random(in: 0...255), radix: 16).leftPadded(to: 2) }
-        let membership = ClusterMembership(
+        var membership = ClusterMembership(
             settings: settings, incarnation: incarnation, startedAt: UTCTimestamp.now().millisecondsSince1970)
+        membership.clientID = bridge.effectiveMQTTClientID
         view = Locked(View(membership: membership, discoveryRules: Set(bridge.discoveryRules.map(\.name))))
     }
 

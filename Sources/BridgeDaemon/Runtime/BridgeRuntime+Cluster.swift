@@ -187,9 +187,7 @@ extension BridgeRuntime {
     func clusterMQTTDisconnected(_ error: MQTTError) {
         guard cluster != nil, error.kind == .connectionLost, error.code == Self.sessionTakenOverReason else { return }
         let now = ContinuousClock.now
-        let clientID = connection.effectiveMQTTClientID
-        performCluster { $0.membership.sessionTakenOver(clientID: clientID, now: now) }
-        Task { await mqtt.shutdown() }
+        performCluster { $0.membership.sessionTakenOver(now: now) }
     }
 
     /// MQTT 5's DISCONNECT reason code "Session taken over".
@@ -293,14 +291,15 @@ extension BridgeRuntime {
     // MARK: Stop
 
     /// SIGTERM in a cluster: the record goes first, then every channel is handed over (each until
-    /// its new holder reports it, at most the 5 s handover timeout); returns when that is done or
-    /// at `deadline`, with the record's deletion handed to the MQTT client.
-    func clusterLeave(deadline: ContinuousClock.Instant) async {
+    /// its new holder reports it, at most the 5 s handover timeout); returns when that is done (at
+    /// most a second later), with the record's deletion handed to the MQTT client. The shutdown
+    /// grace starts after it. Called once (``stop(grace:)``).
+    func clusterLeave() async {
         guard let cluster else { return }
         let now = ContinuousClock.now
         performCluster { $0.membership.leaveRequested(now: now) }
         if !cluster.view.withLock({ $0.leaveCompleted }) {
-            let limit = min(deadline, now + cluster.settings.handoverTimeout + .seconds(1))
+            let limit = now + cluster.settings.handoverTimeout + .seconds(1)
             try? await withDeadline(limit) {
                 for await _ in cluster.leaveWake.stream { return }
             }
@@ -399,10 +398,14 @@ extension BridgeRuntime {
                 metadata: ["cluster.instance": "\(cluster?.settings.instance ?? "")", "cluster.other_incarnation": "\(other)"])
         case .duplicateInstanceCleared:
             logger.notice("cluster: the duplicate instance is gone")
-        case .gaveWay(let clientID):
+        case .gaveWay(let other):
             logger.critical(
-                "cluster: another process took this member's MQTT session (the same client id); giving way: no broker connection until restarted",
-                metadata: ["cluster.instance": "\(cluster?.settings.instance ?? "")", "mqtt.client_id": "\(clientID)"])
+                "cluster: another process uses this instance and its MQTT client id; giving way: no broker connection until restarted",
+                metadata: [
+                    "cluster.instance": "\(cluster?.settings.instance ?? "")", "mqtt.client_id": "\(connection.effectiveMQTTClientID)",
+                    "cluster.other_incarnation": "\(other ?? "unknown")",
+                ])
+            Task { await mqtt.shutdown() }
         }
     }
 }

@@ -48,6 +48,8 @@ final class BridgeRuntime: Service, Sendable {
     let machine: Locked<BridgeStateMachine<ContinuousClock.Instant>>
     /// Publishes in flight to the broker, paired with their acknowledgements.
     let correlation = Locked(PublishCorrelation<MQTTPublishID, OutboxEntry<OutgoingMQTT>, MQTTPublishCompletion>())
+    /// Set by the first ``stop(grace:)``: stopping is done once.
+    private let stopping = Locked(false)
     /// Open while the MQTT connection is up (a QoS 0 publish waits for it).
     let mqttUp = ConnectionGate()
     /// Commands that await the clients (subscribe, unsubscribe, status): run by ``runCommands()``.
@@ -171,10 +173,17 @@ final class BridgeRuntime: Service, Sendable {
     /// Stops taking Pusher input, drains both outboxes for up to `grace`, publishes `offline` on the
     /// status topic, disconnects, and keeps what was not delivered in the spool (docs/contract.md §3).
     func stop(grace: Duration) async {
-        guard machine.withLock({ $0.stopRequested() }) else { return }
+        let first = stopping.withLock { stopping in
+            defer { stopping = true }
+            return !stopping
+        }
+        guard first else { return }
+        // In a cluster the channels go to the other members first (docs/contract.md §7.4,
+        // "handover"), while this member still forwards their events: until a new holder has
+        // subscribed, it is the only one that receives them.
+        await clusterLeave()
+        _ = machine.withLock { $0.stopRequested() }
         let deadline = ContinuousClock.now + grace
-        // In a cluster the channels go to the other members first (docs/contract.md §7.4, "handover").
-        await clusterLeave(deadline: deadline)
         pusher.disconnect()
         // What a `throttle` holds goes out now rather than waiting for its interval.
         var held: [Action] = []

@@ -11,6 +11,7 @@ import Testing
     /// Member "a", active, with member "b" live from the start.
     func activeWithB() -> ClusterMembership {
         var member = ClusterMembership(settings: settings, incarnation: "ia", startedAt: 1)
+        member.clientID = "bridge-a"
         _ = member.brokerConnected(now: t0)
         _ = member.memberRecordReceived(ClusterMemberRecord(instance: "b", incarnation: "ib", startedAt: 2), now: t0)
         _ = member.heartbeatReceived(ClusterHeartbeat(instance: "b", incarnation: "ib", sequence: 1), now: t0)
@@ -60,12 +61,31 @@ import Testing
         var member = activeWithB()
         _ = member.channelsWanted(["ch-1", "ch-2", "ch-3", "ch-4"], now: t0 + .seconds(2))
         let held = member.heldChannels
-        let actions = member.sessionTakenOver(clientID: "bridge-a", now: t0 + .seconds(3))
-        #expect(actions.first == .report(.gaveWay(clientID: "bridge-a")))
+        let actions = member.sessionTakenOver(now: t0 + .seconds(3))
+        #expect(actions.first == .report(.gaveWay(otherIncarnation: nil)))
         #expect(Set(actions.compactMap { if case .unsubscribeChannel(let c) = $0 { c } else { nil } }) == held)
         #expect(member.phase == .disconnected)
-        #expect(member.readinessProblem?.contains("another process connected with this MQTT client id (bridge-a)") == true)
+        #expect(member.readinessProblem?.hasPrefix("cluster instance a is also used by another live process with the same MQTT") == true)
         #expect(member.brokerConnected(now: t0 + .seconds(5)).isEmpty, "it does not come back")
         #expect(member.phase == .disconnected)
+        #expect(member.sessionTakenOver(now: t0 + .seconds(6)).isEmpty, "reported once")
+    }
+
+    /// The same file on two hosts: the same client id. The newer process's record reaches the older
+    /// one (through the session they share, or live): the older gives way. Records of earlier
+    /// incarnations (a restart) do not count.
+    @Test func aNewerRecordUnderThisInstanceMakesTheOlderProcessGiveWay() {
+        var member = activeWithB()
+        let earlier = ClusterMemberRecord(instance: "a", incarnation: "i0", startedAt: 0, clientID: "bridge-a")
+        #expect(member.memberRecordReceived(earlier, now: t0 + .seconds(2)).isEmpty)
+        // Another client id: both can stay connected; the heartbeats report the duplicate, nobody gives way.
+        let elsewhere = ClusterMemberRecord(instance: "a", incarnation: "i8", startedAt: 5, clientID: "other-a")
+        #expect(member.memberRecordReceived(elsewhere, now: t0 + .seconds(2)).isEmpty)
+        #expect(member.readinessProblem == nil)
+        let newer = ClusterMemberRecord(instance: "a", incarnation: "i9", startedAt: 5, clientID: "bridge-a")
+        #expect(ClusterMemberRecord(payload: newer.payload, instance: "a") == newer)
+        let actions = member.memberRecordReceived(newer, now: t0 + .seconds(3))
+        #expect(actions.first == .report(.gaveWay(otherIncarnation: "i9")))
+        #expect(member.readinessProblem?.contains("(incarnation i9)") == true)
     }
 }
