@@ -199,3 +199,50 @@ def counter_identity(metrics_text: str, bridge: str) -> dict[str, Identity]:
             return sum(v for n, lb, v in samples if n == family and lb.get("direction") == direction)
         result[direction] = Identity(direction, total(RECEIVED_FAMILY), total(OUTCOME_FAMILY), total(BUFFERED_FAMILY))
     return result
+
+
+# ---- clusters (Tests/faults/cluster_rows.py) -------------------------------------------------
+
+def loss_windows(sent: dict, received: dict, faults: list[float], horizon: float = 20.0) -> list[float]:
+    """Per fault time: the longest span (s) of consecutive lost messages on one stream (a channel),
+    the run's first one sent from 1 s before the fault to `horizon` s after, by the sender's times,
+    plus the stream's mean send interval (so the span is the gap between the last message before the
+    run and the first after it); 0.0 when nothing around that fault was lost."""
+    windows = []
+    for fault in faults:
+        worst = 0.0
+        for stream in sent:
+            report = classify(stream, sent[stream], received.get(stream, []))
+            times = dict(sent[stream])
+            interval = (sent[stream][-1][1] - sent[stream][0][1]) / max(1, len(sent[stream]) - 1)
+            for first, last, _ in report.loss_windows:
+                if fault - 1.0 <= times[first] <= fault + horizon:
+                    worst = max(worst, times[last] - times[first] + interval)
+        windows.append(round(worst, 2))
+    return windows
+
+
+def hold_runs(samples: list[tuple[float, dict[str, list[str]]]], channels: list[str], since: float = 0.0,
+              until: float = float("inf")) -> dict[str, dict[str, float]]:
+    """samples: (time, {channel: [holding connections]}) in time order. Per channel, the longest run
+    (s) with no holder ("none") and with two or more ("twice") between `since` and `until`; a run
+    still open at the last sample counts up to it."""
+    out = {c: {"none": 0.0, "twice": 0.0} for c in channels}
+    start: dict[str, dict[str, float | None]] = {c: {"none": None, "twice": None} for c in channels}
+    window = [s for s in samples if since <= s[0] <= until]
+    for t, held in window:
+        for c in channels:
+            for kind, now in (("none", len(held.get(c, [])) == 0), ("twice", len(held.get(c, [])) >= 2)):
+                began = start[c][kind]
+                if now and began is None:
+                    start[c][kind] = t
+                elif not now and began is not None:
+                    out[c][kind] = max(out[c][kind], t - began)
+                    start[c][kind] = None
+    end = window[-1][0] if window else 0.0
+    for c in channels:
+        for kind in ("none", "twice"):
+            began = start[c][kind]
+            if began is not None:
+                out[c][kind] = max(out[c][kind], end - began)
+    return out

@@ -7,7 +7,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from checker import Expectation, classify, counter_identity, parse_samples, parse_tag, recovery_time, summarize  # noqa: E402
+from checker import (Expectation, classify, counter_identity, hold_runs, loss_windows, parse_samples, parse_tag,  # noqa: E402
+                     recovery_time, summarize)
 
 
 def sent_at(seqs, rate=100.0):
@@ -131,3 +132,33 @@ def test_counter_identity_of_an_unknown_bridge_is_all_zero():
 def test_parse_samples_skips_comments_and_garbage():
     samples = parse_samples("# c\nfoo 1\nbar{a=\"x\"} 2.5\nbroken line here\n\nbaz{} NaNx\n")
     assert samples == [("foo", {}, 1.0), ("bar", {"a": "x"}, 2.5)]
+
+
+def test_loss_windows_per_fault():
+    # Two channels at 10/s; around the fault at 5.0 s channel a loses 5.0-5.2 s (3 messages), channel b
+    # loses one; around the fault at 20.0 s nothing is lost; a loss long before a fault is not its.
+    sent = {"p2m/a": [(i, i / 10) for i in range(300)], "p2m/b": [(i, i / 10) for i in range(300)]}
+    lost_a = {50, 51, 52, 10}
+    received = {"p2m/a": [(q, t + 0.01) for q, t in sent["p2m/a"] if q not in lost_a],
+                "p2m/b": [(q, t + 0.01) for q, t in sent["p2m/b"] if q != 55]}
+    assert loss_windows(sent, received, [5.0, 20.0], horizon=5.0) == [0.3, 0.0]
+    # Nothing lost at all, and a stream nobody received.
+    assert loss_windows(sent, {"p2m/a": [(q, t) for q, t in sent["p2m/a"]], "p2m/b": sent["p2m/b"]}, [5.0]) == [0.0]
+    assert loss_windows({"p2m/a": sent["p2m/a"][:11]}, {}, [0.5]) == [1.1]
+
+
+def test_hold_runs_longest_gap_and_overlap():
+    def sample(t, **held):
+        return (t, {c: held.get(c, []) for c in ("x", "y")})
+    samples = [sample(0.0, x=["s1"], y=["s2"]),
+               sample(1.0, x=[], y=["s2", "s3"]),   # x unheld from 1.0, y held twice from 1.0
+               sample(1.5, x=["s3"], y=["s2", "s3"]),
+               sample(2.0, x=["s3"], y=["s3"]),
+               sample(3.0, x=["s3"], y=[]),         # y unheld from 3.0 to the end (4.0)
+               sample(4.0, x=["s3", "s4"], y=[])]    # x twice at the last sample only: 0
+    runs = hold_runs(samples, ["x", "y"])
+    assert runs == {"x": {"none": 0.5, "twice": 0.0}, "y": {"none": 1.0, "twice": 1.0}}
+    # Restricted to a window: the runs are cut to it.
+    assert hold_runs(samples, ["x", "y"], since=1.5, until=2.5) == {"x": {"none": 0.0, "twice": 0.0},
+                                                                     "y": {"none": 0.0, "twice": 0.5}}
+    assert hold_runs([], ["x"]) == {"x": {"none": 0.0, "twice": 0.0}}

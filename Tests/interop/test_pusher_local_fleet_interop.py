@@ -286,3 +286,30 @@ def test_bad_flags_are_refused_with_a_clear_message(args, message):
     assert result.returncode == 64, (result.returncode, result.stderr)
     assert message in result.stderr, result.stderr
     assert "listening" not in result.stdout
+
+
+def test_connections_endpoint_lists_each_pysher_connection_with_its_channels(pusher_server):
+    """`GET /pusher-local/apps/ID/connections` (the cluster tests' proof of who holds a channel):
+    pysher's own socket ids, their channels sorted, the presence user id, the peer address."""
+    a = connect_pysher(pusher_server, user_data={"user_id": "ann"})
+    b = connect_pysher(pusher_server)
+    try:
+        for channel in ("zeta", "private-room", "presence-team"):
+            subscribe(pusher_server, a, channel)
+        subscribe(pusher_server, b, "zeta")
+        status, body = pusher_server.control("GET", "connections")
+        assert status == 200, body
+        records = {r["socket_id"]: r for r in json.loads(body)}
+        assert set(records) == {a.connection.socket_id, b.connection.socket_id}
+        assert records[a.connection.socket_id]["channels"] == ["presence-team", "private-room", "zeta"]
+        assert records[a.connection.socket_id]["user_id"] == "ann"
+        assert records[b.connection.socket_id]["channels"] == ["zeta"]
+        assert "user_id" not in records[b.connection.socket_id]
+        assert all(r["remote"].startswith("127.0.0.1:") for r in records.values())
+    finally:
+        close(a)
+        close(b)
+    deadline = time.monotonic() + TIMEOUT
+    while json.loads(pusher_server.control("GET", "connections")[1]):
+        assert time.monotonic() < deadline, "closed connections are still listed"
+        time.sleep(0.05)
