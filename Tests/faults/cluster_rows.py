@@ -683,9 +683,13 @@ def rows(matrix: types.ModuleType) -> list:
                    matrix.not_injected, custom=sigstop_row),
         matrix.Row("cluster-rolling-restart", "3 instances restarted one at a time with SIGTERM (0.5 s down), "
                                               f"{rolling_rate:g} msg/s each way",
-                   Expectation(0, why="docs/contract.md §7.4 handover: SIGTERM withdraws the membership first and keeps "
-                                      "the channels until their new holders report them (or 5 s); the restarted member takes "
-                                      "its share back the same way: 0 lost, duplicates counted"),
+                   Expectation(0, allow_reorder=True,
+                               why="docs/contract.md §7.4 handover: SIGTERM withdraws the membership first and keeps "
+                                   "the channels until their new holders report them (or 5 s); the restarted member takes "
+                                   "its share back the same way: 0 lost, duplicates counted. Order not judged (changed "
+                                   "after the first runs, which wrote 'in order'): during a handover's overlap the old "
+                                   "and the new holder both forward the channel, so the subscriber sees two interleaved "
+                                   "copies"),
                    Expectation(0, allow_reorder=True,
                                why="the stopping member finishes what it read; what the broker queued for its persistent "
                                    "session is delivered after its restart: 0 lost, duplicates counted; order across "
