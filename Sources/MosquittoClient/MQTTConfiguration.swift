@@ -42,12 +42,17 @@ public struct MQTTWill: Sendable, Hashable {
     public var qos: MQTTQoS
     /// Whether the broker retains the will.
     public var retain: Bool
+    /// MQTT 5 user properties the broker delivers with the will (ignored with MQTT 3.1.1).
+    public var userProperties: [MQTTUserProperty]
 
-    public init(topic: String, payload: [UInt8], qos: MQTTQoS = .atLeastOnce, retain: Bool = true) {
+    public init(
+        topic: String, payload: [UInt8], qos: MQTTQoS = .atLeastOnce, retain: Bool = true, userProperties: [MQTTUserProperty] = []
+    ) {
         self.topic = topic
         self.payload = payload
         self.qos = qos
         self.retain = retain
+        self.userProperties = userProperties
     }
 }
 

@@ -41,10 +41,21 @@ extension MosquittoConnection {
             try check(mosquitto_tls_insecure_set(mosq, tls.insecure), "setting tls_insecure")
         }
         if let will = configuration.will {
+            // User properties exist in MQTT 5 only; libmosquitto owns the list once the call succeeds.
+            var properties: OpaquePointer?
+            if configuration.protocolVersion == .v5 {
+                for user in will.userProperties {
+                    try check(
+                        mosquitto_property_add_string_pair(&properties, Int32(MQTT_PROP_USER_PROPERTY.rawValue), user.name, user.value),
+                        "setting the Last Will's properties")
+                }
+            }
+            let list = properties
             let rc = will.payload.withUnsafeBytes { bytes in
                 mosquitto_will_set_v5(
-                    mosq, will.topic, Int32(bytes.count), bytes.baseAddress, Int32(will.qos.rawValue), will.retain, nil)
+                    mosq, will.topic, Int32(bytes.count), bytes.baseAddress, Int32(will.qos.rawValue), will.retain, list)
             }
+            if rc != MosquittoCode.success { mosquitto_property_free_all(&properties) }
             try check(rc, "setting the Last Will")
         }
     }

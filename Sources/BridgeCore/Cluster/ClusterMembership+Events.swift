@@ -62,8 +62,17 @@ extension ClusterMembership {
     /// A zero-length retained message arrived on `<membership_topic>/members/<instance>`: that
     /// member left, or its Will fired. For this member's own topic (a late Will of an earlier
     /// session, a duplicate leaving), the record goes back at the next heartbeat.
-    public mutating func memberRecordDeleted(instance deleted: String, now: ContinuousClock.Instant) -> [ClusterAction] {
+    ///
+    /// `will`: the process whose Will this was, when the message says (a member's Will carries its
+    /// incarnation and start). A Will of a *newer* process under this member's own instance means
+    /// it took this member's MQTT session (the same file on another host): this one gives way.
+    public mutating func memberRecordDeleted(
+        instance deleted: String, byWillOf will: ClusterWillOrigin? = nil, now: ContinuousClock.Instant
+    ) -> [ClusterAction] {
         if deleted == instance {
+            if let will, will.incarnation != incarnation, (will.startedAt, will.incarnation) > (startedAt, incarnation) {
+                return giveWay(to: will.incarnation, clientIDShared: true, now: now)
+            }
             ownRecordCurrent = false
             return []
         }

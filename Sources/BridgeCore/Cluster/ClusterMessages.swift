@@ -43,6 +43,19 @@ public struct ClusterMemberRecord: Sendable, Equatable {
     }
 }
 
+/// Whose Last Will deleted a record: the Will's user properties `incarnation` and `started_at`.
+public struct ClusterWillOrigin: Sendable, Equatable {
+    /// The incarnation of the process whose connection ended.
+    public var incarnation: String
+    /// When that process started, milliseconds since 1970 (0 when not said).
+    public var startedAt: Int64
+
+    public init(incarnation: String, startedAt: Int64) {
+        self.incarnation = incarnation
+        self.startedAt = startedAt
+    }
+}
+
 /// A heartbeat, sent every `heartbeat_interval` to `<membership_topic>/heartbeat/<instance>`, not
 /// retained, QoS 0: `{"instance":"a","incarnation":"5f0c…","seq":42}`.
 public struct ClusterHeartbeat: Sendable, Equatable {

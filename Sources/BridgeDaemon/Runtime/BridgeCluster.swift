@@ -80,6 +80,18 @@ final class BridgeCluster: Sendable {
         MQTTMessage(topic: settings.heldTopic(settings.instance), payload: report.payload, qos: .atLeastOnce)
     }
 
+    /// The Will's user properties: which process's record it deletes (`incarnation`, `started_at`),
+    /// so that a member that receives the deletion of its own record from another process's Will
+    /// knows a second process uses its instance and client id.
+    var willUserProperties: [MQTTUserProperty] {
+        view.withLock { view in
+            [
+                MQTTUserProperty("incarnation", view.membership.incarnation),
+                MQTTUserProperty("started_at", String(view.membership.startedAt)),
+            ]
+        }
+    }
+
     /// The membership publish for `action`, or nil when it is none or, for held reports, not yet.
     func message(for action: ClusterAction) -> MQTTMessage? {
         switch action {

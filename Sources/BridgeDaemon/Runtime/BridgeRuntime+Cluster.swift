@@ -104,7 +104,14 @@ extension BridgeRuntime {
         switch cluster.settings.classify(topic: message.topic) {
         case .member(let instance):
             if payload.isEmpty {
-                performCluster { $0.membership.memberRecordDeleted(instance: instance, now: now) }
+                // A Will names the process whose record it deletes (BridgeCluster.willUserProperties).
+                let properties = message.properties.userProperties
+                let will = properties.first { $0.name == "incarnation" }.map { incarnation in
+                    ClusterWillOrigin(
+                        incarnation: incarnation.value,
+                        startedAt: properties.first { $0.name == "started_at" }.flatMap { Int64($0.value) } ?? 0)
+                }
+                performCluster { $0.membership.memberRecordDeleted(instance: instance, byWillOf: will, now: now) }
             } else if let record = ClusterMemberRecord(payload: payload, instance: instance) {
                 performCluster { $0.membership.memberRecordReceived(record, now: now) }
             } else {

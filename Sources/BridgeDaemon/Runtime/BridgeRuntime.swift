@@ -90,7 +90,11 @@ final class BridgeRuntime: Service, Sendable {
         self.logger = logger
         pusher = PusherClient(options: try ClientSettings.pusherOptions(settings), logger: logger)
         rest = try ClientSettings.restClient(settings, logger: logger)
-        mqtt = try MQTTClient(configuration: ClientSettings.mqttConfiguration(settings), logger: logger)
+        let cluster = settings.cluster.map { BridgeCluster(settings: $0, bridge: settings) }
+        self.cluster = cluster
+        mqtt = try MQTTClient(
+            configuration: ClientSettings.mqttConfiguration(settings, willUserProperties: cluster?.willUserProperties ?? []),
+            logger: logger)
         let limits = BufferLimits(maxMessages: settings.buffer.maxMessages, maxBytes: settings.buffer.maxBytes)
         func spool(_ direction: MessageDirection) -> String? {
             guard settings.buffer.persist else { return nil }
@@ -107,7 +111,6 @@ final class BridgeRuntime: Service, Sendable {
         machine = Locked(BridgeStateMachine(settings: settings))
         discovery = BridgeDiscovery(settings: settings)
         webhooks = Locked(WebhookReceiver(settings: settings))
-        cluster = settings.cluster.map { BridgeCluster(settings: $0, bridge: settings) }
         metrics.registerZeroSeries(for: settings)
         receivedToMQTT = metrics.received(bridge: settings.name, direction: .pusherToMQTT)
         receivedToPusher = metrics.received(bridge: settings.name, direction: .mqttToPusher)

@@ -1,6 +1,7 @@
 import Backoff
 import BridgeCore
 import Logging
+import MQTTVocabulary
 import MosquittoClient
 import PusherChannels
 
@@ -47,7 +48,9 @@ enum ClientSettings {
         )
     }
 
-    static func mqttConfiguration(_ settings: BridgeSettings) -> MQTTConfiguration {
+    /// - Parameter willUserProperties: in a cluster, the member's incarnation and start, so that the
+    ///   Will tells which process's record it deletes (BridgeCluster).
+    static func mqttConfiguration(_ settings: BridgeSettings, willUserProperties: [MQTTUserProperty] = []) -> MQTTConfiguration {
         let m = settings.mqtt
         let backpressure = settings.mqttToPusherOverflow == .backpressure
         var tls: MQTTTLSConfiguration?
@@ -61,7 +64,9 @@ enum ClientSettings {
             cleanSession: m.cleanSession, sessionExpiry: m.sessionExpiry, keepAlive: m.keepalive,
             username: m.username, password: m.password?.value, tls: tls,
             // Alone: `offline` on the status topic; in a cluster the deletion of the member record.
-            will: MQTTWill(topic: settings.lastWill.topic, payload: settings.lastWill.payload, qos: .atLeastOnce, retain: true),
+            will: MQTTWill(
+                topic: settings.lastWill.topic, payload: settings.lastWill.payload, qos: .atLeastOnce, retain: true,
+                userProperties: willUserProperties),
             reconnect: settings.reconnect,
             // `backpressure` (docs/contract.md §7.6): the client never drops, it stops reading
             // from the broker while a quarter of `[bridge.buffer]` (at most 10,000 messages and

@@ -88,4 +88,21 @@ import Testing
         #expect(actions.first == .report(.gaveWay(otherIncarnation: "i9")))
         #expect(member.readinessProblem?.contains("(incarnation i9)") == true)
     }
+
+    /// Two processes with one client id take the session from each other; the broker then publishes
+    /// the Will of the one it disconnected, and the Will names its process. The older process gives
+    /// way when a newer one's Will deletes its record; its own earlier lives' Wills do not count.
+    @Test func aNewerProcesssWillOnThisInstanceMakesTheOlderGiveWay() {
+        var member = activeWithB()
+        #expect(member.memberRecordDeleted(instance: "a", byWillOf: nil, now: t0 + .seconds(2)).isEmpty)
+        let ownEarlierLife = ClusterWillOrigin(incarnation: "i0", startedAt: 0)
+        #expect(member.memberRecordDeleted(instance: "a", byWillOf: ownEarlierLife, now: t0 + .seconds(2)).isEmpty)
+        let itself = ClusterWillOrigin(incarnation: "ia", startedAt: 1)
+        #expect(member.memberRecordDeleted(instance: "a", byWillOf: itself, now: t0 + .seconds(2)).isEmpty)
+        #expect(member.readinessProblem == nil)
+        let newer = ClusterWillOrigin(incarnation: "i7", startedAt: 9)
+        let actions = member.memberRecordDeleted(instance: "a", byWillOf: newer, now: t0 + .seconds(3))
+        #expect(actions.first == .report(.gaveWay(otherIncarnation: "i7")))
+        #expect(member.phase == .disconnected)
+    }
 }
