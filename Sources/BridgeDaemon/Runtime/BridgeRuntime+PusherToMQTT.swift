@@ -6,64 +6,119 @@ import PusherChannels
 /// Pusher → MQTT: the Pusher client's updates through the machine into the outbox, the outbox to
 /// the broker, and the broker's acknowledgements back to the outbox.
 extension BridgeRuntime {
+    /// Takes the Pusher client's updates in batches (everything that arrived since the last look):
+    /// a run of events is routed under one lock and handed to the outbox together; anything else
+    /// one at a time, in order. Each run's actions are carried out before the next update is looked at.
     func consumePusher() async {
+        let batches = pusher.updateBatches()
         var actions: [Action] = []
-        for await update in pusher.updates() {
+        while let batch = await batches.next() {
             if Task.isCancelled { break }
-            discoveryObserved(update)
-            switch update {
-            case .event(let event):
-                guard let channel = event.channel else { continue }
-                let receivedAt = UTCTimestamp.now()
-                let now = ContinuousClock.now
-                machine.withLock {
-                    $0.pusherEventReceived(
-                        channel: channel, event: event.name, data: event.data ?? "", userID: event.userID,
-                        receivedAt: receivedAt, now: now, into: &actions)
-                }
-            case .presence(let change):
-                let receivedAt = UTCTimestamp.now().millisecondsSince1970
-                machine.withLock { machine in
-                    switch change {
-                    case .subscriptionSucceeded(let channel, let members, _):
-                        let list = members.map { PresenceMember(userID: $0.userID, infoJSON: $0.userInfo) }
-                        machine.presenceSubscribed(channel: channel, members: list, receivedAtMillis: receivedAt, into: &actions)
-                    case .memberAdded(let channel, let member):
-                        let added = PresenceMember(userID: member.userID, infoJSON: member.userInfo)
-                        machine.presenceMemberAdded(channel: channel, member: added, receivedAtMillis: receivedAt, into: &actions)
-                    case .memberRemoved(let channel, let member):
-                        machine.presenceMemberRemoved(channel: channel, userID: member.userID, receivedAtMillis: receivedAt, into: &actions)
-                    }
-                }
-            case .subscriptionSucceeded(let channel):
-                logger.debug("subscribed", metadata: ["pusher.channel": "\(channel)"])
-            case .subscriptionFailed(let channel, let error):
-                metrics.errors(bridge: name, kind: "subscription").increment()
-                logger.error("subscription failed", metadata: ["pusher.channel": "\(channel)", "error": "\(error)"])
-            case .connectionStateChanged(let change):
-                let connected = change.current == .connected
-                let receivedAt = UTCTimestamp.now().millisecondsSince1970
-                actions = machine.withLock {
-                    $0.pusherConnectionChanged(
-                        to: change.current.rawValue, connected: connected, wasConnected: change.previous == .connected,
-                        receivedAtMillis: receivedAt)
-                }
-                if connected {
-                    logger.info("pusher connected", metadata: ["pusher.socket_id": "\(change.socketID ?? "")"])
+            var index = batch.startIndex
+            while index < batch.endIndex {
+                var end = index
+                while end < batch.endIndex, case .event = batch[end] { end += 1 }
+                if end > index {
+                    routeEvents(batch[index..<end], into: &actions)
+                    index = end
                 } else {
-                    logger.info("pusher \(change.current.rawValue)")
+                    handleUpdate(batch[index], into: &actions)
+                    index += 1
                 }
-            case .error(let error):
-                metrics.errors(bridge: name, kind: "pusher").increment()
-                if error.isTransportFailure {
-                    reportConnectionFailure(.pusher, error: error.description)
-                } else {
-                    logger.warning("pusher error", metadata: ["error": "\(error)"])
+                executeBatched(actions)
+                actions.removeAll(keepingCapacity: true)
+            }
+        }
+    }
+
+    /// Events, in order: seen by discovery, then routed under one lock of the machine.
+    private func routeEvents(_ updates: ArraySlice<PusherUpdate>, into actions: inout [Action]) {
+        for update in updates { discoveryObserved(update) }
+        let receivedAt = UTCTimestamp.now()
+        let now = ContinuousClock.now
+        machine.withLock { machine in
+            for update in updates {
+                guard case .event(let event) = update, let channel = event.channel else { continue }
+                machine.pusherEventReceived(
+                    channel: channel, event: event.name, data: event.data ?? "", userID: event.userID,
+                    receivedAt: receivedAt, now: now, into: &actions)
+            }
+        }
+    }
+
+    /// Any update but an event.
+    private func handleUpdate(_ update: PusherUpdate, into actions: inout [Action]) {
+        discoveryObserved(update)
+        switch update {
+        case .event:
+            routeEvents([update], into: &actions)
+        case .presence(let change):
+            let receivedAt = UTCTimestamp.now().millisecondsSince1970
+            machine.withLock { machine in
+                switch change {
+                case .subscriptionSucceeded(let channel, let members, _):
+                    let list = members.map { PresenceMember(userID: $0.userID, infoJSON: $0.userInfo) }
+                    machine.presenceSubscribed(channel: channel, members: list, receivedAtMillis: receivedAt, into: &actions)
+                case .memberAdded(let channel, let member):
+                    let added = PresenceMember(userID: member.userID, infoJSON: member.userInfo)
+                    machine.presenceMemberAdded(channel: channel, member: added, receivedAtMillis: receivedAt, into: &actions)
+                case .memberRemoved(let channel, let member):
+                    machine.presenceMemberRemoved(channel: channel, userID: member.userID, receivedAtMillis: receivedAt, into: &actions)
                 }
             }
-            execute(actions)
-            actions.removeAll(keepingCapacity: true)
+        case .subscriptionSucceeded(let channel):
+            logger.debug("subscribed", metadata: ["pusher.channel": "\(channel)"])
+        case .subscriptionFailed(let channel, let error):
+            metrics.errors(bridge: name, kind: "subscription").increment()
+            logger.error("subscription failed", metadata: ["pusher.channel": "\(channel)", "error": "\(error)"])
+        case .connectionStateChanged(let change):
+            let connected = change.current == .connected
+            let receivedAt = UTCTimestamp.now().millisecondsSince1970
+            actions += machine.withLock {
+                $0.pusherConnectionChanged(
+                    to: change.current.rawValue, connected: connected, wasConnected: change.previous == .connected,
+                    receivedAtMillis: receivedAt)
+            }
+            if connected {
+                logger.info("pusher connected", metadata: ["pusher.socket_id": "\(change.socketID ?? "")"])
+            } else {
+                logger.info("pusher \(change.current.rawValue)")
+            }
+        case .error(let error):
+            metrics.errors(bridge: name, kind: "pusher").increment()
+            if error.isTransportFailure {
+                reportConnectionFailure(.pusher, error: error.description)
+            } else {
+                logger.warning("pusher error", metadata: ["error": "\(error)"])
+            }
         }
+    }
+
+    /// Carries out `actions` like `execute(_:)`, handing consecutive messages for MQTT to the
+    /// outbox together (one lock, one spool write); counters may run ahead of them, anything
+    /// else waits for them, so the order of effects is kept.
+    func executeBatched(_ actions: [Action]) {
+        var publishes: [OutgoingMQTT] = []
+        func flush() {
+            guard !publishes.isEmpty else { return }
+            let admissions = toMQTT.append(contentsOf: publishes)
+            for (item, admission) in zip(publishes, admissions) {
+                account(admission, rule: item.publish.rule, direction: .pusherToMQTT)
+            }
+            publishes.removeAll(keepingCapacity: true)
+        }
+        for action in actions {
+            switch action {
+            case .enqueueToMQTT(let publish, let receivedAt):
+                publishes.append(OutgoingMQTT(publish: publish, receivedAtMillis: receivedAt))
+            case .received, .count:
+                execute(action)
+            default:
+                flush()
+                execute(action)
+            }
+        }
+        flush()
     }
 
     /// Publishes the outbox to MQTT while connected; acknowledgements arrive on `completions`.
