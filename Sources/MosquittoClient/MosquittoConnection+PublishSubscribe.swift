@@ -222,7 +222,12 @@ extension MosquittoConnection {
     func deliver(_ pending: PendingPublish<PublishCompletion>, error: MQTTError?) {
         switch pending.completion {
         case .stream:
-            completionsContinuation.yield(MQTTPublishCompletion(id: pending.id, qos: pending.qos, error: error))
+            let completion = MQTTPublishCompletion(id: pending.id, qos: pending.qos, error: error)
+            if let handler = completionHandler.withLock({ $0 }) {
+                handler.handle([completion])
+            } else {
+                completionsContinuation.yield(completion)
+            }
         case .continuation(let continuation):
             if let error { continuation.resume(throwing: error) } else { continuation.resume() }
         }
@@ -235,7 +240,11 @@ extension MosquittoConnection {
             return record.deferredCompletions
         }
         guard !batch.isEmpty else { return }
-        for completion in batch { completionsContinuation.yield(completion) }
+        if let handler = completionHandler.withLock({ $0 }) {
+            handler.handle(batch)
+        } else {
+            for completion in batch { completionsContinuation.yield(completion) }
+        }
     }
 
     func complete(_ request: ClientRequest, with result: Result<[Int32], MQTTError>) {

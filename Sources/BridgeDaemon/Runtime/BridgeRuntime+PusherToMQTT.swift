@@ -162,7 +162,7 @@ extension BridgeRuntime {
     private func send(_ message: MQTTMessage, topic: String) async -> SendResult {
         while !Task.isCancelled {
             do {
-                return .sent(try await mqtt.send(message))
+                return .sent(try await handOver(message))
             } catch let error as MQTTError where error.kind == .notConnected {
                 if mqttUp.isOpen {
                     // The state stream has not told us of the disconnect yet: give it a moment.
@@ -181,27 +181,63 @@ extension BridgeRuntime {
         return .shutDown
     }
 
-    func collectMQTTCompletions() async {
-        for await completion in mqtt.completions {
-            if let entry = correlation.withLock({ $0.completed(completion.id, with: completion) }) {
-                complete(entry, with: completion)
-            }
+    /// Takes the client's publish outcomes: in batches on its network thread (no task wake-up per
+    /// acknowledgement), and from the stream those that completed before the handler was set. Returns
+    /// when the client shut down.
+    /// `mqtt.send`, without waiting while the in-flight window has room (the common case): no
+    /// suspension point per message.
+    private func handOver(_ message: MQTTMessage) async throws -> MQTTPublishID {
+        switch Result(catching: { () throws(MQTTError) in try mqtt.trySend(message) }) {
+        case .success(let id):
+            return id
+        case .failure(let error) where error.kind == .inFlightLimitReached:
+            return try await mqtt.send(message)
+        case .failure(let error):
+            throw error
         }
+    }
+
+    func collectMQTTCompletions() async {
+        mqtt.handleCompletions { [weak self] batch in self?.completed(batch) }
+        for await completion in mqtt.completions { completed([completion]) }
+    }
+
+    /// Outcomes of publishes from the outbox, in order: paired with their entries under one lock,
+    /// the delivered ones acknowledged in the outbox under one lock.
+    func completed(_ completions: [MQTTPublishCompletion]) {
+        let pairs = correlation.withLock { correlation in
+            completions.compactMap { completion in correlation.completed(completion.id, with: completion).map { ($0, completion) } }
+        }
+        complete(pairs)
     }
 
     /// The broker acknowledged (or the client gave up on) one publish from the outbox.
     func complete(_ entry: OutboxEntry<OutgoingMQTT>, with completion: MQTTPublishCompletion) {
-        if let error = completion.error {
-            metrics.errors(bridge: name, kind: "mqtt_publish").increment()
-            logger.warning(
-                "MQTT publish failed; kept for the next start",
-                metadata: ["mqtt.topic": "\(entry.item.publish.topic)", "error": "\(error)"])
-            return
+        complete([(entry, completion)])
+    }
+
+    /// The broker acknowledged (or the client gave up on) these publishes from the outbox.
+    private func complete(_ pairs: [(OutboxEntry<OutgoingMQTT>, MQTTPublishCompletion)]) {
+        var delivered: [OutboxEntry<OutgoingMQTT>] = []
+        delivered.reserveCapacity(pairs.count)
+        for (entry, completion) in pairs {
+            if let error = completion.error {
+                metrics.errors(bridge: name, kind: "mqtt_publish").increment()
+                logger.warning(
+                    "MQTT publish failed; kept for the next start",
+                    metadata: ["mqtt.topic": "\(entry.item.publish.topic)", "error": "\(error)"])
+            } else {
+                delivered.append(entry)
+            }
         }
-        // An entry the overflow policy dropped while in flight was counted `dropped` already.
-        guard toMQTT.acknowledge(entry) else { return }
-        metrics.messages(bridge: name, rule: entry.item.publish.rule, direction: .pusherToMQTT, outcome: .delivered).increment()
+        guard !delivered.isEmpty else { return }
+        let pending = toMQTT.acknowledge(contentsOf: delivered)
         let now = UTCTimestamp.now().millisecondsSince1970
-        metrics.recordDelivery(.milliseconds(max(0, now - entry.item.receivedAtMillis)))
+        for (entry, wasPending) in zip(delivered, pending) {
+            // An entry the overflow policy dropped while in flight was counted `dropped` already.
+            guard wasPending else { continue }
+            metrics.messages(bridge: name, rule: entry.item.publish.rule, direction: .pusherToMQTT, outcome: .delivered).increment()
+            metrics.recordDelivery(.milliseconds(max(0, now - entry.item.receivedAtMillis)))
+        }
     }
 }
