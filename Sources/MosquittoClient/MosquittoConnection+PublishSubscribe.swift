@@ -108,20 +108,30 @@ extension MosquittoConnection {
     /// queued by libmosquitto and is resent after reconnect (docs/mqtt-notes.md §3), so it counts as handed over.
     func handOver(_ message: MQTTMessage) throws(MQTTError) -> Int32 {
         var mid: Int32 = 0
-        var properties: OpaquePointer?
-        defer { if properties != nil { mosquitto_property_free_all(&properties) } }
-        if !message.properties.isEmpty {
-            let rc = MosquittoProperties.make(message.properties, into: &properties)
-            guard rc == MosquittoCode.success else {
-                throw MosquittoCode.error(rc, context: "invalid publish properties for topic \(message.topic)")
+        func publish(_ properties: OpaquePointer?) -> Int32 {
+            message.topic.withCString { topic in
+                message.payload.withUnsafeBytes { payload in
+                    mosquitto_publish_v5(
+                        handle.raw, &mid, topic, Int32(payload.count), payload.baseAddress,
+                        Int32(message.qos.rawValue), message.retain, properties)
+                }
             }
         }
-        let rc = message.topic.withCString { topic in
-            message.payload.withUnsafeBytes { payload in
-                mosquitto_publish_v5(
-                    handle.raw, &mid, topic, Int32(payload.count), payload.baseAddress,
-                    Int32(message.qos.rawValue), message.retain, properties)
+        let rc: Int32
+        if message.properties.isEmpty {
+            rc = publish(nil)
+        } else {
+            var published = false
+            let listed = propertyList.withLock { list in
+                list.with(message.properties) { properties in
+                    published = true
+                    return publish(properties)
+                }
             }
+            guard published else {
+                throw MosquittoCode.error(listed, context: "invalid publish properties for topic \(message.topic)")
+            }
+            rc = listed
         }
         if rc == MosquittoCode.success { return mid }
         if rc == MosquittoCode.noConnection {

@@ -55,4 +55,28 @@ import Testing
         for await _ in client.completions { streamed += 1 }
         #expect(streamed == 0)
     }
+
+    /// The property list is kept for the next publish with the same properties: a change, and
+    /// a publish without properties in between, are sent as they are.
+    @Test func eachPublishCarriesItsOwnPropertiesWhenTheListIsReused() async throws {
+        let broker = try Mosquitto()
+        try broker.start()
+        let subscriber = try await S.connectedClient(S.configuration(port: broker.port, id: S.uniqueID("sub")))
+        try await subscriber.subscribe(MQTTSubscription("reuse/#", qos: .atLeastOnce))
+        let publisher = try await S.connectedClient(S.configuration(port: broker.port, id: S.uniqueID("pub")))
+        func properties(_ event: String) -> MQTTPublishProperties {
+            MQTTPublishProperties(userProperties: [MQTTUserProperty("pusher-channel", "c"), MQTTUserProperty("pusher-event", event)])
+        }
+        let events = ["a", "a", "b", "a", "", "a"]
+        for (n, event) in events.enumerated() {
+            let message = MQTTMessage(
+                topic: "reuse/\(n)", payload: Array(event.utf8), qos: .atLeastOnce,
+                properties: event.isEmpty ? MQTTPublishProperties() : properties(event))
+            try await publisher.publish(message)
+        }
+        let received = await S.receive(events.count, from: subscriber)
+        #expect(received.map(\.properties) == events.map { $0.isEmpty ? MQTTPublishProperties() : properties($0) })
+        await publisher.shutdown()
+        await subscriber.shutdown()
+    }
 }
