@@ -11,6 +11,8 @@ extension BridgeRuntime {
     /// one at a time, in order. Each run's actions are carried out before the next update is looked at.
     func consumePusher() async {
         let batches = pusher.updateBatches()
+        // Ended here too (not only by a cancelled wait), so the client stops queueing for us.
+        defer { batches.finish() }
         var actions: [Action] = []
         while let batch = await batches.next() {
             if Task.isCancelled { break }
