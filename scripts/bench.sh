@@ -9,6 +9,8 @@
 #   IMPLS=bridge,bridge-memory,python           a subset (bridge-memory: persist = false)
 #   LATENCY_QOS=1 LATENCY_SECONDS=3             the fixed-rate latency runs
 #   PUSHER_RECEIVER=swift|c                     Pusher-side receiver: pusher-bench-subscriber or ws_sub.c
+#   SIZES=100,1024,8192 QOS_LEVELS=0,1          the throughput cells (SIZES=100: the issue 16 rows, ~6 min with
+#                                               SCENARIOS=ceiling,p2m,m2p IMPLS=bridge,python)
 #
 # Builds release binaries (pusher-local, pusher-mqtt-bridge, pusher-bench-subscriber) and the C
 # tools (gcc -O2 -lmosquitto), then runs Benchmarks/bridge/bench.py, which starts and stops
@@ -23,6 +25,8 @@ IMPLS=${IMPLS:-bridge,bridge-memory,python}
 LATENCY_QOS=${LATENCY_QOS:-1}
 LATENCY_SECONDS=${LATENCY_SECONDS:-3}
 PUSHER_RECEIVER=${PUSHER_RECEIVER:-swift}
+SIZES=${SIZES:-100,1024,8192}
+QOS_LEVELS=${QOS_LEVELS:-0,1}
 
 scripts/setup.sh
 command -v gcc >/dev/null || { echo "bench: gcc is needed for the C load tools (apt-get install gcc)" >&2; exit 1; }
@@ -38,7 +42,8 @@ for tool in c_pub c_sub ws_sub; do
 done
 
 args=(--bin-dir "$BIN_DIR" --tools-dir "$TOOLS" --runs "$RUNS" --scenarios "$SCENARIOS" --impls "$IMPLS"
-      --latency-qos "$LATENCY_QOS" --latency-seconds "$LATENCY_SECONDS" --pusher-receiver "$PUSHER_RECEIVER")
+      --latency-qos "$LATENCY_QOS" --latency-seconds "$LATENCY_SECONDS" --pusher-receiver "$PUSHER_RECEIVER"
+      --sizes "$SIZES" --qos "$QOS_LEVELS")
 [[ "$QUICK" == 1 ]] && args+=(--quick)
 # A whole run is bounded: QUICK ~3 min, full ~25 min; past 60 min something hangs.
 exec timeout --signal=TERM --kill-after=30 3600 .venv/bin/python Benchmarks/bridge/bench.py "${args[@]}"

@@ -2,7 +2,10 @@
 
     .venv/bin/python Benchmarks/bridge/bench.py --bin-dir .build/release --tools-dir DIR
         [--runs 3] [--quick] [--scenarios ceiling,sources,p2m,m2p,latency] [--impls bridge,python]
-        [--out Benchmarks/results]
+        [--sizes 100,1024,8192] [--qos 0,1] [--out Benchmarks/results]
+
+A few cells only, e.g. the 100 B throughput cells of both directions with their ceilings (~6 min):
+    --scenarios ceiling,p2m,m2p --impls bridge,python --sizes 100
 
 (scripts/bench.sh builds everything and calls this; see BENCHMARKS.md for the method.)
 
@@ -17,6 +20,12 @@ side) or by pusher-local's generated stream (Pusher side). The receivers (c_sub 
 pusher-bench-subscriber on Pusher) count distinct sequence numbers, duplicates and reordering,
 and write one latency per message (arrival wall clock - sent_at_ns). Throughput = messages
 received / time from the first to the last arrival at the receiver.
+
+CPU per message: utime + stime from /proc/PID/stat of the bridge and of the broker, both read when
+the load starts and when the receiver finished, divided by the messages received. The broker
+receives, routes and sends every message of the run -- work comparable to the bridge's -- so
+"bridge ÷ broker" (issue 16) is the bridge's cost in units of a C program moving the same messages,
+measured on the same machine at the same moment.
 """
 
 from __future__ import annotations
@@ -62,6 +71,10 @@ CEILING_TOPIC = "bench/ceiling"
 # The goals of issue 7, checked at the end of every run.
 GOAL_P2M_QOS0, GOAL_P2M_QOS1, GOAL_M2P = 50_000, 30_000, 20_000
 GOAL_P99_MS_AT_5K, GOAL_RSS_MB, GOAL_VS_PYTHON = 2.0, 50.0, 10.0
+# Issue 16 (100 B): bridge CPU per message ÷ the broker's in the same run, at most; throughput ÷ the
+# broker's ceiling, at least. Keyed by (direction, QoS).
+GOAL_CPU_VS_BROKER = {("p2m", 0): 1.2, ("p2m", 1): 1.0, ("m2p", 0): 2.0, ("m2p", 1): 2.0}
+GOAL_VS_CEILING = {("p2m", 0): 0.6, ("p2m", 1): 0.75, ("m2p", 0): 0.45, ("m2p", 1): 0.55}
 
 
 class BenchError(RuntimeError):
@@ -141,6 +154,12 @@ def finish_receiver(proc: subprocess.Popen, name: str, workdir: Path, timeout: f
     return json.loads(lines[-1])
 
 
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (all its threads), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class ProcessSampler:
     """Samples VmRSS of a process every 100 ms; reads VmHWM and CPU seconds (utime + stime)."""
 
@@ -159,8 +178,7 @@ class ProcessSampler:
         return int(m.group(1)) if m else None
 
     def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+        return cpu_seconds(self.pid)
 
     def _run(self):
         while not self.stopping.wait(0.1):
@@ -355,6 +373,7 @@ class Bench:
                 bridge = self.start_bridge(impl, direction, qos, run_dir)
                 sampler = ProcessSampler(bridge.pid).start()
                 cpu_before = sampler.cpu_seconds()
+            broker_cpu_before = cpu_seconds(self.broker.pid)
             if direction in ("p2m", "ceiling"):
                 topic = P2M_TOPIC if direction == "p2m" else CEILING_TOPIC
                 receiver = self.receiver("mqtt", topic, qos or 0, count, name)
@@ -373,10 +392,14 @@ class Bench:
             if rate == 5000:
                 self.latency_samples[f"{scenario}/{impl}/{direction}"] = values
             (self.work / f"{name}.lat").unlink(missing_ok=True)
+            received = max(1, row["receiver"]["received"])
+            broker_cpu = cpu_seconds(self.broker.pid) - broker_cpu_before
+            row["broker"] = {"cpu_seconds": round(broker_cpu, 3), "cpu_us_per_msg": round(broker_cpu / received * 1e6, 2)}
             if sampler:
                 cpu = sampler.cpu_seconds() - cpu_before
-                received = max(1, row["receiver"]["received"])
                 row["bridge"] = {"cpu_seconds": round(cpu, 3), "cpu_seconds_per_100k": round(cpu / received * 1e5, 3),
+                                 "cpu_us_per_msg": round(cpu / received * 1e6, 2),
+                                 "cpu_vs_broker": round(cpu / broker_cpu, 2) if broker_cpu > 0 else None,
                                  "rss_peak_mb": round((sampler.status_kb("VmHWM") or 0) / 1024, 1),
                                  "rss_sampled_max_mb": round(max(sampler.samples, default=0) / 1024, 1),
                                  "rss_sampled_median_mb": round(statistics.median(sampler.samples) / 1024, 1)
@@ -398,6 +421,9 @@ class Bench:
               f"{rec.get('rate', 0):>10,.0f} msg/s  got {rec.get('unique')}/{count}  dup {rec.get('duplicates')} "
               f"reord {rec.get('reordered')}  p50 {lat.get('p50_ms', 0):.2f} p99 {lat.get('p99_ms', 0):.2f} ms"
               + (f"  cpu/100k {row['bridge']['cpu_seconds_per_100k']:.2f}s rss {row['bridge']['rss_peak_mb']} MB"
+                 if "bridge" in row else "")
+              + (f"  cpu µs/msg: broker {row['broker']['cpu_us_per_msg']:.2f}" if "broker" in row else "")
+              + (f" bridge {row['bridge']['cpu_us_per_msg']:.2f} ({row['bridge']['cpu_vs_broker'] or 0:.2f}×)"
                  if "bridge" in row else "")), flush=True)
         self.results.append(row)
         return row
@@ -409,14 +435,15 @@ class Bench:
         a = self.args
         runs = range(1, a.runs + 1)
         # QUICK checks that every path works, not the numbers: the smallest and largest size, one rate.
-        sizes = [SIZES[0], SIZES[-1]] if a.quick else SIZES
+        sizes = [s for s in ([SIZES[0], SIZES[-1]] if a.quick else SIZES) if s in a.sizes]
+        qos_levels = [q for q in QOS_LEVELS if q in a.qos]
         rates = [5000] if a.quick else RATES
         impls = [i for i in ALL_IMPLS if i in a.impls]
         if a.quick and "bridge" in impls and "bridge-memory" in impls:
             impls.remove("bridge-memory")  # the same daemon with another config: not needed to check the harness
         if "ceiling" in a.scenarios:
             print("broker ceiling: c_pub -> mosquitto -> c_sub", flush=True)
-            for qos in QOS_LEVELS:
+            for qos in qos_levels:
                 for size in sizes:
                     for run in runs:
                         self.measure("throughput", "c", "ceiling", qos, size, 0, run)
@@ -431,7 +458,7 @@ class Bench:
             if direction not in a.scenarios:
                 continue
             print(f"{'Pusher->MQTT' if direction == 'p2m' else 'MQTT->Pusher'} throughput", flush=True)
-            for qos in QOS_LEVELS:
+            for qos in qos_levels:
                 for size in sizes:
                     for run in runs:
                         for impl in impls:  # interleaved, so slow drifts of the machine hit both
@@ -456,6 +483,15 @@ def med(values):
     return statistics.median(values) if values else None
 
 
+def bridge_us_per_msg(row: dict) -> float | None:
+    """The bridge's CPU µs per message (rows of earlier runs have only the seconds per 100k)."""
+    bridge = row.get("bridge", {})
+    if bridge.get("cpu_us_per_msg") is not None:
+        return bridge["cpu_us_per_msg"]
+    per_100k = bridge.get("cpu_seconds_per_100k")
+    return None if per_100k is None else per_100k * 10
+
+
 def summarize(results: list[dict]) -> list[dict]:
     groups: dict[tuple, list[dict]] = {}
     for r in results:
@@ -475,6 +511,9 @@ def summarize(results: list[dict]) -> list[dict]:
             "p99_ms": med([r["latency"].get("p99_ms") for r in ok]),
             "p999_ms": med([r["latency"].get("p999_ms") for r in ok]),
             "cpu_per_100k": med([r.get("bridge", {}).get("cpu_seconds_per_100k") for r in ok]),
+            "cpu_us_per_msg": med([bridge_us_per_msg(r) for r in ok]),
+            "broker_cpu_us_per_msg": med([r.get("broker", {}).get("cpu_us_per_msg") for r in ok]),
+            "cpu_vs_broker": med([r.get("bridge", {}).get("cpu_vs_broker") for r in ok]),
             "rss_peak_mb": med([r.get("bridge", {}).get("rss_peak_mb") for r in ok]),
             "rss_peak_max_mb": max([r.get("bridge", {}).get("rss_peak_mb") or 0 for r in ok], default=None),
             "errors": [r["error"] for r in rows if "error" in r],
@@ -543,6 +582,27 @@ def tables(summary: list[dict], meta: dict) -> tuple[str, list[dict]]:
                     f"{each('rss_peak_mb', '{:.1f}')} | {fmt(b and b['cpu_per_100k'] and 1e5 / b['cpu_per_100k'])} |")
         lines.append("")
 
+    # CPU per message against the broker's, same run
+    lines += ["### CPU per message against the broker's (µs of CPU per message received; same run)", "",
+              "| direction | QoS | size | bridge | broker (same run) | bridge ÷ broker | no spool | Python | "
+              "Python ÷ bridge | ceiling's broker | bridge ÷ ceiling (throughput) |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for direction, title in (("p2m", "Pusher → MQTT"), ("m2p", "MQTT → Pusher")):
+        for qos in QOS_LEVELS:
+            for size in SIZES:
+                b, nm, p = (find(summary, scenario="throughput", impl=i, direction=direction, qos=qos, size=size)
+                            for i in ("bridge", "bridge-memory", "python"))
+                c = find(summary, scenario="throughput", direction="ceiling", qos=qos, size=size)
+                if not (b or p):
+                    continue
+                bu, pu = b and b["cpu_us_per_msg"], p and p["cpu_us_per_msg"]
+                lines.append(
+                    f"| {title} | {qos} | {size} B | {fmt(bu, '{:.2f}')} | {fmt(b and b['broker_cpu_us_per_msg'], '{:.2f}')} | "
+                    f"{fmt(b and b['cpu_vs_broker'], '{:.2f}×')} | {fmt(nm and nm['cpu_us_per_msg'], '{:.2f}')} | "
+                    f"{fmt(pu, '{:.2f}')} | {fmt(ratio(pu, bu), '{:.1f}×')} | "
+                    f"{fmt(c and c['broker_cpu_us_per_msg'], '{:.2f}')} | {fmt(ratio(b and b['rate'], c and c['rate']), '{:.2f}')} |")
+    lines.append("")
+
     # latency
     lines += ["### End-to-end latency at fixed rates (100 B; ms; p50 / p99 / p99.9)", "",
               "| rate/s | broker ceiling | pusher-local → subscriber | bridge P→M | Python P→M | bridge M→P | Python M→P |",
@@ -605,7 +665,31 @@ def tables(summary: list[dict], meta: dict) -> tuple[str, list[dict]]:
         worst = min(ratios)
         goal("bridge ÷ Python throughput (worst cell)", f"{worst[0]:.1f}× ({worst[1]})", f"≥ {GOAL_VS_PYTHON:.0f}×",
              worst[0] >= GOAL_VS_PYTHON)
-    lines += ["### Goals (issue 7)", "", "| goal | measured | target | met? |", "|---|---|---|---|"]
+    for (d, q), target in GOAL_CPU_VS_BROKER.items():
+        s = find(summary, scenario="throughput", impl="bridge", direction=d, qos=q, size=100)
+        if s and s["cpu_vs_broker"] is not None:
+            title = "Pusher→MQTT" if d == "p2m" else "MQTT→Pusher"
+            goal(f"{title} QoS {q} CPU ÷ broker's, 100 B (issue 16)",
+                 f"{s['cpu_vs_broker']:.2f}× ({s['cpu_us_per_msg']:.2f} / {s['broker_cpu_us_per_msg']:.2f} µs)",
+                 f"≤ {target}×", s["cpu_vs_broker"] <= target)
+    for (d, q), target in GOAL_VS_CEILING.items():
+        s = find(summary, scenario="throughput", impl="bridge", direction=d, qos=q, size=100)
+        c = find(summary, scenario="throughput", direction="ceiling", qos=q, size=100)
+        r = ratio(s and s["rate"], c and c["rate"])
+        if r is not None:
+            title = "Pusher→MQTT" if d == "p2m" else "MQTT→Pusher"
+            goal(f"{title} QoS {q} throughput ÷ ceiling, 100 B (issue 16)", f"{r:.2f}", f"≥ {target}", r >= target)
+    cpu_ratios = []
+    for s in summary:
+        if s["impl"] == "bridge" and s["scenario"] == "throughput" and s["cpu_us_per_msg"]:
+            p = find(summary, scenario="throughput", impl="python", direction=s["direction"], qos=s["qos"], size=s["size"])
+            if p and p["cpu_us_per_msg"]:
+                cpu_ratios.append((p["cpu_us_per_msg"] / s["cpu_us_per_msg"], f"{s['direction']} QoS {s['qos']} {s['size']} B"))
+    if cpu_ratios:
+        worst = min(cpu_ratios)
+        goal("Python ÷ bridge CPU per message (worst cell, issue 16)", f"{worst[0]:.1f}× ({worst[1]})",
+             f"≥ {GOAL_VS_PYTHON:.0f}×", worst[0] >= GOAL_VS_PYTHON)
+    lines += ["### Goals (issues 7 and 16)", "", "| goal | measured | target | met? |", "|---|---|---|---|"]
     for g in goals:
         lines.append(f"| {g['goal']} | {g['measured']} | {g['target']} | {'yes' if g['met'] else '**no**'}"
                      + (f" ({g['note']})" if g["note"] else "") + " |")
@@ -703,6 +787,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="few messages, 1 run: checks the harness works")
     parser.add_argument("--scenarios", default=",".join(ALL_SCENARIOS))
     parser.add_argument("--impls", default=",".join(ALL_IMPLS))
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="payload sizes of the throughput cells")
+    parser.add_argument("--qos", default=",".join(map(str, QOS_LEVELS)), help="QoS levels of the throughput cells")
     parser.add_argument("--latency-qos", type=int, default=1)
     parser.add_argument("--pusher-receiver", choices=["swift", "c"], default="swift",
                         help="Pusher-side receiver of the M->P and latency runs: pusher-bench-subscriber or ws_sub")
@@ -719,6 +805,13 @@ def main() -> int:
         return 0
     args.scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     args.impls = [s.strip() for s in args.impls.split(",") if s.strip()]
+    try:
+        args.sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+        args.qos = [int(q) for q in args.qos.split(",") if q.strip()]
+    except ValueError:
+        parser.error("--sizes and --qos take comma-separated integers")
+    if not set(args.sizes) <= set(SIZES) or not set(args.qos) <= set(QOS_LEVELS):
+        parser.error(f"--sizes from {SIZES}, --qos from {QOS_LEVELS}")
     unknown = [s for s in args.scenarios if s not in ALL_SCENARIOS] + [i for i in args.impls if i not in ALL_IMPLS]
     if unknown:
         parser.error(f"unknown scenario or impl: {', '.join(unknown)} (scenarios: {ALL_SCENARIOS}, impls: {ALL_IMPLS})")
@@ -754,7 +847,8 @@ def main() -> int:
                                                  "runs": bench.results}, indent=1) + "\n")
     (out / "latest.md").write_text(f"# make bench — latest results\n\n{table}")
     written = plots(summary, bench.latency_samples, out)
-    if not args.quick and set(args.scenarios) == set(ALL_SCENARIOS) and set(args.impls) == set(ALL_IMPLS):
+    everything = set(args.sizes) == set(SIZES) and set(args.qos) == set(QOS_LEVELS)
+    if not args.quick and everything and set(args.scenarios) == set(ALL_SCENARIOS) and set(args.impls) == set(ALL_IMPLS):
         update_benchmarks_md(table)
     print("\n" + table)
     print(f"bench: {len(bench.results)} measurements in {meta['seconds']} s; wrote {out}/latest.json, latest.md, "

@@ -20,8 +20,10 @@
 /// as `sending`, so no non-`Sendable` reference escapes the lock un-transferred — the same
 /// contract as `Mutex`, which is `Sendable` for every value type.
 public final class Locked<Value: ~Copyable>: @unchecked Sendable {
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private let value: UnsafeMutablePointer<Value>
+    // Usable from inlined code: `withLock` is inlined into its callers (other modules included),
+    // so it is specialized for their value and result types instead of being called generically.
+    @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    @usableFromInline let value: UnsafeMutablePointer<Value>
 
     /// A lock around `initialValue`.
     public init(_ initialValue: consuming sending Value) {
@@ -41,6 +43,7 @@ public final class Locked<Value: ~Copyable>: @unchecked Sendable {
     }
 
     /// Runs `body` with exclusive access to the value.
+    @inlinable
     public func withLock<Result: ~Copyable, Failure: Error>(
         _ body: (inout sending Value) throws(Failure) -> sending Result
     ) throws(Failure) -> sending Result {

@@ -61,6 +61,17 @@ public final class MQTTClient: Sendable {
     /// `maxInFlight` outstanding publishes feed it — read it to keep memory flat).
     public var completions: AsyncStream<MQTTPublishCompletion> { connection.completions }
 
+    /// Sends the outcomes of `send`/`trySend` publishes to `handler` instead of ``completions``
+    /// (those already on the stream stay there), in batches: what one pass of the network thread
+    /// saw acknowledged, in order. Saves the consumer a task wake-up per batch.
+    ///
+    /// `handler` runs on the client's network thread (or, for a publish that completes at once or
+    /// fails on a lost connection or at shutdown, on the thread that noticed): it must be quick and
+    /// must not wait for the client. Set it once, before publishing; it is released after shutdown.
+    public func handleCompletions(_ handler: @escaping @Sendable ([MQTTPublishCompletion]) -> Void) {
+        connection.completionHandler.withLock { $0 = .init(handle: handler) }
+    }
+
     /// The current connection state.
     public var state: MQTTConnectionState { connection.currentState }
 

@@ -77,6 +77,41 @@ enum MosquittoCode {
 
 private func propertyID(_ p: mqtt5_property) -> Int32 { Int32(p.rawValue) }
 
+/// The property list of the last publish that had properties, reused while the next publishes
+/// carry the same ones (a bridge rule's publishes do): building a list costs libmosquitto an
+/// allocation or two per property and message. `mosquitto_publish_v5` copies what it keeps, so
+/// the list stays ours; it is freed when replaced and with this value.
+///
+/// `@unchecked Sendable` at the C boundary: the list is libmosquitto memory no one else points to,
+/// reached only through this value, which lives in a lock (`MosquittoConnection.propertyList`).
+struct PublishPropertyList: ~Copyable, @unchecked Sendable {
+    private var properties: MQTTPublishProperties?
+    private var list: OpaquePointer?
+
+    init() {}
+
+    deinit {
+        var list = list
+        if list != nil { mosquitto_property_free_all(&list) }
+    }
+
+    /// Calls `body` with the list for `properties` (the kept one when they are the same).
+    /// Returns libmosquitto's error code when it refuses a value (nothing is kept then).
+    mutating func with(_ properties: MQTTPublishProperties, _ body: (OpaquePointer?) -> Int32) -> Int32 {
+        if self.properties != properties {
+            if list != nil { mosquitto_property_free_all(&list) }
+            self.properties = nil
+            let rc = MosquittoProperties.make(properties, into: &list)
+            guard rc == MosquittoCode.success else {
+                if list != nil { mosquitto_property_free_all(&list) }
+                return rc
+            }
+            self.properties = properties
+        }
+        return body(list)
+    }
+}
+
 /// Building and reading MQTT 5 property lists.
 enum MosquittoProperties {
     /// A property list for PUBLISH; the caller frees it with `mosquitto_property_free_all`.

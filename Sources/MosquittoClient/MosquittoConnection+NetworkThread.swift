@@ -376,6 +376,7 @@ extension MosquittoConnection {
             return session.stopWaiters
         }
         statesContinuation.finish()
+        completionHandler.withLock { $0 = nil }
         completionsContinuation.finish()
         logger.debug("stopped")
         for waiter in stopWaiters { waiter.resume() }

@@ -108,20 +108,30 @@ extension MosquittoConnection {
     /// queued by libmosquitto and is resent after reconnect (docs/mqtt-notes.md §3), so it counts as handed over.
     func handOver(_ message: MQTTMessage) throws(MQTTError) -> Int32 {
         var mid: Int32 = 0
-        var properties: OpaquePointer?
-        defer { if properties != nil { mosquitto_property_free_all(&properties) } }
-        if !message.properties.isEmpty {
-            let rc = MosquittoProperties.make(message.properties, into: &properties)
-            guard rc == MosquittoCode.success else {
-                throw MosquittoCode.error(rc, context: "invalid publish properties for topic \(message.topic)")
+        func publish(_ properties: OpaquePointer?) -> Int32 {
+            message.topic.withCString { topic in
+                message.payload.withUnsafeBytes { payload in
+                    mosquitto_publish_v5(
+                        handle.raw, &mid, topic, Int32(payload.count), payload.baseAddress,
+                        Int32(message.qos.rawValue), message.retain, properties)
+                }
             }
         }
-        let rc = message.topic.withCString { topic in
-            message.payload.withUnsafeBytes { payload in
-                mosquitto_publish_v5(
-                    handle.raw, &mid, topic, Int32(payload.count), payload.baseAddress,
-                    Int32(message.qos.rawValue), message.retain, properties)
+        let rc: Int32
+        if message.properties.isEmpty {
+            rc = publish(nil)
+        } else {
+            var published = false
+            let listed = propertyList.withLock { list in
+                list.with(message.properties) { properties in
+                    published = true
+                    return publish(properties)
+                }
             }
+            guard published else {
+                throw MosquittoCode.error(listed, context: "invalid publish properties for topic \(message.topic)")
+            }
+            rc = listed
         }
         if rc == MosquittoCode.success { return mid }
         if rc == MosquittoCode.noConnection {
@@ -222,7 +232,12 @@ extension MosquittoConnection {
     func deliver(_ pending: PendingPublish<PublishCompletion>, error: MQTTError?) {
         switch pending.completion {
         case .stream:
-            completionsContinuation.yield(MQTTPublishCompletion(id: pending.id, qos: pending.qos, error: error))
+            let completion = MQTTPublishCompletion(id: pending.id, qos: pending.qos, error: error)
+            if let handler = completionHandler.withLock({ $0 }) {
+                handler.handle([completion])
+            } else {
+                completionsContinuation.yield(completion)
+            }
         case .continuation(let continuation):
             if let error { continuation.resume(throwing: error) } else { continuation.resume() }
         }
@@ -235,7 +250,11 @@ extension MosquittoConnection {
             return record.deferredCompletions
         }
         guard !batch.isEmpty else { return }
-        for completion in batch { completionsContinuation.yield(completion) }
+        if let handler = completionHandler.withLock({ $0 }) {
+            handler.handle(batch)
+        } else {
+            for completion in batch { completionsContinuation.yield(completion) }
+        }
     }
 
     func complete(_ request: ClientRequest, with result: Result<[Int32], MQTTError>) {

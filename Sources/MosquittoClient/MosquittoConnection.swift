@@ -98,6 +98,19 @@ final class MosquittoConnection: Sendable {
     let messageBuffer: MessageBuffer
     let completions: AsyncStream<MQTTPublishCompletion>
     let completionsContinuation: AsyncStream<MQTTPublishCompletion>.Continuation
+    /// Takes stream completions instead of `completions` once set (`MQTTClient.handleCompletions`);
+    /// cleared when the handle is released.
+    let completionHandler = Locked<CompletionHandler?>(nil)
+    /// The last publish's property list, for the next with the same properties (`handOver`, under `session`).
+    let propertyList = Locked(PublishPropertyList())
+
+    /// A consumer's handler for publish outcomes. (A struct, not a bare closure in the lock: a
+    /// closure read through the lock's generic `inout` is re-abstracted, and written back wrapped
+    /// in one more thunk on every read.)
+    struct CompletionHandler: Sendable {
+        /// Called with the outcomes, in order.
+        let handle: @Sendable ([MQTTPublishCompletion]) -> Void
+    }
     let states: AsyncStream<MQTTConnectionState>
     let statesContinuation: AsyncStream<MQTTConnectionState>.Continuation
 

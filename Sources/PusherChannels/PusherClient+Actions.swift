@@ -82,6 +82,8 @@ extension PusherClient {
             switch sink {
             case .updates(let continuation):
                 result = isTerminated(continuation.yield(update))
+            case .batches(let batches):
+                result = !batches.append(update)
             case .events(let channel, let continuation):
                 guard case .event(let event) = update, channel == nil || channel == event.channel else { continue }
                 result = isTerminated(continuation.yield(event))

@@ -14,6 +14,15 @@ extension PusherClient {
         return stream
     }
 
+    /// Everything, like ``updates(bufferingPolicy:)``, handed over in batches: each
+    /// ``PusherUpdateBatches/next()`` returns all that arrived since the last one (for a consumer
+    /// that must keep up with a busy connection).
+    public func updateBatches() -> PusherUpdateBatches {
+        let batches = PusherUpdateBatches()
+        addSink(.batches(batches))
+        return batches
+    }
+
     /// Events of every channel (and connection-wide events).
     public func events() -> AsyncStream<PusherEvent> { events(channel: nil) }
 

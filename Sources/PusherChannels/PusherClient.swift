@@ -60,6 +60,7 @@ public final class PusherClient: Service, Sendable {
     /// A stream a consumer asked for, with what it wants to see.
     enum Sink: Sendable {
         case updates(AsyncStream<PusherUpdate>.Continuation)
+        case batches(PusherUpdateBatches)
         case events(channel: String?, AsyncStream<PusherEvent>.Continuation)
         case presence(channel: String?, AsyncStream<PusherPresenceChange>.Continuation)
         case states(AsyncStream<PusherConnectionStateChange>.Continuation)

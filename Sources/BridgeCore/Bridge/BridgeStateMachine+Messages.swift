@@ -3,7 +3,12 @@ import PusherProtocol
 extension BridgeStateMachine {
     // MARK: Pusher → MQTT
 
+    // The two message entry points are pre-specialized for the daemon's clock (exported, so its
+    // calls from another module take them): unspecialized, every message paid for generic
+    // metadata lookups.
+
     /// Pusher delivered an application event on `channel`.
+    @_specialize(exported:true,where Instant == ContinuousClock.Instant)
     public mutating func pusherEventReceived(
         channel: String, event: String, data: String, userID: String?,
         receivedAt: UTCTimestamp, now: Instant, into actions: inout [Action]
@@ -59,6 +64,7 @@ extension BridgeStateMachine {
 
     /// A subscription delivered a message: an echo or a redelivery is suppressed, a presence
     /// mirror's own retained member is read back, anything else is routed.
+    @_specialize(exported:true,where Instant == ContinuousClock.Instant)
     public mutating func mqttMessageReceived(
         topic: String, payload: [UInt8], qos: Int, retain: Bool,
         receivedAt: UTCTimestamp, now: Instant, into actions: inout [Action]

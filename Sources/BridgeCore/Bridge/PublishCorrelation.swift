@@ -7,8 +7,9 @@
 ///
 /// Pure value type: no locks, no I/O.
 public struct PublishCorrelation<ID: Hashable & Sendable, Entry: Sendable, Completion: Sendable>: Sendable {
-    private var inFlight: [ID: Entry] = [:]
-    private var early: [ID: Completion] = [:]
+    // Inlinable (with the storage it touches), so the daemon's calls are specialized for its types.
+    @usableFromInline var inFlight: [ID: Entry] = [:]
+    @usableFromInline var early: [ID: Completion] = [:]
 
     /// No publish in flight.
     public init() {}
@@ -21,6 +22,7 @@ public struct PublishCorrelation<ID: Hashable & Sendable, Entry: Sendable, Compl
 
     /// `send` returned `id` for `entry`. Returns the completion when it already arrived (the
     /// pair is then done and forgotten); otherwise remembers the entry until it completes.
+    @inlinable
     public mutating func sent(_ entry: Entry, id: ID) -> Completion? {
         if let completion = early.removeValue(forKey: id) { return completion }
         inFlight[id] = entry
@@ -29,6 +31,7 @@ public struct PublishCorrelation<ID: Hashable & Sendable, Entry: Sendable, Compl
 
     /// The client reported `completion` for `id`. Returns the entry that was sent under it (the
     /// pair is then done and forgotten); otherwise keeps the completion for ``sent(_:id:)``.
+    @inlinable
     public mutating func completed(_ id: ID, with completion: Completion) -> Entry? {
         if let entry = inFlight.removeValue(forKey: id) { return entry }
         early[id] = completion

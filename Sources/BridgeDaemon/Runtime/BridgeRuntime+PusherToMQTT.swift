@@ -6,65 +6,122 @@ import PusherChannels
 /// Pusher → MQTT: the Pusher client's updates through the machine into the outbox, the outbox to
 /// the broker, and the broker's acknowledgements back to the outbox.
 extension BridgeRuntime {
+    /// Takes the Pusher client's updates in batches (everything that arrived since the last look):
+    /// a run of events is routed under one lock and handed to the outbox together; anything else
+    /// one at a time, in order. Each run's actions are carried out before the next update is looked at.
     func consumePusher() async {
+        let batches = pusher.updateBatches()
+        // Ended here too (not only by a cancelled wait), so the client stops queueing for us.
+        defer { batches.finish() }
         var actions: [Action] = []
-        for await update in pusher.updates() {
+        while let batch = await batches.next() {
             if Task.isCancelled { break }
-            discoveryObserved(update)
-            clusterObserved(update)
-            switch update {
-            case .event(let event):
-                guard let channel = event.channel else { continue }
-                let receivedAt = UTCTimestamp.now()
-                let now = ContinuousClock.now
-                machine.withLock {
-                    $0.pusherEventReceived(
-                        channel: channel, event: event.name, data: event.data ?? "", userID: event.userID,
-                        receivedAt: receivedAt, now: now, into: &actions)
-                }
-            case .presence(let change):
-                let receivedAt = UTCTimestamp.now().millisecondsSince1970
-                machine.withLock { machine in
-                    switch change {
-                    case .subscriptionSucceeded(let channel, let members, _):
-                        let list = members.map { PresenceMember(userID: $0.userID, infoJSON: $0.userInfo) }
-                        machine.presenceSubscribed(channel: channel, members: list, receivedAtMillis: receivedAt, into: &actions)
-                    case .memberAdded(let channel, let member):
-                        let added = PresenceMember(userID: member.userID, infoJSON: member.userInfo)
-                        machine.presenceMemberAdded(channel: channel, member: added, receivedAtMillis: receivedAt, into: &actions)
-                    case .memberRemoved(let channel, let member):
-                        machine.presenceMemberRemoved(channel: channel, userID: member.userID, receivedAtMillis: receivedAt, into: &actions)
-                    }
-                }
-            case .subscriptionSucceeded(let channel):
-                logger.debug("subscribed", metadata: ["pusher.channel": "\(channel)"])
-            case .subscriptionFailed(let channel, let error):
-                metrics.errors(bridge: name, kind: "subscription").increment()
-                logger.error("subscription failed", metadata: ["pusher.channel": "\(channel)", "error": "\(error)"])
-            case .connectionStateChanged(let change):
-                let connected = change.current == .connected
-                let receivedAt = UTCTimestamp.now().millisecondsSince1970
-                actions = machine.withLock {
-                    $0.pusherConnectionChanged(
-                        to: change.current.rawValue, connected: connected, wasConnected: change.previous == .connected,
-                        receivedAtMillis: receivedAt)
-                }
-                if connected {
-                    logger.info("pusher connected", metadata: ["pusher.socket_id": "\(change.socketID ?? "")"])
+            var index = batch.startIndex
+            while index < batch.endIndex {
+                var end = index
+                while end < batch.endIndex, case .event = batch[end] { end += 1 }
+                if end > index {
+                    routeEvents(batch[index..<end], into: &actions)
+                    index = end
                 } else {
-                    logger.info("pusher \(change.current.rawValue)")
+                    handleUpdate(batch[index], into: &actions)
+                    index += 1
                 }
-            case .error(let error):
-                metrics.errors(bridge: name, kind: "pusher").increment()
-                if error.isTransportFailure {
-                    reportConnectionFailure(.pusher, error: error.description)
-                } else {
-                    logger.warning("pusher error", metadata: ["error": "\(error)"])
+                executeBatched(actions)
+                actions.removeAll(keepingCapacity: true)
+            }
+        }
+    }
+
+    /// Events, in order: seen by discovery, then routed under one lock of the machine.
+    private func routeEvents(_ updates: ArraySlice<PusherUpdate>, into actions: inout [Action]) {
+        for update in updates { discoveryObserved(update) }
+        let receivedAt = UTCTimestamp.now()
+        let now = ContinuousClock.now
+        machine.withLock { machine in
+            for update in updates {
+                guard case .event(let event) = update, let channel = event.channel else { continue }
+                machine.pusherEventReceived(
+                    channel: channel, event: event.name, data: event.data ?? "", userID: event.userID,
+                    receivedAt: receivedAt, now: now, into: &actions)
+            }
+        }
+    }
+
+    /// Any update but an event.
+    private func handleUpdate(_ update: PusherUpdate, into actions: inout [Action]) {
+        discoveryObserved(update)
+        clusterObserved(update)
+        switch update {
+        case .event:
+            routeEvents([update], into: &actions)
+        case .presence(let change):
+            let receivedAt = UTCTimestamp.now().millisecondsSince1970
+            machine.withLock { machine in
+                switch change {
+                case .subscriptionSucceeded(let channel, let members, _):
+                    let list = members.map { PresenceMember(userID: $0.userID, infoJSON: $0.userInfo) }
+                    machine.presenceSubscribed(channel: channel, members: list, receivedAtMillis: receivedAt, into: &actions)
+                case .memberAdded(let channel, let member):
+                    let added = PresenceMember(userID: member.userID, infoJSON: member.userInfo)
+                    machine.presenceMemberAdded(channel: channel, member: added, receivedAtMillis: receivedAt, into: &actions)
+                case .memberRemoved(let channel, let member):
+                    machine.presenceMemberRemoved(channel: channel, userID: member.userID, receivedAtMillis: receivedAt, into: &actions)
                 }
             }
-            execute(actions)
-            actions.removeAll(keepingCapacity: true)
+        case .subscriptionSucceeded(let channel):
+            logger.debug("subscribed", metadata: ["pusher.channel": "\(channel)"])
+        case .subscriptionFailed(let channel, let error):
+            metrics.errors(bridge: name, kind: "subscription").increment()
+            logger.error("subscription failed", metadata: ["pusher.channel": "\(channel)", "error": "\(error)"])
+        case .connectionStateChanged(let change):
+            let connected = change.current == .connected
+            let receivedAt = UTCTimestamp.now().millisecondsSince1970
+            actions += machine.withLock {
+                $0.pusherConnectionChanged(
+                    to: change.current.rawValue, connected: connected, wasConnected: change.previous == .connected,
+                    receivedAtMillis: receivedAt)
+            }
+            if connected {
+                logger.info("pusher connected", metadata: ["pusher.socket_id": "\(change.socketID ?? "")"])
+            } else {
+                logger.info("pusher \(change.current.rawValue)")
+            }
+        case .error(let error):
+            metrics.errors(bridge: name, kind: "pusher").increment()
+            if error.isTransportFailure {
+                reportConnectionFailure(.pusher, error: error.description)
+            } else {
+                logger.warning("pusher error", metadata: ["error": "\(error)"])
+            }
         }
+    }
+
+    /// Carries out `actions` like `execute(_:)`, handing consecutive messages for MQTT to the
+    /// outbox together (one lock, one spool write); counters may run ahead of them, anything
+    /// else waits for them, so the order of effects is kept.
+    func executeBatched(_ actions: [Action]) {
+        var publishes: [OutgoingMQTT] = []
+        func flush() {
+            guard !publishes.isEmpty else { return }
+            let admissions = toMQTT.append(contentsOf: publishes)
+            for (item, admission) in zip(publishes, admissions) {
+                account(admission, rule: item.publish.rule, direction: .pusherToMQTT)
+            }
+            publishes.removeAll(keepingCapacity: true)
+        }
+        for action in actions {
+            switch action {
+            case .enqueueToMQTT(let publish, let receivedAt):
+                publishes.append(OutgoingMQTT(publish: publish, receivedAtMillis: receivedAt))
+            case .received, .count:
+                execute(action)
+            default:
+                flush()
+                execute(action)
+            }
+        }
+        flush()
     }
 
     /// Publishes the outbox to MQTT while connected; acknowledgements arrive on `completions`.
@@ -110,7 +167,7 @@ extension BridgeRuntime {
     private func send(_ message: MQTTMessage, topic: String) async -> SendResult {
         while !Task.isCancelled {
             do {
-                return .sent(try await mqtt.send(message))
+                return .sent(try await handOver(message))
             } catch let error as MQTTError where error.kind == .notConnected {
                 if mqttUp.isOpen {
                     // The state stream has not told us of the disconnect yet: give it a moment.
@@ -129,27 +186,63 @@ extension BridgeRuntime {
         return .shutDown
     }
 
-    func collectMQTTCompletions() async {
-        for await completion in mqtt.completions {
-            if let entry = correlation.withLock({ $0.completed(completion.id, with: completion) }) {
-                complete(entry, with: completion)
-            }
+    /// Takes the client's publish outcomes: in batches on its network thread (no task wake-up per
+    /// acknowledgement), and from the stream those that completed before the handler was set. Returns
+    /// when the client shut down.
+    /// `mqtt.send`, without waiting while the in-flight window has room (the common case): no
+    /// suspension point per message.
+    private func handOver(_ message: MQTTMessage) async throws -> MQTTPublishID {
+        switch Result(catching: { () throws(MQTTError) in try mqtt.trySend(message) }) {
+        case .success(let id):
+            return id
+        case .failure(let error) where error.kind == .inFlightLimitReached:
+            return try await mqtt.send(message)
+        case .failure(let error):
+            throw error
         }
+    }
+
+    func collectMQTTCompletions() async {
+        mqtt.handleCompletions { [weak self] batch in self?.completed(batch) }
+        for await completion in mqtt.completions { completed([completion]) }
+    }
+
+    /// Outcomes of publishes from the outbox, in order: paired with their entries under one lock,
+    /// the delivered ones acknowledged in the outbox under one lock.
+    func completed(_ completions: [MQTTPublishCompletion]) {
+        let pairs = correlation.withLock { correlation in
+            completions.compactMap { completion in correlation.completed(completion.id, with: completion).map { ($0, completion) } }
+        }
+        complete(pairs)
     }
 
     /// The broker acknowledged (or the client gave up on) one publish from the outbox.
     func complete(_ entry: OutboxEntry<OutgoingMQTT>, with completion: MQTTPublishCompletion) {
-        if let error = completion.error {
-            metrics.errors(bridge: name, kind: "mqtt_publish").increment()
-            logger.warning(
-                "MQTT publish failed; kept for the next start",
-                metadata: ["mqtt.topic": "\(entry.item.publish.topic)", "error": "\(error)"])
-            return
+        complete([(entry, completion)])
+    }
+
+    /// The broker acknowledged (or the client gave up on) these publishes from the outbox.
+    private func complete(_ pairs: [(OutboxEntry<OutgoingMQTT>, MQTTPublishCompletion)]) {
+        var delivered: [OutboxEntry<OutgoingMQTT>] = []
+        delivered.reserveCapacity(pairs.count)
+        for (entry, completion) in pairs {
+            if let error = completion.error {
+                metrics.errors(bridge: name, kind: "mqtt_publish").increment()
+                logger.warning(
+                    "MQTT publish failed; kept for the next start",
+                    metadata: ["mqtt.topic": "\(entry.item.publish.topic)", "error": "\(error)"])
+            } else {
+                delivered.append(entry)
+            }
         }
-        // An entry the overflow policy dropped while in flight was counted `dropped` already.
-        guard toMQTT.acknowledge(entry) else { return }
-        metrics.messages(bridge: name, rule: entry.item.publish.rule, direction: .pusherToMQTT, outcome: .delivered).increment()
+        guard !delivered.isEmpty else { return }
+        let pending = toMQTT.acknowledge(contentsOf: delivered)
         let now = UTCTimestamp.now().millisecondsSince1970
-        metrics.recordDelivery(.milliseconds(max(0, now - entry.item.receivedAtMillis)))
+        for (entry, wasPending) in zip(delivered, pending) {
+            // An entry the overflow policy dropped while in flight was counted `dropped` already.
+            guard wasPending else { continue }
+            metrics.messages(bridge: name, rule: entry.item.publish.rule, direction: .pusherToMQTT, outcome: .delivered).increment()
+            metrics.recordDelivery(.milliseconds(max(0, now - entry.item.receivedAtMillis)))
+        }
     }
 }

@@ -1,4 +1,5 @@
 import BridgeCore
+import DequeModule
 import Durability
 import Locking
 import Logging
@@ -66,6 +67,29 @@ final class Outbox<Item: OutboxItem>: Sendable {
         var degradedLog = SpoolDegradedLog<ContinuousClock.Instant>()
         /// The producer waiting in ``waitForRoom(messages:bytes:)``: the room it needs, by ticket.
         var roomWaiter: (ticket: UInt64, messages: Int, bytes: Int, continuation: CheckedContinuation<Void, Never>)?
+        /// Items appended by this process and not handed out yet, oldest first, with their
+        /// sequences: ``next(max:)`` takes them as they are instead of decoding their records
+        /// again. At most ``freshLimit``: under a backlog the records are decoded.
+        var fresh: Deque<OutboxEntry<Item>> = []
+
+        /// Remembers an appended item (when there is room) for the hand-out.
+        mutating func appended(_ item: Item, _ admission: BacklogAdmission) {
+            guard fresh.count < Outbox.freshLimit else { return }
+            switch admission {
+            case .stored(let sequence), .storedDroppingOldest(let sequence, _):
+                fresh.append(OutboxEntry(sequence: sequence, item: item))
+            case .droppedNewest, .droppedOversize:
+                break
+            }
+        }
+
+        /// The item stored under `sequence`, if it was appended by this process and remembered
+        /// (older remembered items, dropped by the overflow policy meanwhile, are forgotten).
+        mutating func freshItem(_ sequence: UInt64) -> Item? {
+            while let first = fresh.first, first.sequence < sequence { fresh.removeFirst() }
+            guard let first = fresh.first, first.sequence == sequence else { return nil }
+            return fresh.removeFirst().item
+        }
 
         /// The producer to wake when the room it waits for is there now (taken out of the state).
         mutating func takeRoomWaiterIfRoom() -> CheckedContinuation<Void, Never>? {
@@ -81,6 +105,9 @@ final class Outbox<Item: OutboxItem>: Sendable {
             return Array(emptyWaiters.values)
         }
     }
+
+    /// The most items kept for the hand-out besides their records (``State/fresh``).
+    static var freshLimit: Int { 1024 }
 
     let name: String
     /// The overflow policy in force (``waitForRoom(messages:bytes:)`` is for `backpressure`).
@@ -130,7 +157,9 @@ final class Outbox<Item: OutboxItem>: Sendable {
         var admission = OutboxAdmission()
         let waiter: CheckedContinuation<Void, Never>? = state.withLock { state in
             do {
-                admission = OutboxAdmission(try state.backlog.enqueue(item.encoded()))
+                let stored = try state.backlog.enqueue(item.encoded())
+                state.appended(item, stored)
+                admission = OutboxAdmission(stored)
             } catch {
                 admission.spoolFailed = true
                 logger.error("spool refused the message: not stored", metadata: ["outbox": "\(name)", "error": "\(error)"])
@@ -149,7 +178,9 @@ final class Outbox<Item: OutboxItem>: Sendable {
         var admissions: [OutboxAdmission] = []
         let waiter: CheckedContinuation<Void, Never>? = state.withLock { state in
             do {
-                admissions = try state.backlog.enqueue(contentsOf: items.map { $0.encoded() }).map(OutboxAdmission.init)
+                let stored = try state.backlog.enqueue(contentsOf: items.map { $0.encoded() })
+                for (item, admission) in zip(items, stored) { state.appended(item, admission) }
+                admissions = stored.map(OutboxAdmission.init)
             } catch {
                 logger.error(
                     "spool refused the messages: not stored",
@@ -221,7 +252,7 @@ final class Outbox<Item: OutboxItem>: Sendable {
                 var entries: [OutboxEntry<Item>] = []
                 entries.reserveCapacity(records.count)
                 for record in records {
-                    if let item = Item.decode(record.payload) {
+                    if let item = state.freshItem(record.sequence) ?? Item.decode(record.payload) {
                         entries.append(OutboxEntry(sequence: record.sequence, item: item))
                     } else {
                         logger.error(
@@ -265,16 +296,36 @@ final class Outbox<Item: OutboxItem>: Sendable {
     /// (docs/contract.md §7.6: every message has exactly one outcome).
     @discardableResult
     func acknowledge(_ entry: OutboxEntry<Item>) -> Bool {
-        let (pending, drained) = state.withLock { state in
+        let (pending, drained, producer) = state.withLock { state in
             var pending = true
             do { pending = try state.backlog.acknowledge(entry.sequence) } catch {
                 logger.warning(
                     "spool acknowledgement failed; the message may be delivered again",
                     metadata: ["outbox": "\(name)", "error": "\(error)"])
             }
-            return (pending, state.takeEmptyWaitersIfDrained() + [state.takeRoomWaiterIfRoom()].compactMap { $0 })
+            return (pending, state.takeEmptyWaitersIfDrained(), state.takeRoomWaiterIfRoom())
         }
         for waiter in drained { waiter.resume() }
+        producer?.resume()
+        return pending
+    }
+
+    /// ``acknowledge(_:)`` for several entries under one lock; whether each was still pending, in order.
+    func acknowledge(contentsOf entries: [OutboxEntry<Item>]) -> [Bool] {
+        guard entries.count > 1 else { return entries.map { acknowledge($0) } }
+        let (pending, drained, producer) = state.withLock { state in
+            let pending = entries.map { entry in
+                do { return try state.backlog.acknowledge(entry.sequence) } catch {
+                    logger.warning(
+                        "spool acknowledgement failed; the message may be delivered again",
+                        metadata: ["outbox": "\(name)", "error": "\(error)"])
+                    return true
+                }
+            }
+            return (pending, state.takeEmptyWaitersIfDrained(), state.takeRoomWaiterIfRoom())
+        }
+        for waiter in drained { waiter.resume() }
+        producer?.resume()
         return pending
     }
 

@@ -10,7 +10,10 @@ struct OutgoingMQTT: OutboxItem, Equatable {
     var receivedAtMillis: Int64
 
     func encoded() -> [UInt8] {
-        var writer = RecordWriter(version: 1)
+        // Sized once: a version byte, 4-byte lengths, 8-byte integers.
+        var capacity = 1 + 3 * 4 + publish.rule.utf8.count + publish.topic.utf8.count + publish.payload.count + 4 * 8
+        for property in publish.userProperties { capacity += 8 + property.name.utf8.count + property.value.utf8.count }
+        var writer = RecordWriter(version: 1, capacity: capacity)
         writer.string(publish.rule)
         writer.string(publish.topic)
         writer.bytes(publish.payload)
@@ -79,21 +82,34 @@ struct OutgoingPusher: OutboxItem, Equatable {
 struct RecordWriter {
     private(set) var output: [UInt8] = []
 
-    init(version: UInt8) {
-        output.reserveCapacity(128)
+    /// `capacity`: the record's expected size (one allocation when it is right).
+    init(version: UInt8, capacity: Int = 128) {
+        output.reserveCapacity(capacity)
         output.append(version)
     }
 
     mutating func bytes(_ value: [UInt8]) {
-        let count = UInt32(truncatingIfNeeded: value.count)
-        withUnsafeBytes(of: count.littleEndian) { output.append(contentsOf: $0) }
+        length(value.count)
         output.append(contentsOf: value)
     }
 
-    mutating func string(_ value: String) { bytes(Array(value.utf8)) }
+    mutating func string(_ value: String) {
+        var value = value
+        value.withUTF8 { utf8 in
+            length(utf8.count)
+            output.append(contentsOf: utf8)
+        }
+    }
 
     mutating func int(_ value: Int64) {
-        withUnsafeBytes(of: value.littleEndian) { output.append(contentsOf: $0) }
+        let bits = UInt64(bitPattern: value)
+        for shift in stride(from: 0, to: 64, by: 8) { output.append(UInt8(truncatingIfNeeded: bits >> UInt64(shift))) }
+    }
+
+    /// A field's length: little-endian UInt32.
+    private mutating func length(_ count: Int) {
+        let bits = UInt32(truncatingIfNeeded: count)
+        for shift in stride(from: 0, to: 32, by: 8) { output.append(UInt8(truncatingIfNeeded: bits >> UInt32(shift))) }
     }
 }
 
