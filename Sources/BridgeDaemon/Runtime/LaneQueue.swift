@@ -6,14 +6,99 @@ import Locking
     import Glibc
 #endif
 
-/// A small bounded FIFO between one producer and one consumer task: `push` waits while it is
-/// full, `pop` while it is empty. One lane of MQTT → Pusher delivery (a channel always uses the
-/// same lane, so its events stay in order while other lanes' requests are in flight).
+/// Which events a free lane sends next (pure: no I/O, no clock). Events wait per channel; a
+/// channel has at most one batch out at a time, so its events leave in order, while other
+/// channels' batches go out on the other lanes. A free lane takes the channel that has waited
+/// longest, not a lane chosen by the channel's name: a request leaves as soon as any lane is free,
+/// and `n` lanes keep `n` requests in flight over `n` channels or more (docs/contract.md §5.2).
+struct LaneSchedule<Element> {
+    /// One batch for a lane, and the channels it holds until ``finished(_:)``.
+    struct Batch {
+        /// The events, oldest first per channel.
+        var elements: [Element] = []
+        /// The channels in the batch, each in flight until the batch is finished.
+        var channels: [String] = []
+    }
+
+    /// Events not handed to a lane yet, per channel, oldest first.
+    private var waiting: [String: Deque<Element>] = [:]
+    /// Channels with events waiting and no batch out, in the order they became ready.
+    private var ready: Deque<String> = []
+    /// Channels with a batch out.
+    private var inFlight: Set<String> = []
+    /// How many events wait (handed-out ones no longer count).
+    private(set) var count = 0
+    /// At most this many events wait; ``hasRoom`` is false beyond.
+    let capacity: Int
+
+    /// An empty schedule holding at most `capacity` waiting events.
+    init(capacity: Int) { self.capacity = max(1, capacity) }
+
+    /// Whether another event may be added.
+    var hasRoom: Bool { count < capacity }
+
+    /// Whether a lane would get a batch now.
+    var hasReady: Bool { !ready.isEmpty }
+
+    /// An event for `channel` arrived; returns true when its channel became ready (a lane can take it).
+    @discardableResult
+    mutating func arrived(_ element: Element, channel: String) -> Bool {
+        count += 1
+        let wasEmpty = waiting[channel, default: []].isEmpty
+        waiting[channel, default: []].append(element)
+        guard wasEmpty, !inFlight.contains(channel) else { return false }
+        ready.append(channel)
+        return true
+    }
+
+    /// The batch for a free lane: up to `max` events of the channel that has waited longest, and
+    /// with `mixChannels` (no other lane is free to take them) the next ready channels' events up to
+    /// `max`. Every channel in the batch is in flight until ``finished(_:)``. Empty when nothing is ready.
+    mutating func nextBatch(max: Int, mixChannels: Bool) -> Batch {
+        var batch = Batch()
+        while batch.elements.count < max, let channel = ready.first {
+            if !batch.channels.isEmpty && !mixChannels { break }
+            ready.removeFirst()
+            var events = waiting[channel] ?? []
+            while batch.elements.count < max, let event = events.popFirst() { batch.elements.append(event) }
+            waiting[channel] = events.isEmpty ? nil : events
+            inFlight.insert(channel)
+            batch.channels.append(channel)
+        }
+        count -= batch.elements.count
+        return batch
+    }
+
+    /// A batch was sent (or given up): its channels may go out again; returns how many became ready.
+    @discardableResult
+    mutating func finished(_ batch: Batch) -> Int {
+        var readied = 0
+        for channel in batch.channels {
+            inFlight.remove(channel)
+            if waiting[channel] != nil {
+                ready.append(channel)
+                readied += 1
+            }
+        }
+        return readied
+    }
+}
+
+extension LaneSchedule: Sendable where Element: Sendable {}
+extension LaneSchedule.Batch: Sendable where Element: Sendable {}
+
+/// The events between the MQTT → Pusher outbox and the delivery lanes: one producer (`push`, which
+/// waits while ``LaneSchedule`` is full) and `api_lanes` consumers (`pop`, which waits until a
+/// channel is ready), with ``LaneSchedule`` deciding which events a free lane sends.
 final class LaneQueue<Element: Sendable>: Sendable {
+    /// A lane's batch; hand it back with ``finished(_:)`` once it was sent or given up.
+    typealias Batch = LaneSchedule<Element>.Batch
+
     private struct State {
-        var items: Deque<Element> = []
+        var schedule: LaneSchedule<Element>
         var finished = false
-        var consumer: CheckedContinuation<Void, Never>?
+        /// Lanes waiting for a ready channel, oldest first.
+        var consumers: Deque<CheckedContinuation<Void, Never>> = []
         var producer: CheckedContinuation<Void, Never>?
     }
 
@@ -23,22 +108,22 @@ final class LaneQueue<Element: Sendable>: Sendable {
         case finished
     }
 
-    private let capacity: Int
-    private let state = Locked(State())
+    private let state: Locked<State>
 
-    init(capacity: Int) { self.capacity = max(1, capacity) }
+    /// At most `capacity` events wait (the producer waits beyond).
+    init(capacity: Int) { state = Locked(State(schedule: LaneSchedule(capacity: capacity))) }
 
     var isFinished: Bool { state.withLock { $0.finished } }
 
-    /// Appends, waiting for room. Returns false when the lane was finished (the element was not taken).
-    func push(_ element: Element) async -> Bool {
+    /// Adds `element` for `channel`, waiting for room. Returns false when the queue was finished
+    /// (the element was not taken).
+    func push(_ element: Element, channel: String) async -> Bool {
         while true {
             let step: PushStep = state.withLock { state in
                 if state.finished { return .finished }
-                guard state.items.count < capacity else { return .full }
-                state.items.append(element)
-                defer { state.consumer = nil }
-                return .pushed(state.consumer)
+                guard state.schedule.hasRoom else { return .full }
+                guard state.schedule.arrived(element, channel: channel) else { return .pushed(nil) }
+                return .pushed(state.consumers.popFirst())
             }
             switch step {
             case .pushed(let consumer):
@@ -50,7 +135,7 @@ final class LaneQueue<Element: Sendable>: Sendable {
                 if Task.isCancelled { return false }
                 await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                     let resumeNow = state.withLock { state in
-                        if state.items.count < capacity || state.finished { return true }
+                        if state.schedule.hasRoom || state.finished { return true }
                         state.producer = continuation
                         return false
                     }
@@ -60,22 +145,25 @@ final class LaneQueue<Element: Sendable>: Sendable {
         }
     }
 
-    /// Up to `max` elements, waiting while empty; `[]` once finished and drained.
-    func pop(max: Int) async -> [Element] {
+    /// The next batch of up to `max` events, waiting until a channel is ready; an empty batch once
+    /// finished and nothing is ready.
+    func pop(max: Int) async -> Batch {
         while true {
-            let (taken, producer): ([Element]?, CheckedContinuation<Void, Never>?) = state.withLock { state in
-                if state.items.isEmpty { return (state.finished ? [] : nil, nil) }
-                var out: [Element] = []
-                while out.count < max, let item = state.items.popFirst() { out.append(item) }
+            let (taken, producer): (Batch?, CheckedContinuation<Void, Never>?) = state.withLock { state in
+                // Once finished, a lane with nothing ready leaves: what waits behind a batch in
+                // flight goes out on the lane that holds that batch.
+                guard state.schedule.hasReady else { return (state.finished ? Batch() : nil, nil) }
+                // Other channels go in this request only when no other lane is free to send them.
+                let batch = state.schedule.nextBatch(max: max, mixChannels: state.consumers.isEmpty)
                 defer { state.producer = nil }
-                return (out, state.producer)
+                return (batch, state.producer)
             }
             producer?.resume()
             if let taken { return taken }
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let resumeNow = state.withLock { state in
-                    if !state.items.isEmpty || state.finished { return true }
-                    state.consumer = continuation
+                    if state.schedule.hasReady || state.finished { return true }
+                    state.consumers.append(continuation)
                     return false
                 }
                 if resumeNow { continuation.resume() }
@@ -83,17 +171,31 @@ final class LaneQueue<Element: Sendable>: Sendable {
         }
     }
 
-    /// No more elements: the consumer drains what is left, then gets `[]`.
+    /// The batch was sent or given up: its channels' next events may go out, on any lane.
+    func finished(_ batch: Batch) {
+        let woken: [CheckedContinuation<Void, Never>] = state.withLock { state in
+            var readied = state.schedule.finished(batch)
+            var woken: [CheckedContinuation<Void, Never>] = []
+            while readied > 0, let consumer = state.consumers.popFirst() {
+                woken.append(consumer)
+                readied -= 1
+            }
+            return woken
+        }
+        for consumer in woken { consumer.resume() }
+    }
+
+    /// No more elements: the lanes drain what is left, then get an empty batch.
     func finish() {
-        let (consumer, producer) = state.withLock { state in
+        let (consumers, producer) = state.withLock { state in
             state.finished = true
             defer {
-                state.consumer = nil
+                state.consumers = []
                 state.producer = nil
             }
-            return (state.consumer, state.producer)
+            return (state.consumers, state.producer)
         }
-        consumer?.resume()
+        for consumer in consumers { consumer.resume() }
         producer?.resume()
     }
 }
