@@ -3,52 +3,60 @@ import Testing
 @testable import BridgeDaemon
 
 /// Which events a free MQTT → Pusher lane sends (docs/contract.md §5.2): one batch in flight per
-/// channel, the channel that waited longest first, other channels mixed in only when no lane is free.
+/// channel, the channel that waited longest first, other channels joining a batch only whole.
 @Suite struct LaneScheduleTests {
     @Test func aFreeLaneTakesTheChannelThatWaitedLongestUpToTheBatchSize() {
         var schedule = LaneSchedule<Int>(capacity: 100)
         for n in 0..<12 { schedule.arrived(n, channel: "a") }
         schedule.arrived(100, channel: "b")
-        let first = schedule.nextBatch(max: 10, mixChannels: false)
+        let first = schedule.nextBatch(max: 10)
         #expect(first.elements == Array(0..<10))
         #expect(first.channels == ["a"])
         // "a" is in flight: its 10 and 11 wait; "b" goes out on the next lane.
-        let second = schedule.nextBatch(max: 10, mixChannels: false)
+        let second = schedule.nextBatch(max: 10)
         #expect(second.elements == [100] && second.channels == ["b"])
-        let none = schedule.nextBatch(max: 10, mixChannels: false)
+        let none = schedule.nextBatch(max: 10)
         #expect(none.elements.isEmpty)
         #expect(schedule.count == 2)
         let readied = schedule.finished(first)
         #expect(readied == 1)
-        let rest = schedule.nextBatch(max: 10, mixChannels: false)
+        let rest = schedule.nextBatch(max: 10)
         #expect(rest.elements == [10, 11])
         #expect(schedule.count == 0)
     }
 
-    @Test func otherChannelsAreMixedInOnlyWhenNoLaneIsFree() {
+    @Test func otherChannelsJoinABatchOnlyWithEverythingTheyHaveWaiting() {
         var schedule = LaneSchedule<String>(capacity: 100)
-        for channel in ["a", "b", "c"] {
-            schedule.arrived("\(channel)1", channel: channel)
-            schedule.arrived("\(channel)2", channel: channel)
+        for (channel, events) in [("a", 2), ("b", 2), ("c", 7), ("d", 1)] {
+            for n in 1...events { schedule.arrived("\(channel)\(n)", channel: channel) }
         }
-        let alone = schedule.nextBatch(max: 10, mixChannels: false)
-        #expect(alone.elements == ["a1", "a2"])
-        let mixed = schedule.nextBatch(max: 3, mixChannels: true)
-        // Up to the batch size: "c" keeps its second event, and is in flight with this batch.
-        #expect(mixed.elements == ["b1", "b2", "c1"])
-        #expect(mixed.channels == ["b", "c"])
-        let none = schedule.nextBatch(max: 10, mixChannels: true)
+        // a and b fit whole; c's 7 do not fit in the 6 left, so c waits for a lane of its own.
+        let first = schedule.nextBatch(max: 10)
+        #expect(first.elements == ["a1", "a2", "b1", "b2"])
+        #expect(first.channels == ["a", "b"])
+        let second = schedule.nextBatch(max: 10)
+        #expect(second.elements == ["c1", "c2", "c3", "c4", "c5", "c6", "c7", "d1"])
+        #expect(second.channels == ["c", "d"])
+        let none = schedule.nextBatch(max: 10)
         #expect(none.elements.isEmpty)
-        let readied = schedule.finished(mixed)
-        #expect(readied == 1)
-        let rest = schedule.nextBatch(max: 10, mixChannels: true)
-        #expect(rest.elements == ["c2"])
+        let readied = schedule.finished(first)
+        #expect(readied == 0 && schedule.count == 0)
+    }
+
+    @Test func theFirstChannelFillsTheBatchEvenIfItHasMore() {
+        var schedule = LaneSchedule<Int>(capacity: 100)
+        for n in 0..<4 { schedule.arrived(n, channel: "a") }
+        schedule.arrived(9, channel: "b")
+        let batch = schedule.nextBatch(max: 3)
+        #expect(batch.elements == [0, 1, 2] && batch.channels == ["a"])
+        let next = schedule.nextBatch(max: 3)
+        #expect(next.elements == [9] && next.channels == ["b"])
     }
 
     @Test func anEventArrivingWhileItsChannelIsInFlightDoesNotMakeItReady() {
         var schedule = LaneSchedule<Int>(capacity: 100)
         let readyAtOnce = schedule.arrived(1, channel: "a")
-        let batch = schedule.nextBatch(max: 10, mixChannels: false)
+        let batch = schedule.nextBatch(max: 10)
         let readyInFlight = schedule.arrived(2, channel: "a")
         #expect(readyAtOnce && !readyInFlight)
         #expect(!schedule.hasReady)
@@ -56,7 +64,7 @@ import Testing
         #expect(readiedFirst == 1)
         #expect(schedule.hasReady)
         // A finished batch whose channels have nothing waiting readies nothing.
-        let last = schedule.nextBatch(max: 10, mixChannels: false)
+        let last = schedule.nextBatch(max: 10)
         let readied = schedule.finished(last)
         #expect(last.elements == [2] && readied == 0)
         #expect(!schedule.hasReady && schedule.count == 0)
@@ -67,7 +75,7 @@ import Testing
         schedule.arrived(1, channel: "a")
         schedule.arrived(2, channel: "b")
         #expect(!schedule.hasRoom)
-        _ = schedule.nextBatch(max: 1, mixChannels: true)
+        _ = schedule.nextBatch(max: 1)
         #expect(schedule.hasRoom)
         #expect(LaneSchedule<Int>(capacity: 0).capacity == 1)
     }
@@ -89,7 +97,7 @@ import Testing
                 arrived[channel, default: []].append(step)
                 channelOf[step] = channel
             case 1 where out.count < 4:
-                let batch = schedule.nextBatch(max: 10, mixChannels: generator.next() % 2 == 0)
+                let batch = schedule.nextBatch(max: Int(1 + generator.next() % 10))
                 guard !batch.elements.isEmpty else { break }
                 let busy = Set(out.flatMap(\.channels))
                 #expect(busy.isDisjoint(with: batch.channels))

@@ -66,10 +66,8 @@ extension BridgeRuntime {
             while !Task.isCancelled {
                 let batch = await toPusher.next(max: 100)
                 if batch.isEmpty { break }
-                for entry in batch {
-                    // False only when stopping: the entry stays in the backlog.
-                    _ = await queue.push(entry, channel: entry.item.event.channel)
-                }
+                // False only when stopping: what was not taken stays in the backlog.
+                _ = await queue.push(batch.lazy.map { (element: $0, channel: $0.item.event.channel) })
             }
             queue.finish()
         }

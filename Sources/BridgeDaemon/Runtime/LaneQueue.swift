@@ -10,7 +10,8 @@ import Locking
 /// channel has at most one batch out at a time, so its events leave in order, while other
 /// channels' batches go out on the other lanes. A free lane takes the channel that has waited
 /// longest, not a lane chosen by the channel's name: a request leaves as soon as any lane is free,
-/// and `n` lanes keep `n` requests in flight over `n` channels or more (docs/contract.md §5.2).
+/// with what queued meanwhile, and `n` lanes keep `n` requests in flight over `n` channels or more
+/// (docs/contract.md `[bridge.pusher] api_lanes`).
 struct LaneSchedule<Element> {
     /// One batch for a lane, and the channels it holds until ``finished(_:)``.
     struct Batch {
@@ -51,15 +52,16 @@ struct LaneSchedule<Element> {
         return true
     }
 
-    /// The batch for a free lane: up to `max` events of the channel that has waited longest, and
-    /// with `mixChannels` (no other lane is free to take them) the next ready channels' events up to
-    /// `max`. Every channel in the batch is in flight until ``finished(_:)``. Empty when nothing is ready.
-    mutating func nextBatch(max: Int, mixChannels: Bool) -> Batch {
+    /// The batch for a free lane: up to `max` events of the channel that has waited longest, then
+    /// the next ready channels whose waiting events all fit in what is left (a channel is never
+    /// split into a part batch behind another: what it cannot send now goes on another lane in
+    /// full). Every channel in the batch is in flight until ``finished(_:)``. Empty when nothing is ready.
+    mutating func nextBatch(max: Int) -> Batch {
         var batch = Batch()
         while batch.elements.count < max, let channel = ready.first {
-            if !batch.channels.isEmpty && !mixChannels { break }
-            ready.removeFirst()
             var events = waiting[channel] ?? []
+            if !batch.channels.isEmpty && events.count > max - batch.elements.count { break }
+            ready.removeFirst()
             while batch.elements.count < max, let event = events.popFirst() { batch.elements.append(event) }
             waiting[channel] = events.isEmpty ? nil : events
             inFlight.insert(channel)
@@ -103,7 +105,7 @@ final class LaneQueue<Element: Sendable>: Sendable {
     }
 
     private enum PushStep {
-        case pushed(CheckedContinuation<Void, Never>?)
+        case pushed
         case full
         case finished
     }
@@ -115,19 +117,28 @@ final class LaneQueue<Element: Sendable>: Sendable {
 
     var isFinished: Bool { state.withLock { $0.finished } }
 
-    /// Adds `element` for `channel`, waiting for room. Returns false when the queue was finished
-    /// (the element was not taken).
-    func push(_ element: Element, channel: String) async -> Bool {
-        while true {
-            let step: PushStep = state.withLock { state in
-                if state.finished { return .finished }
-                guard state.schedule.hasRoom else { return .full }
-                guard state.schedule.arrived(element, channel: channel) else { return .pushed(nil) }
-                return .pushed(state.consumers.popFirst())
+    /// Adds `elements` (each with its channel) in order, waiting for room as needed; wakes as many
+    /// waiting lanes as channels became ready. Returns false when the queue was finished (the
+    /// elements from there on were not taken).
+    func push(_ elements: some Collection<(element: Element, channel: String)>) async -> Bool {
+        var rest = elements[...]
+        while !rest.isEmpty {
+            let (step, woken): (PushStep, [CheckedContinuation<Void, Never>]) = state.withLock { state in
+                if state.finished { return (.finished, []) }
+                var readied = 0
+                while state.schedule.hasRoom, let (element, channel) = rest.popFirst() {
+                    if state.schedule.arrived(element, channel: channel) { readied += 1 }
+                }
+                var woken: [CheckedContinuation<Void, Never>] = []
+                while readied > 0, let consumer = state.consumers.popFirst() {
+                    woken.append(consumer)
+                    readied -= 1
+                }
+                return (rest.isEmpty ? .pushed : .full, woken)
             }
+            for consumer in woken { consumer.resume() }
             switch step {
-            case .pushed(let consumer):
-                consumer?.resume()
+            case .pushed:
                 return true
             case .finished:
                 return false
@@ -143,6 +154,12 @@ final class LaneQueue<Element: Sendable>: Sendable {
                 }
             }
         }
+        return true
+    }
+
+    /// Adds one element for `channel`, waiting for room; false when the queue was finished.
+    func push(_ element: Element, channel: String) async -> Bool {
+        await push(CollectionOfOne((element: element, channel: channel)))
     }
 
     /// The next batch of up to `max` events, waiting until a channel is ready; an empty batch once
@@ -153,8 +170,7 @@ final class LaneQueue<Element: Sendable>: Sendable {
                 // Once finished, a lane with nothing ready leaves: what waits behind a batch in
                 // flight goes out on the lane that holds that batch.
                 guard state.schedule.hasReady else { return (state.finished ? Batch() : nil, nil) }
-                // Other channels go in this request only when no other lane is free to send them.
-                let batch = state.schedule.nextBatch(max: max, mixChannels: state.consumers.isEmpty)
+                let batch = state.schedule.nextBatch(max: max)
                 defer { state.producer = nil }
                 return (batch, state.producer)
             }
