@@ -49,13 +49,13 @@ sys.path.insert(0, str(REPO / "Tests" / "faults"))
 import bench  # noqa: E402  (Benchmarks/bridge/bench.py: receivers, BenchMosquitto, stop_all)
 from bench import BenchError, BenchMosquitto, finish_receiver, start_receiver  # noqa: E402
 from conftest import bridge_config  # noqa: E402  (Tests/e2e, put on the path by bench)
-from harness import Bridge, PusherLocal, Process, wait_until  # noqa: E402
+from harness import Bridge, Process, PusherLocal, free_port, wait_until  # noqa: E402
 from netns import SERVER_ADDR, Partition  # noqa: E402
 
 PREFIX = "pmrtt"
 BATCH = 10  # events per batch_events (PusherLimits.batchSize)
 SECONDS_PER_CELL = 4.0  # messages per M→P cell: about this long at the ideal rate
-P2M_COUNT = 20_000
+P2M_COUNT = 50_000
 
 
 def run(argv: list[str], check: bool = True) -> subprocess.CompletedProcess:
@@ -72,6 +72,9 @@ class RTTBench:
         os.environ["BRIDGE_BIN"] = str(self.bin_dir / "pusher-mqtt-bridge")
         self.rows: list[dict] = []
         self.counter = 0
+        self.relay: Process | None = None
+        self.delay_mode = "netem"
+        self.pusher_host, self.pusher_port = SERVER_ADDR, 0
 
     # ---- the servers ------------------------------------------------------------------------
     def ns_port_open(self, prefix: list[str], port: int) -> bool:
@@ -89,14 +92,35 @@ class RTTBench:
         self.pusher.start()
         bench.STARTED.append(self.pusher)
 
+    def netem_available(self) -> bool:
+        probe = run(self.br + ["tc", "qdisc", "replace", "dev", self.ns.veth_b, "root", "netem", "delay", "0ms"], check=False)
+        if probe.returncode == 0:
+            run(self.br + ["tc", "qdisc", "del", "dev", self.ns.veth_b, "root"], check=False)
+        return probe.returncode == 0
+
     def set_delay(self, rtt_ms: float):
-        """Half of the added round trip on each end of the veth pair."""
+        """Half of the added round trip each way: netem on each end of the veth pair, or, where the
+        kernel has no sch_netem, Benchmarks/rtt/delay_relay.py in the bridge's namespace in front
+        of pusher-local (the bridge then connects to the relay on its loopback)."""
         half = f"{rtt_ms / 2:g}ms"
-        for prefix, dev in ((self.br, self.ns.veth_b), (self.srv, self.ns.veth_s)):
-            run(prefix + ["tc", "qdisc", "replace", "dev", dev, "root", "netem", "delay", half, "limit", "100000"])
-        ping = run(self.br + ["ping", "-c", "3", "-i", "0.2", "-q", SERVER_ADDR], check=False).stdout
-        avg = ping.rsplit("=", 1)[-1].split("/")[1] if "min/avg" in ping else "?"
-        print(f"added RTT {rtt_ms:g} ms (netem {half} on each veth end); ping avg {avg} ms", flush=True)
+        if self.delay_mode == "netem":
+            for prefix, dev in ((self.br, self.ns.veth_b), (self.srv, self.ns.veth_s)):
+                run(prefix + ["tc", "qdisc", "replace", "dev", dev, "root", "netem", "delay", half, "limit", "100000"])
+            self.pusher_host, self.pusher_port = SERVER_ADDR, self.pusher.port
+        else:
+            if self.relay is not None:
+                self.relay.stop()
+                bench.STARTED.remove(self.relay)
+            port = free_port()
+            self.relay = Process(f"relay-{rtt_ms:g}", self.br + [sys.executable, str(Path(__file__).parent / "delay_relay.py"),
+                                                                  str(port), SERVER_ADDR, str(self.pusher.port), f"{rtt_ms / 2:g}"],
+                                 self.work)
+            self.relay.start(stdout=subprocess.PIPE)
+            bench.STARTED.append(self.relay)
+            if self.relay.proc.stdout.readline().decode().strip() != "ready":
+                raise BenchError(f"delay relay did not start: {self.relay.log()[-1000:]}")
+            self.pusher_host, self.pusher_port = "127.0.0.1", port
+        print(f"added RTT {rtt_ms:g} ms ({half} each way, {self.delay_mode})", flush=True)
 
     # ---- the bridge -------------------------------------------------------------------------
     def start_bridge(self, lanes: int) -> Bridge:
@@ -108,11 +132,11 @@ class RTTBench:
                  '[[bridge.rule]]\nname = "p2m"\nfrom = "pusher"\nchannel = "rtt-p2m"\ntopic = "rtt/p2m/{event}"\n'
                  'qos = 1\npayload = "data"\n')
         pusher = types.SimpleNamespace(key=self.pusher.key, app_id=self.pusher.app_id, secret=self.pusher.secret,
-                                       port=self.pusher.port)
+                                       port=self.pusher_port)
         config = bridge_config(pusher, self.broker, run_dir, rules, name=f"rtt{self.counter}",
                                extra_pusher=f"api_lanes = {lanes}")
-        # The HTTP API and the WebSocket across the veth pair; mosquitto on the namespace's loopback.
-        config = config.replace(f'host = "127.0.0.1"\nport = {self.pusher.port}', f'host = "{SERVER_ADDR}"\nport = {self.pusher.port}')
+        # The HTTP API and the WebSocket across the delay; mosquitto on the namespace's loopback.
+        config = config.replace(f'host = "127.0.0.1"\nport = {self.pusher_port}', f'host = "{self.pusher_host}"\nport = {self.pusher_port}')
         config = config.replace('log_level = "debug"', 'log_level = "info"')
         # Activity and pong timeouts of the e2e tests are too short for 100 ms of added RTT.
         config = config.replace('activity_timeout = "2s"\npong_timeout = "1s"', 'activity_timeout = "30s"\npong_timeout = "10s"')
@@ -232,6 +256,10 @@ class RTTBench:
     def run(self):
         a = self.args
         self.start_servers()
+        if not self.netem_available():
+            self.delay_mode = "relay"
+            print("bench-rtt: this kernel has no sch_netem (tc: 'Specified qdisc kind is unknown'); the delay is added by "
+                  "Benchmarks/rtt/delay_relay.py in the bridge's namespace instead", flush=True)
         for rtt in a.rtts:
             self.set_delay(rtt)
             for lanes in a.lanes:
@@ -325,6 +353,9 @@ def main() -> int:
         bench.stop_all()  # every process this run started, by PID; then the namespaces go (Partition.__exit__)
         ns.teardown()
     rows = rtt_bench.rows if rtt_bench else []
+    if rtt_bench and rtt_bench.delay_mode == "relay":
+        meta["delay"] = ("Benchmarks/rtt/delay_relay.py, RTT/2 each way, in the bridge's namespace in front of pusher-local "
+                         "(no sch_netem in this kernel)")
     meta["seconds"] = round(time.monotonic() - started, 1)
     meta["load_after"] = " ".join(Path("/proc/loadavg").read_text().split()[:3])
     summary, table = summarize(rows, args)
