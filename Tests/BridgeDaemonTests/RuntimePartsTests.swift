@@ -107,6 +107,18 @@ import Testing
         #expect(await !lane.push(4, channel: "c"))
     }
 
+    /// One push wakes one waiting lane; it takes a full batch and wakes the next for the rest.
+    @Test func wokenLanesTakeBatchesOneAfterTheOther() async {
+        let lanes = LaneQueue<Int>(capacity: 100)
+        async let first = lanes.pop(max: 10)
+        async let second = lanes.pop(max: 10)
+        while lanes.waitingLanes < 2 { await Task.yield() }
+        let events = (0..<20).map { (element: $0, channel: $0 < 10 ? "a" : "b") }
+        #expect(await lanes.push(events))
+        let batches = [await first, await second].map(\.elements).sorted { $0.first ?? 0 < $1.first ?? 0 }
+        #expect(batches == [Array(0..<10), Array(10..<20)])
+    }
+
     /// A channel's next events wait while its batch is out, on every lane; other channels go on.
     @Test func aChannelHasOneBatchInFlightAndOtherChannelsGoOn() async {
         let lanes = LaneQueue<Int>(capacity: 10)

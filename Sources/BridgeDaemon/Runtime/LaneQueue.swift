@@ -99,9 +99,19 @@ final class LaneQueue<Element: Sendable>: Sendable {
     private struct State {
         var schedule: LaneSchedule<Element>
         var finished = false
-        /// Lanes waiting for a ready channel, oldest first.
-        var consumers: Deque<CheckedContinuation<Void, Never>> = []
+        /// Lanes waiting for a ready channel, oldest first (resumed with true: they were woken).
+        var consumers: Deque<CheckedContinuation<Bool, Never>> = []
+        /// Lanes woken that have not taken their batch yet: while one is on its way, no other is
+        /// woken (it takes what is ready, whole channels together, and wakes the next if more is).
+        var waking = 0
         var producer: CheckedContinuation<Void, Never>?
+
+        /// One waiting lane to wake, unless one is on its way already or nothing is ready.
+        mutating func laneToWake() -> CheckedContinuation<Bool, Never>? {
+            guard waking == 0, schedule.hasReady, let consumer = consumers.popFirst() else { return nil }
+            waking += 1
+            return consumer
+        }
     }
 
     private enum PushStep {
@@ -117,26 +127,23 @@ final class LaneQueue<Element: Sendable>: Sendable {
 
     var isFinished: Bool { state.withLock { $0.finished } }
 
-    /// Adds `elements` (each with its channel) in order, waiting for room as needed; wakes as many
-    /// waiting lanes as channels became ready. Returns false when the queue was finished (the
+    /// How many lanes wait for a ready channel now.
+    var waitingLanes: Int { state.withLock { $0.consumers.count } }
+
+    /// Adds `elements` (each with its channel) in order, waiting for room as needed, and wakes a
+    /// waiting lane when a channel became ready. Returns false when the queue was finished (the
     /// elements from there on were not taken).
     func push(_ elements: some Collection<(element: Element, channel: String)>) async -> Bool {
         var rest = elements[...]
         while !rest.isEmpty {
-            let (step, woken): (PushStep, [CheckedContinuation<Void, Never>]) = state.withLock { state in
-                if state.finished { return (.finished, []) }
-                var readied = 0
+            let (step, lane): (PushStep, CheckedContinuation<Bool, Never>?) = state.withLock { state in
+                if state.finished { return (.finished, nil) }
                 while state.schedule.hasRoom, let (element, channel) = rest.popFirst() {
-                    if state.schedule.arrived(element, channel: channel) { readied += 1 }
+                    state.schedule.arrived(element, channel: channel)
                 }
-                var woken: [CheckedContinuation<Void, Never>] = []
-                while readied > 0, let consumer = state.consumers.popFirst() {
-                    woken.append(consumer)
-                    readied -= 1
-                }
-                return (rest.isEmpty ? .pushed : .full, woken)
+                return (rest.isEmpty ? .pushed : .full, state.laneToWake())
             }
-            for consumer in woken { consumer.resume() }
+            lane?.resume(returning: true)
             switch step {
             case .pushed:
                 return true
@@ -163,55 +170,55 @@ final class LaneQueue<Element: Sendable>: Sendable {
     }
 
     /// The next batch of up to `max` events, waiting until a channel is ready; an empty batch once
-    /// finished and nothing is ready.
+    /// finished and nothing is ready. With more ready than this batch took, the next waiting lane
+    /// is woken: `n` lanes take `n` batches in a row, one after the other.
     func pop(max: Int) async -> Batch {
+        var woken = false
         while true {
-            let (taken, producer): (Batch?, CheckedContinuation<Void, Never>?) = state.withLock { state in
+            let wasWoken = woken
+            typealias Step = (batch: Batch?, producer: CheckedContinuation<Void, Never>?, lane: CheckedContinuation<Bool, Never>?)
+            let (taken, producer, lane): Step = state.withLock { state -> Step in
+                if wasWoken { state.waking = Swift.max(0, state.waking - 1) }
                 // Once finished, a lane with nothing ready leaves: what waits behind a batch in
                 // flight goes out on the lane that holds that batch.
-                guard state.schedule.hasReady else { return (state.finished ? Batch() : nil, nil) }
+                guard state.schedule.hasReady else { return (state.finished ? Batch() : nil, nil, nil) }
                 let batch = state.schedule.nextBatch(max: max)
                 defer { state.producer = nil }
-                return (batch, state.producer)
+                return (batch, state.producer, state.laneToWake())
             }
             producer?.resume()
+            lane?.resume(returning: true)
             if let taken { return taken }
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            woken = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
                 let resumeNow = state.withLock { state in
                     if state.schedule.hasReady || state.finished { return true }
                     state.consumers.append(continuation)
                     return false
                 }
-                if resumeNow { continuation.resume() }
+                if resumeNow { continuation.resume(returning: false) }
             }
         }
     }
 
-    /// The batch was sent or given up: its channels' next events may go out, on any lane.
+    /// The batch was sent or given up: its channels' next events may go out, on any lane. No lane
+    /// is woken: the lane that hands the batch back asks for its next one at once (and wakes
+    /// another if more is ready); after ``finish()`` every lane looks.
     func finished(_ batch: Batch) {
-        let woken: [CheckedContinuation<Void, Never>] = state.withLock { state in
-            var readied = state.schedule.finished(batch)
-            var woken: [CheckedContinuation<Void, Never>] = []
-            while readied > 0, let consumer = state.consumers.popFirst() {
-                woken.append(consumer)
-                readied -= 1
-            }
-            return woken
-        }
-        for consumer in woken { consumer.resume() }
+        state.withLock { _ = $0.schedule.finished(batch) }
     }
 
     /// No more elements: the lanes drain what is left, then get an empty batch.
     func finish() {
         let (consumers, producer) = state.withLock { state in
             state.finished = true
+            state.waking += state.consumers.count
             defer {
                 state.consumers = []
                 state.producer = nil
             }
             return (state.consumers, state.producer)
         }
-        for consumer in consumers { consumer.resume() }
+        for consumer in consumers { consumer.resume(returning: true) }
         producer?.resume()
     }
 }
