@@ -164,3 +164,11 @@ clean:
 .PHONY: bench-fleet
 bench-fleet:
 	scripts/bench-fleet.sh
+
+# The Pusher side at 20, 50 and 100 ms of added round-trip time (tc netem in network namespaces of
+# its own; NEEDS ROOT): MQTT -> Pusher over 1/10/100 channels with api_lanes 8 and 32 against
+# min(lanes, channels) x 10 / RTT, and Pusher -> MQTT -> Benchmarks/results/rtt/.
+# RUNS=3, RTTS=20,50,100, LANES=8,32, CHANNELS=1,10,100, QUICK=1 (smoke check). ~15 min.
+.PHONY: bench-rtt
+bench-rtt:
+	scripts/bench-rtt.sh

@@ -37,7 +37,7 @@ public struct PusherHTTPClient: Sendable {
     ///   - host: `.cluster("mt1")` or `.host("127.0.0.1", port: 6001)`.
     ///   - encrypted: HTTPS (default) or HTTP.
     ///   - caFile: a PEM file with CA certificate(s) to trust instead of the system roots (HTTPS).
-    ///   - httpClient: the connection pool to use; its lifetime is the caller's.
+    ///   - httpClient: the connection pool to use (default ``sharedConnectionPool``); its lifetime is the caller's.
     public init(
         appID: String,
         key: String,
@@ -48,7 +48,7 @@ public struct PusherHTTPClient: Sendable {
         maxEventBytes: Int = PusherLimits.eventDataBytes,
         timeout: Duration = .seconds(10),
         encryptionMasterKey: [UInt8]? = nil,
-        httpClient: HTTPClient = .shared,
+        httpClient: HTTPClient = PusherHTTPClient.sharedConnectionPool,
         logger: Logger = Logger(label: "pusher.http")
     ) {
         self.appID = appID
@@ -73,6 +73,16 @@ public struct PusherHTTPClient: Sendable {
         self.httpClient = httpClient
         self.logger = logger
     }
+
+    /// The default connection pool: `HTTPClient.shared`'s settings, but up to 64 keep-alive
+    /// connections per host instead of 8, so that each of a bridge's `api_lanes` (1…64) requests in
+    /// flight has a connection of its own (the pool queues requests beyond its limit).
+    public static let sharedConnectionPool: HTTPClient = {
+        var configuration = HTTPClient.Configuration.singletonConfiguration
+        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 64
+        // A static is never deinitialised, so the pool needs no shutdown (like `HTTPClient.shared`).
+        return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+    }()
 
     // MARK: API
 

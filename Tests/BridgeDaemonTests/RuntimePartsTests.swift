@@ -94,21 +94,43 @@ import Testing
 @Suite struct LaneQueueTests {
     @Test func pushWaitsForRoomAndPopDrainsAfterFinish() async {
         let lane = LaneQueue<Int>(capacity: 2)
-        #expect(await lane.push(1))
-        #expect(await lane.push(2))
-        async let third = lane.push(3)  // waits: the lane is full
-        #expect(await lane.pop(max: 10) == [1, 2])
+        #expect(await lane.push(1, channel: "c"))
+        #expect(await lane.push(2, channel: "c"))
+        async let third = lane.push(3, channel: "c")  // waits: the queue is full
+        let first = await lane.pop(max: 10)
+        #expect(first.elements == [1, 2])
         #expect(await third)
+        lane.finished(first)
         lane.finish()
-        #expect(await lane.pop(max: 10) == [3])
-        #expect(await lane.pop(max: 10) == [])
-        #expect(await !lane.push(4))
+        #expect(await lane.pop(max: 10).elements == [3])
+        #expect(await lane.pop(max: 10).elements == [])
+        #expect(await !lane.push(4, channel: "c"))
     }
 
-    @Test func aChannelAlwaysUsesOneLane() {
-        #expect(BridgeRuntime.lane(for: "sensor-1") == BridgeRuntime.lane(for: "sensor-1"))
-        let lanes = Set((0..<100).map { BridgeRuntime.lane(for: "sensor-\($0)") })
-        #expect(lanes == Set(0..<BridgeRuntime.laneCount))
+    /// One push wakes one waiting lane; it takes a full batch and wakes the next for the rest.
+    @Test func wokenLanesTakeBatchesOneAfterTheOther() async {
+        let lanes = LaneQueue<Int>(capacity: 100)
+        async let first = lanes.pop(max: 10)
+        async let second = lanes.pop(max: 10)
+        while lanes.waitingLanes < 2 { await Task.yield() }
+        let events = (0..<20).map { (element: $0, channel: $0 < 10 ? "a" : "b") }
+        #expect(await lanes.push(events))
+        let batches = [await first, await second].map(\.elements).sorted { $0.first ?? 0 < $1.first ?? 0 }
+        #expect(batches == [Array(0..<10), Array(10..<20)])
+    }
+
+    /// A channel's next events wait while its batch is out, on every lane; other channels go on.
+    @Test func aChannelHasOneBatchInFlightAndOtherChannelsGoOn() async {
+        let lanes = LaneQueue<Int>(capacity: 10)
+        #expect(await lanes.push(1, channel: "a"))
+        let first = await lanes.pop(max: 10)
+        #expect(first.elements == [1] && first.channels == ["a"])
+        #expect(await lanes.push(2, channel: "a"))
+        #expect(await lanes.push(3, channel: "b"))
+        #expect(await lanes.pop(max: 10).elements == [3])  // "a" is in flight: its 2 waits
+        async let next = lanes.pop(max: 10)  // a second lane waits for a ready channel
+        lanes.finished(first)
+        #expect(await next.elements == [2])
     }
 }
 

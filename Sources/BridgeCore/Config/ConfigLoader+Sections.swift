@@ -10,7 +10,7 @@ extension LoadContext {
     static let pusherKeys = [
         "key", "app_id", "secret", "secret_file", "cluster", "host", "port", "tls", "rest_host", "rest_port", "ca_file",
         "auth_endpoint", "auth_headers", "activity_timeout", "pong_timeout", "encryption_master_key_base64",
-        "encryption_master_key_base64_file", "user_id", "user_info", "max_event_bytes",
+        "encryption_master_key_base64_file", "user_id", "user_info", "max_event_bytes", "api_lanes",
     ]
     static let mqttKeys = [
         "host", "port", "tls", "ca_file", "cert_file", "key_file", "tls_insecure", "client_id", "username", "password",
@@ -294,6 +294,7 @@ extension LoadContext {
             }
         }
         if let limit = reader.size("max_event_bytes", in: 1...(10 * 1024 * 1024)) { settings.maxEventBytes = limit }
+        if let lanes = reader.int("api_lanes", in: 1...64) { settings.apiLanes = lanes }
         return key == nil ? nil : settings
     }
 

@@ -238,6 +238,8 @@ public struct PusherSettings: Sendable, Equatable {
     public var userInfoJSON: String?
     /// `max_event_bytes`, default 10 KiB: larger event data is dead-lettered (docs/contract.md §5.2).
     public var maxEventBytes: Int
+    /// `api_lanes`, default 8 (1…64): MQTT → Pusher requests in flight at once; a channel always uses one lane (docs/contract.md §5.2).
+    public var apiLanes = 8
 
     public init(
         key: String, appID: String? = nil, secret: Secret? = nil, cluster: String? = "mt1", host: String = "ws-mt1.pusher.com",

@@ -39,7 +39,7 @@ public enum CheckReport {
                 + (pusher.appID.map { ", app_id \($0)" } ?? "")
                 + ", HTTP API \(pusher.useTLS ? "https" : "http")://\(pusher.restHost):\(pusher.restPort)"
                 + ", auth: \(auth.isEmpty ? "none (public channels only)" : auth.joined(separator: ", "))"
-                + ", max_event_bytes \(pusher.maxEventBytes)")
+                + ", max_event_bytes \(pusher.maxEventBytes), api_lanes \(pusher.apiLanes)")
         lines.append(
             "  mqtt    \(mqtt.useTLS ? "mqtts" : "mqtt")://\(mqtt.host):\(mqtt.port), MQTT \(mqtt.protocolVersion == .v5 ? "5" : "3.1.1"), "
                 + "client_id \(mqtt.clientID), \(mqtt.cleanSession ? "clean session" : "persistent session"), "

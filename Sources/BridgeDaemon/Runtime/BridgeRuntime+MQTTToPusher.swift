@@ -3,8 +3,9 @@ import MosquittoClient
 import PusherChannels
 import PusherProtocol
 
-/// MQTT → Pusher: messages in bursts through the machine into the outbox, the outbox to lanes by
-/// channel, each lane sending `batch_events` of up to 10 with ``PusherBatchDelivery``'s decisions.
+/// MQTT → Pusher: messages in bursts through the machine into the outbox, the outbox to `api_lanes`
+/// lanes (one batch in flight per channel), each sending `batch_events` of up to 10 with
+/// ``PusherBatchDelivery``'s decisions.
 /// A 403 from Pusher pauses every lane (``PusherDeliveryPause``) until a batch goes through.
 extension BridgeRuntime {
     /// Why MQTT → Pusher delivery is paused (Pusher answered 403), nil while it runs: `/readyz` and STATUS=.
@@ -53,38 +54,39 @@ extension BridgeRuntime {
         }
     }
 
-    /// Hands the outbox to per-channel lanes, each sending batches of up to 10 in order.
+    /// Hands the outbox to the `api_lanes` lanes (docs/contract.md §5.2): each free lane sends the
+    /// events of a channel that has no batch in flight, up to 10 per `batch_events`, so a channel's
+    /// events stay in order and a request leaves as soon as a lane is free.
     func sendToPusher() async {
-        let lanes = (0..<Self.laneCount).map { _ in LaneQueue<OutboxEntry<OutgoingPusher>>(capacity: 200) }
+        let lanes = connection.pusher.apiLanes
+        let queue = LaneQueue<OutboxEntry<OutgoingPusher>>(capacity: Self.waitingPerLane * lanes)
         await withTaskGroup(of: Void.self) { group in
-            for lane in lanes {
-                group.addTask { await self.deliver(lane) }
+            for _ in 0..<lanes {
+                group.addTask { await self.deliver(queue) }
             }
             while !Task.isCancelled {
                 let batch = await toPusher.next(max: 100)
                 if batch.isEmpty { break }
-                for entry in batch {
-                    let lane = lanes[Self.lane(for: entry.item.event.channel)]
-                    _ = await lane.push(entry)  // false only when stopping: it stays in the backlog
-                }
+                // False only when stopping: what was not taken stays in the backlog.
+                _ = await queue.push(batch.lazy.map { (element: $0, channel: $0.item.event.channel) })
             }
-            for lane in lanes { lane.finish() }
+            queue.finish()
         }
     }
 
-    static func lane(for channel: String) -> Int {
-        var hash: UInt32 = 2_166_136_261
-        for byte in channel.utf8 { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
-        return Int(hash % UInt32(laneCount))
-    }
+    /// How many events may wait for a lane, per lane (taken from the outbox, not sent yet).
+    static let waitingPerLane = 200
 
-    private func deliver(_ lane: LaneQueue<OutboxEntry<OutgoingPusher>>) async {
+    private func deliver(_ queue: LaneQueue<OutboxEntry<OutgoingPusher>>) async {
         var delivery = PusherBatchDelivery(policy: connection.reconnect)
         let pause = pusherPause
-        let stopping = { self.machine.withLock { $0.isStopping } && lane.isFinished }
+        let stopping = { self.machine.withLock { $0.isStopping } && queue.isFinished }
         while true {
-            let batch = await lane.pop(max: PusherLimits.batchSize)
+            let taken = await queue.pop(max: PusherLimits.batchSize)
+            let batch = taken.elements
             if batch.isEmpty { return }
+            // Its channels' next events may go out once this batch is done with, on any lane.
+            defer { queue.finished(taken) }
             delivery.startBatch()
             // While another lane's batch is refused, wait for it (or the cap) before trying this one.
             await pause.waitWhilePaused(upTo: connection.reconnect.maxDelay, stop: stopping)

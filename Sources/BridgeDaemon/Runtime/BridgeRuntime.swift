@@ -70,8 +70,6 @@ final class BridgeRuntime: Service, Sendable {
     let webhooks: Locked<WebhookReceiver<ContinuousClock.Instant>?>
     /// Limits the log lines of refused webhook requests.
     let webhookRefusalLog = Locked(RateLimitedLog<ContinuousClock.Instant>(perMinute: 10))
-    /// Lanes for MQTT → Pusher delivery; a channel always maps to the same lane.
-    static let laneCount = 8
 
     typealias Action = BridgeStateMachine<ContinuousClock.Instant>.Action
 
