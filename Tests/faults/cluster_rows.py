@@ -45,7 +45,7 @@ from checker import Expectation, counter_identity, hold_runs, loss_windows  # no
 from conftest import bridge_config  # noqa: E402
 from harness import ClusterMember, Mosquitto, PusherLocal, free_port, http_get, wait_until  # noqa: E402
 from proxy import HTTPFaultProxy, TCPFaultProxy  # noqa: E402
-from rig import start_without_port_check  # noqa: E402
+from rig import bridge_rules, start_without_port_check  # noqa: E402
 from traffic import MQTTReceiver, MQTTSender, PusherSender, PysherReceiver, tag_of  # noqa: E402
 
 INSTANCES = ("a", "b", "c")
@@ -62,23 +62,7 @@ RULES = f"""
 [bridge.cluster]
 group = "{GROUP}"
 instance = "${{BRIDGE_INSTANCE}}"
-""" + "".join(f"""
-[[bridge.rule]]
-name = "p2m-{c}"
-from = "pusher"
-channel = "{c}"
-events = ["tagged"]
-topic = "faults/p2m/{{channel}}"
-qos = 1
-""" for c in CHANNELS) + """
-[[bridge.rule]]
-name = "m2p"
-from = "mqtt"
-topic = "faults/m2p/+"
-channel = "faults-m2p-{1}"
-event = "tagged"
-qos = 1
-"""
+""" + bridge_rules(CHANNELS)
 
 
 class BrokerCut:

@@ -26,7 +26,10 @@ P2M_CHANNELS = ["faults-a", "faults-b"]
 M2P_TOPICS = ["faults/m2p/a", "faults/m2p/b"]
 M2P_CHANNELS = {"faults-m2p-a": "faults/m2p/a", "faults-m2p-b": "faults/m2p/b"}
 
-RULES = "".join(f"""
+def bridge_rules(p2m_channels: list[str]) -> str:
+    """One Pusher -> MQTT rule per channel (`faults/p2m/<channel>`) and the MQTT -> Pusher rule
+    (`faults/m2p/+` -> `faults-m2p-<level>`): the rows' traffic (also the cluster rows')."""
+    return "".join(f"""
 [[bridge.rule]]
 name = "p2m-{c}"
 from = "pusher"
@@ -34,7 +37,7 @@ channel = "{c}"
 events = ["tagged"]
 topic = "faults/p2m/{{channel}}"
 qos = 1
-""" for c in P2M_CHANNELS) + """
+""" for c in p2m_channels) + """
 [[bridge.rule]]
 name = "m2p"
 from = "mqtt"
@@ -43,6 +46,9 @@ channel = "faults-m2p-{1}"
 event = "tagged"
 qos = 1
 """
+
+
+RULES = bridge_rules(P2M_CHANNELS)
 
 # A rule that only changes routing (SIGHUP rows): applying it keeps both connections.
 EXTRA_RULE = """

@@ -112,12 +112,7 @@ public struct ClusterHeldReport: Sendable, Equatable {
     public var payload: [UInt8] {
         var output = Array("{\"instance\":\(JSONString.quoted(instance)),\"incarnation\":\(JSONString.quoted(incarnation)),".utf8)
         if let socketID { output.append(contentsOf: Array("\"socket_id\":\(JSONString.quoted(socketID)),".utf8)) }
-        output.append(contentsOf: Array("\"channels\":[".utf8))
-        for (index, channel) in channels.enumerated() {
-            if index > 0 { output.append(UInt8(ascii: ",")) }
-            JSONString.append(channel, to: &output)
-        }
-        output.append(contentsOf: Array("]}".utf8))
+        ClusterPayload.appendChannels(channels, to: &output)
         return output
     }
 
@@ -148,12 +143,8 @@ public struct ClusterDiscoveredList: Sendable, Equatable {
 
     /// The JSON payload.
     public var payload: [UInt8] {
-        var output = Array("{\"rule\":\(JSONString.quoted(rule)),\"channels\":[".utf8)
-        for (index, channel) in channels.enumerated() {
-            if index > 0 { output.append(UInt8(ascii: ",")) }
-            JSONString.append(channel, to: &output)
-        }
-        output.append(contentsOf: Array("]}".utf8))
+        var output = Array("{\"rule\":\(JSONString.quoted(rule)),".utf8)
+        ClusterPayload.appendChannels(channels, to: &output)
         return output
     }
 
@@ -175,6 +166,16 @@ enum ClusterPayload {
         var strings: [String: String] = [:]
         var numbers: [String: String] = [:]
         var stringArrays: [String: [String]] = [:]
+    }
+
+    /// Ends an object with `"channels":[…]}`.
+    static func appendChannels(_ channels: [String], to output: inout [UInt8]) {
+        output.append(contentsOf: Array("\"channels\":[".utf8))
+        for (index, channel) in channels.enumerated() {
+            if index > 0 { output.append(UInt8(ascii: ",")) }
+            JSONString.append(channel, to: &output)
+        }
+        output.append(contentsOf: Array("]}".utf8))
     }
 
     /// The members of `payload`, or nil when it is not one JSON object.
