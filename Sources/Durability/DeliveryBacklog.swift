@@ -217,16 +217,28 @@ public final class DeliveryBacklog {
                 }
             }
             let sequence = tailFirstSequence(spool) + UInt64(tail.count)
-            tail.append(SpoolRecord(sequence: sequence, payload: payload))
+            tail.append(SpoolRecord(sequence: sequence, payload: Self.withoutSpareCapacity(payload)))
             tailCount += 1
             tailBytes += payload.count
             return sequence
         }
         memoryLastSequence += 1
-        memory.append(SpoolRecord(sequence: memoryLastSequence, payload: payload))
+        memory.append(SpoolRecord(sequence: memoryLastSequence, payload: Self.withoutSpareCapacity(payload)))
         memoryCount += 1
         memoryBytes += payload.count
         return memoryLastSequence
+    }
+
+    /// `payload` as kept in memory until delivered: copied into an array of its own size when it has a
+    /// page or more of spare capacity. An array built by appends ends with up to twice the capacity it
+    /// needs (the record encoders append a few bytes after the payload, which doubles it), and a
+    /// held message's spare pages are resident: measured with 64 MiB of 8 KB messages held in
+    /// memory, RSS grew by 1.7–1.9 × the bytes held before this copy (Benchmarks/results/memory).
+    static func withoutSpareCapacity(_ payload: [UInt8]) -> [UInt8] {
+        guard payload.capacity - payload.count >= 4096 else { return payload }
+        return [UInt8](unsafeUninitializedCapacity: payload.count) { buffer, initialized in
+            initialized = buffer.initialize(fromContentsOf: payload)
+        }
     }
 
     private func remove(_ sequence: UInt64) throws -> Bool {
