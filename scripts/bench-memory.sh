@@ -8,6 +8,7 @@
 #   MEGABYTES=64  backlog size; SIZE=8192 message size
 #   CELLS=p2m-spool,p2m-memory,m2p-spool,m2p-memory
 #   DAEMON_ENV="MALLOC_ARENA_MAX=2"   environment for the daemon (space-separated KEY=VALUE)
+#   TRIM_PROBE=1  after each drain, RSS again after malloc_trim(0) called in the daemon through gdb
 #   QUICK=1       1 run of 8 MiB per cell: checks the harness (results go to
 #                 Benchmarks/results/memory/quick/)
 #
@@ -34,6 +35,7 @@ BIN_DIR=$(swift build -c release --show-bin-path)
 export BENCH_COMMIT=${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo '?')}
 args=(--bin-dir "$BIN_DIR" --runs "$RUNS" --megabytes "$MEGABYTES" --size "$SIZE" --cells "$CELLS")
 for kv in $DAEMON_ENV; do args+=(--env "$kv"); done
+[[ "${TRIM_PROBE:-0}" == 1 ]] && args+=(--trim-probe)
 [[ "$QUICK" == 1 ]] && args+=(--quick)
 # Bounded: QUICK ~2 min, full ~10 min; past 40 min something hangs.
 exec timeout --signal=TERM --kill-after=30 2400 .venv/bin/python Benchmarks/memory/bench_memory.py "${args[@]}"

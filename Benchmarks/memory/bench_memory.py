@@ -3,7 +3,7 @@ idle RSS ≤ 20 MB; RSS ≤ idle + 1.3 × the buffered bytes).
 
     .venv/bin/python Benchmarks/memory/bench_memory.py --bin-dir .build/release
         [--runs 3] [--megabytes 64] [--size 8192] [--cells p2m-spool,p2m-memory,m2p-spool,m2p-memory]
-        [--env MALLOC_ARENA_MAX=2] [--quick] [--out Benchmarks/results/memory]
+        [--env MALLOC_ARENA_MAX=2] [--trim-probe] [--quick] [--out Benchmarks/results/memory]
 
 (scripts/bench-memory.sh builds the release binaries and calls this; method and results:
 BENCHMARKS.md "Memory".)
@@ -25,7 +25,8 @@ with one bridge and a few rules (both directions, a presence mirror), metrics on
   Once `pusher_mqtt_bridge_buffered_messages` for the direction holds every message and 3 s
   passed: RSS. **Overhead ratio** = (RSS − the same run's idle RSS) ÷ the buffered payload bytes
   (messages × size). Then the broker comes back / the quota is lifted, and RSS is read again
-  5 s after the backlog drained (memory given back or kept).
+  5 s after the backlog drained (memory given back or kept); with `--trim-probe`, once more after
+  `malloc_trim(0)` is called in the daemon through gdb (what glibc keeps freed but not returned).
 
 Medians over the runs. Writes latest.json (every run, raw) and latest.md to --out.
 """
@@ -214,7 +215,7 @@ def fill_m2p(broker_port: int, count: int, size: int):
 
 
 def run(pusher: PusherLocal, bin_dir: Path, workdir: Path, cell: str, index: int, megabytes: int, size: int,
-        env: dict[str, str]) -> dict:
+        env: dict[str, str], trim_probe: bool = False) -> dict:
     direction, storage = cell.split("-")
     wd = workdir / f"{cell}-{index}"
     wd.mkdir()
@@ -270,6 +271,12 @@ def run(pusher: PusherLocal, bin_dir: Path, workdir: Path, cell: str, index: int
         time.sleep(5)
         result["drained"] = status_kb(bridge.pid)
         result["drained_rollup"] = smaps_rollup_kb(bridge.pid)
+        if trim_probe:
+            # What glibc holds freed but not returned: RSS after malloc_trim(0), called through gdb.
+            subprocess.run(["gdb", "-p", str(bridge.pid), "-batch", "-ex", "call (int) malloc_trim(0)"],
+                           capture_output=True, timeout=60)
+            time.sleep(1)
+            result["trimmed"] = status_kb(bridge.pid)
         print(json.dumps({k: v for k, v in result.items() if not k.endswith(("mappings", "rollup"))}), flush=True)
         return result
     finally:
@@ -317,6 +324,7 @@ def summarize(doc: dict) -> dict:
             "overhead_ratio": median([r["overhead_ratio"] for r in rs]),
             "ratios": [r["overhead_ratio"] for r in rs],
             "drained_kb": median([r["drained"]["VmRSS"] for r in rs]),
+            "trimmed_kb": median([r["trimmed"]["VmRSS"] for r in rs if "trimmed" in r]),
             "hwm_kb": median([r["drained"]["VmHWM"] for r in rs]),
             "fill_s": median([r["fill_s"] for r in rs]),
             "drain_s": median([r["drain_s"] for r in rs]),
@@ -352,14 +360,14 @@ def markdown(doc: dict) -> str:
         f"## Backlog ({doc['megabytes']} MiB of {doc['size']} B messages)",
         "",
         "| cell | idle MiB | with backlog MiB | growth MiB | buffered MiB | growth ÷ buffered (target ≤ 1.3) | runs | "
-        "after drain MiB | VmHWM MiB | fill s | drain s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "after drain MiB | after malloc_trim MiB | VmHWM MiB | fill s | drain s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for cell, c in s["cells"].items():
         lines.append(
             f"| {cell} | {mib(c['idle_kb'])} | {mib(c['backlog_kb'])} | {mib(c['growth_kb'])} | "
             f"{c['buffered_bytes'] / 1048576:.1f} | **{c['overhead_ratio']:.2f}** | "
-            f"{', '.join(f'{x:.2f}' for x in c['ratios'])} | {mib(c['drained_kb'])} | {mib(c['hwm_kb'])} | "
+            f"{', '.join(f'{x:.2f}' for x in c['ratios'])} | {mib(c['drained_kb'])} | {mib(c['trimmed_kb'])} | {mib(c['hwm_kb'])} | "
             f"{c['fill_s']} | {c['drain_s']} |")
     lines += [
         "",
@@ -378,6 +386,8 @@ def main() -> int:
     ap.add_argument("--cells", default=",".join(CELLS))
     ap.add_argument("--env", action="append", default=[], help="KEY=VALUE for the daemon (e.g. MALLOC_ARENA_MAX=2)")
     ap.add_argument("--quick", action="store_true", help="1 run of 8 MiB per cell: checks the harness")
+    ap.add_argument("--trim-probe", action="store_true",
+                    help="after the drain, call malloc_trim(0) in the daemon through gdb and read RSS again")
     ap.add_argument("--out", default=str(REPO / "Benchmarks" / "results" / "memory"))
     args = ap.parse_args()
     cells = [c for c in args.cells.split(",") if c]
@@ -401,7 +411,7 @@ def main() -> int:
     try:
         for index in range(args.runs):
             for cell in cells:
-                results.append(run(pusher, bin_dir, workdir, cell, index, args.megabytes, args.size, env))
+                results.append(run(pusher, bin_dir, workdir, cell, index, args.megabytes, args.size, env, args.trim_probe))
     finally:
         pusher.stop()
     commit = os.environ.get("BENCH_COMMIT") or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
