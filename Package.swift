@@ -203,7 +203,8 @@ let package = Package(
             // Foundation, none of whose symbols is used (those types are FoundationEssentials'); linked
             // as needed, libFoundation.so, FoundationInternationalization and ICU are not loaded (8 MB of
             // RSS). Through a clang config file because its options come before the autolinked
-            // libraries, where `--as-needed` must be (an `-Xlinker` flag comes after them).
+            // libraries, where `--as-needed` must be (an `-Xlinker` flag comes after them); the file
+            // also picks lld with packed relative relocations (1–1.7 MB less RSS).
             linkerSettings: [
                 .unsafeFlags(
                     ["-Xclang-linker", "--config=\(Context.packageDirectory)/Sources/pusher-mqtt-bridge/link-as-needed.cfg"],
