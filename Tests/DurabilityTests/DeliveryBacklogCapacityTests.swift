@@ -53,4 +53,55 @@ struct DeliveryBacklogCapacityTests {
         #expect(kept == payload)
         #expect(kept.count == 10_240)
     }
+
+    /// Counts the calls of a backlog's `releaseFreedMemory`.
+    final class ReleaseCounter {
+        var calls = 0
+    }
+
+    /// A backlog of `messages` × `size` bytes, all acknowledged in order; returns the release calls.
+    static func drain(messages: Int, size: Int, acknowledgeAll: Bool = true) throws -> Int {
+        let backlog = DeliveryBacklog(limits: BufferLimits(maxMessages: 100_000, maxBytes: 64 << 20), overflow: .dropOldest)
+        let counter = ReleaseCounter()
+        backlog.releaseFreedMemory = { counter.calls += 1 }
+        for _ in 0..<messages { _ = try backlog.enqueue([UInt8](repeating: 1, count: size)) }
+        for sequence in 1...UInt64(messages - (acknowledgeAll ? 0 : 1)) { try backlog.acknowledge(sequence) }
+        return counter.calls
+    }
+
+    @Test func drainingALargeBacklogReleasesFreedMemoryOnce() throws {
+        #expect(try Self.drain(messages: 600, size: 8192) == 1)  // 4.7 MiB held
+    }
+
+    @Test func drainingASmallBacklogReleasesNothing() throws {
+        #expect(try Self.drain(messages: 100, size: 8192) == 0)  // 800 KiB held
+    }
+
+    @Test func aBacklogNotYetEmptyReleasesNothing() throws {
+        #expect(try Self.drain(messages: 600, size: 8192, acknowledgeAll: false) == 0)
+    }
+
+    /// Each time a large backlog drains counts, not each acknowledgement; a small fill after a
+    /// large drain does not release again.
+    @Test func everyLargeDrainReleasesAgainSmallOnesDoNot() throws {
+        let backlog = DeliveryBacklog(limits: BufferLimits(maxMessages: 100_000, maxBytes: 64 << 20), overflow: .dropOldest)
+        let counter = ReleaseCounter()
+        backlog.releaseFreedMemory = { counter.calls += 1 }
+        var sequence: UInt64 = 0
+        for (messages, expected) in [(600, 1), (10, 1), (600, 2)] {
+            for _ in 0..<messages { _ = try backlog.enqueue([UInt8](repeating: 2, count: 8192)) }
+            for _ in 0..<messages {
+                sequence += 1
+                try backlog.acknowledge(sequence)
+            }
+            #expect(counter.calls == expected)
+        }
+        #expect(try backlog.acknowledge(sequence) == false)  // acknowledging again: nothing pending, no release
+        #expect(counter.calls == 2)
+    }
+
+    /// The real release (malloc_trim through dlsym) runs without harm.
+    @Test func realReleaseRuns() {
+        FreedMemory.release()
+    }
 }
