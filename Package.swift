@@ -44,7 +44,10 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/hummingbird-project/swift-websocket.git", from: "1.6.2"),
-        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        // No traits: the default `FullFoundation` links all of Foundation (and through it ICU) for
+        // URL-encoded-form dates, `ConfigurationSupport` swift-configuration; the daemon needs neither
+        // (docs/architecture.md "What the binary links").
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: []),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
         .package(url: "https://github.com/LebJe/TOMLKit.git", exact: "0.6.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
@@ -144,7 +147,9 @@ let package = Package(
                 .product(name: "DequeModule", package: "swift-collections"),
             ],
             exclude: ["README.md"],
-            swiftSettings: swiftSettings
+            // TOMLKit loads all of Foundation; without MemberImportVisibility its `String.contains(_:)`
+            // and `range(of:)` would win over the standard library's and keep libFoundation.so linked.
+            swiftSettings: swiftSettings + [.enableUpcomingFeature("MemberImportVisibility")]
         ),
         /// What survives a restart: the on-disk spool (segment files, record format, CRC-32C,
         /// recovery, compaction) and the bounded delivery backlog that writes through to it.
@@ -192,7 +197,19 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            swiftSettings: swiftSettings
+            exclude: ["link-as-needed.cfg"],
+            swiftSettings: swiftSettings,
+            // TOMLKit's `import struct Foundation.Data` (and .Date, .Calendar) asks the linker for all of
+            // Foundation, none of whose symbols is used (those types are FoundationEssentials'); linked
+            // as needed, libFoundation.so, FoundationInternationalization and ICU are not loaded (8 MB of
+            // RSS). Through a clang config file because its options come before the autolinked
+            // libraries, where `--as-needed` must be (an `-Xlinker` flag comes after them); the file
+            // also picks lld with packed relative relocations (1–1.7 MB less RSS).
+            linkerSettings: [
+                .unsafeFlags(
+                    ["-Xclang-linker", "--config=\(Context.packageDirectory)/Sources/pusher-mqtt-bridge/link-as-needed.cfg"],
+                    .when(platforms: [.linux]))
+            ]
         ),
 
         // MARK: tests

@@ -1,5 +1,10 @@
-import Foundation
 import Locking
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 #if canImport(Glibc)
     import Glibc
@@ -48,7 +53,7 @@ struct ChildProcess: Sendable {
     /// Runs the child on a dedicated thread and returns when it has ended (or been killed).
     func run() async -> Result {
         await withCheckedContinuation { continuation in
-            Thread.detachNewThread { continuation.resume(returning: self.runBlocking()) }
+            detachThread(name: "config-check") { continuation.resume(returning: self.runBlocking()) }
         }
     }
 

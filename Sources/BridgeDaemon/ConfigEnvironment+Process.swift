@@ -1,5 +1,10 @@
 import BridgeCore
-import Foundation
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 extension ConfigEnvironment {
     /// The real process environment and file system (BridgeCore itself reads no file).

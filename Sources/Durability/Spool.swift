@@ -1,6 +1,11 @@
 import DequeModule
-import Foundation
 import Logging
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// An append-only, crash-safe, order-preserving on-disk log of opaque records: the durable
 /// half of a bridge direction's buffer (docs/contract.md §4 `[bridge.buffer] persist`, §5.6).

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// One segment file of a spool, open for reading (and, for the last one, appending), with the
 /// spool's bookkeeping about it. Owned by its ``Spool`` (not `Sendable`); only the ``SpoolFile``

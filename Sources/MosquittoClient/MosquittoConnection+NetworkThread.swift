@@ -1,9 +1,15 @@
 import CMosquitto
 import DequeModule
 import Dispatch
-import Foundation
 import Logging
 import MQTTVocabulary
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+    import Glibc
+#else
+    import Foundation
+#endif
 
 /// The network thread: libmosquitto's callbacks, the loop that feeds the session machine what
 /// happened, and connecting, draining and releasing the handle.

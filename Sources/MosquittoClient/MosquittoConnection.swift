@@ -1,9 +1,15 @@
 import CMosquitto
 import DequeModule
 import Dispatch
-import Foundation
 import Locking
 import Logging
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+    import Glibc
+#else
+    import Foundation
+#endif
 
 /// How a publisher learns that its publish completed.
 enum PublishCompletion: Sendable {
@@ -172,9 +178,7 @@ final class MosquittoConnection: Sendable {
             // The thread holds `self` strongly until it has destroyed the handle, so the unretained
             // pointer given to libmosquitto stays valid for every callback.
             mosquitto_user_data_set(handle.raw, Unmanaged.passUnretained(self).toOpaque())
-            let thread = Thread { [self] in self.networkThreadMain() }
-            thread.name = "mqtt-\(configuration.clientID)"
-            thread.start()
+            detachThread(name: "mqtt-\(configuration.clientID)") { [self] in self.networkThreadMain() }
         case .none:
             break
         }

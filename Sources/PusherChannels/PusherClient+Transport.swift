@@ -1,9 +1,14 @@
-import Foundation
 import Logging
 import NIOCore
 import NIOWebSocket
 import PusherProtocol
 import WSClient
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// The WebSocket, its reader and writer, and the timer that drives the machine's deadlines.
 extension PusherClient {

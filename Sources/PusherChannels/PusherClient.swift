@@ -1,5 +1,4 @@
 import AsyncHTTPClient
-import Foundation
 import Locking
 import Logging
 import NIOCore
@@ -9,6 +8,12 @@ import NIOWebSocket
 import PusherProtocol
 import ServiceLifecycle
 import WSClient
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// A Pusher Channels client (protocol 7) for Swift on Linux: the I/O owner around
 /// ``PusherConnectionStateMachine``.

@@ -1,10 +1,15 @@
 import AsyncHTTPClient
-import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
 import NIOSSL
 import PusherProtocol
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// The signed Pusher HTTP API (docs/pusher-protocol.md §2): trigger, batch trigger, channel queries.
 ///

@@ -3,7 +3,7 @@ import Logging
 import NIOCore
 import PusherProtocol
 
-import struct Foundation.Date
+import struct FoundationEssentials.Date
 
 /// Development-only test and fault control under `/pusher-local/...` (not part of Pusher's API;
 /// unauthenticated; turned off with `--no-control`). See the README of pusher-local.

@@ -3,7 +3,7 @@ import Logging
 import NIOCore
 import PusherProtocol
 
-import struct Foundation.Date
+import struct FoundationEssentials.Date
 
 /// The HTTP side of pusher-local: Pusher's HTTP API under `/apps/ID/...` (docs/pusher-protocol.md §2)
 /// and the development-only control endpoints under `/pusher-local/...`.

@@ -4,7 +4,7 @@ import Logging
 import NIOCore
 import PusherProtocol
 
-import struct Foundation.Date
+import struct FoundationEssentials.Date
 
 /// Posts webhooks (docs/pusher-protocol.md §2, "Webhooks"): `{"time_ms","events":[…]}` with
 /// `X-Pusher-Key` and `X-Pusher-Signature` = hex HMAC-SHA256(secret, body).

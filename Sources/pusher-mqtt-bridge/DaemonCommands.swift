@@ -1,9 +1,16 @@
 import ArgumentParser
 import BridgeCore
 import BridgeDaemon
-import Foundation
+import Dispatch
 import Logging
 import PusherChannels
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+    import Glibc
+#else
+    import Foundation
+#endif
 
 /// `run`: the daemon, in the foreground (systemd runs it so).
 struct Run: AsyncParsableCommand {
@@ -26,7 +33,7 @@ struct Run: AsyncParsableCommand {
         let environment = ProcessInfo.processInfo.environment
         if case .crashed(let signal, let output) = await ConfigCheck().verdict(on: options.path, environment: environment) {
             let reason = "\(options.path): error: the config parser crashed on this file (signal \(ConfigCheck.describe(signal: signal)))"
-            FileHandle.standardError.write(Data(([reason] + output).joined(separator: "\n").utf8 + [10]))
+            StandardStream.error.write(([reason] + output).joined(separator: "\n") + "\n")
             throw ExitStatus.invalidConfig
         }
         let configuration = try options.load()
@@ -73,7 +80,7 @@ struct Tap: AsyncParsableCommand {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 try await BridgeDaemon.Tap.run(settings: settings, channels: channel, logger: logger) { line in
-                    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+                    StandardStream.output.write(line + "\n")
                 }
             }
             group.addTask {
@@ -105,7 +112,7 @@ struct Trigger: AsyncParsableCommand {
         do {
             _ = try await client.trigger(channels: [channel], event: event, data: data)
         } catch {
-            FileHandle.standardError.write(Data("pusher-mqtt-bridge: trigger failed: \(error)\n".utf8))
+            StandardStream.error.write("pusher-mqtt-bridge: trigger failed: \(error)\n")
             throw ExitCode.failure
         }
     }

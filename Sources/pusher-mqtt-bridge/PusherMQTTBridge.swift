@@ -1,7 +1,12 @@
 import ArgumentParser
 import BridgeCore
 import BridgeDaemon
-import Foundation
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// `pusher-mqtt-bridge`: the command line (docs/contract.md §3). Logic lives in BridgeCore
 /// (`ConfigLoader`, `CheckReport`, `RouteExplanation`) so unit tests cover it; this file only
@@ -35,7 +40,7 @@ struct ConfigOption: ParsableArguments {
         do {
             return try ConfigLoader.load(path: path, environment: .process)
         } catch {
-            FileHandle.standardError.write(Data((error.description + "\n").utf8))
+            StandardStream.error.write(error.description + "\n")
             throw ExitStatus.invalidConfig
         }
     }

@@ -1,3 +1,5 @@
+import PusherProtocol
+
 /// Presence rooms found under a `channel_prefix` (docs/contract.md §7.1): each gets its own
 /// ``PresenceMirror`` while the bridge holds it, under the prefix mirror's topic with `{suffix}`
 /// filled in (§5.3).

@@ -1,7 +1,13 @@
 import Backoff
-import Foundation
+import MQTTVocabulary
 import PusherProtocol
 import TOMLKit
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 extension LoadContext {
     static let rootKeys = ["daemon", "bridge"]
@@ -299,7 +305,7 @@ extension LoadContext {
     }
 
     static func base64Decoded(_ text: String) -> [UInt8]? {
-        guard let data = Foundation.Data(base64Encoded: text.trimmingSpaces()) else { return nil }
+        guard let data = Data(base64Encoded: text.trimmingSpaces()) else { return nil }
         return [UInt8](data)
     }
 

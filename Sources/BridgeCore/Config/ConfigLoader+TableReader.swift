@@ -1,7 +1,12 @@
 import Backoff
-import Foundation
 import PusherProtocol
 import TOMLKit
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// Reads one TOML table: typed getters that report problems against the table's key path, and
 /// a final check for unknown keys.

@@ -1,7 +1,12 @@
 import Backoff
-import Foundation
 import PusherProtocol
 import TOMLKit
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// Where the loader gets what lies outside the file: environment variables (for `${VAR}` and
 /// `$CREDENTIALS_DIRECTORY`) and the file system (for `*_file` secrets and files that must exist).

@@ -89,7 +89,7 @@ public enum ConfigValueSyntax {
                     let reference = String(text[nameStart..<close])
                     var name = reference
                     var fallback: String?
-                    if let separator = reference.range(of: ":-") {
+                    if let separator = reference.firstRange(of: ":-") {
                         name = String(reference[..<separator.lowerBound])
                         fallback = String(reference[separator.upperBound...])
                     }

@@ -1,4 +1,5 @@
 import MQTTVocabulary
+import PusherProtocol
 
 /// `payload = "data" | "envelope" | "json:/pointer"` (docs/contract.md §5.1, §7.3).
 public enum PayloadMode: Sendable, Equatable, CustomStringConvertible {

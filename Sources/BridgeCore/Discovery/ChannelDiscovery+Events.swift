@@ -1,3 +1,4 @@
+import Backoff
 import PusherProtocol
 
 extension ChannelDiscovery {

@@ -1,4 +1,5 @@
 import Backoff
+import MQTTVocabulary
 import PusherProtocol
 
 /// The text `pusher-mqtt-bridge check` prints for a valid config: per bridge, where it connects,

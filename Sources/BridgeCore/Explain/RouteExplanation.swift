@@ -1,3 +1,4 @@
+import MQTTVocabulary
 import PusherProtocol
 
 /// What `pusher-mqtt-bridge route` prints: for one hypothetical message, every bridge's verdict —

@@ -1,5 +1,10 @@
 import CSodium
-import Foundation
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// NaCl secretbox (XSalsa20-Poly1305) through libsodium, for `private-encrypted-` channels
 /// (docs/pusher-protocol.md §1 "Encrypted channels"). The only code in the package that touches CSodium.
