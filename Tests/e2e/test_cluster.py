@@ -380,3 +380,52 @@ def test_a_channel_bridged_both_ways_does_not_loop_between_members(pusher, broke
         collector.close()
     assert published == 300, f"{published} events published to Pusher for 300 MQTT messages (an echo loop between members)"
     assert on_mqtt == 300, f"{on_mqtt} messages on cluster/both/x for 300 published (echoes of the bridge's own events)"
+
+
+PRESENCE_RULES = """
+[[bridge.presence]]
+channel = "presence-operators"
+topic = "cluster/operators"
+qos = 1
+"""
+
+
+HELD = 'pusher_mqtt_bridge_cluster_channels_held{bridge="e2e"}'
+
+
+def test_a_presence_mirror_moves_with_its_channel_and_keeps_the_members(pusher, broker, workdir, cluster_members):
+    """docs/contract.md §7.4: only the member holding the presence channel mirrors it; when that
+    member stops (SIGTERM) another takes the channel over, and the retained members and count stay
+    right: nothing cleared by the member that left, a member who joins afterwards added."""
+    from test_operations import PresenceMember
+
+    def mirrored() -> dict[str, bytes]:
+        return {t: p for t, p in retained(broker.port, "cluster/operators/#", 0.4).items() if p}
+
+    alice = PresenceMember(pusher, "alice", {"name": "Alice"})
+    members = run_cluster(cluster_members, pusher, broker, workdir, PRESENCE_RULES, names=("a", "b"))
+    try:
+        wait_until(lambda: mirrored().get("cluster/operators/members/alice") == b'{"name":"Alice"}', 20, 0.2, "alice retained")
+        records = [r for r in pusher_connections(pusher) if "presence-operators" in r["channels"] and r.get("user_id") != "alice"]
+        assert len(records) == 1, f"the presence channel is held by one member: {records}"
+        # Stop the holder: which member it is shows in its /metrics.
+        holding = [m for m in members if m.metric(HELD) == 1]
+        assert len(holding) == 1, [(m.name, m.metric(HELD)) for m in members]
+        holder = holding[0]
+        survivor = next(m for m in members if m is not holder)
+        holder.stop(signal.SIGTERM)
+        wait_until(lambda: survivor.metric(HELD) == 1, 15, 0.2,
+                   "the survivor to hold the presence channel")
+        time.sleep(1.0)
+        state = mirrored()
+        assert state.get("cluster/operators/members/alice") == b'{"name":"Alice"}', state
+        assert state.get("cluster/operators/count") == b"1", state
+        bob = PresenceMember(pusher, "bob", {})
+        try:
+            wait_until(lambda: "cluster/operators/members/bob" in mirrored(), 10, 0.2, "bob retained by the new holder")
+            assert mirrored().get("cluster/operators/count") == b"2"
+        finally:
+            bob.leave()
+        wait_until(lambda: "cluster/operators/members/bob" not in mirrored(), 10, 0.2, "bob cleared when he left")
+    finally:
+        alice.leave()
