@@ -45,7 +45,7 @@ from checker import Expectation, counter_identity, hold_runs, loss_windows  # no
 from conftest import bridge_config  # noqa: E402
 from harness import ClusterMember, Mosquitto, PusherLocal, free_port, http_get, wait_until  # noqa: E402
 from proxy import HTTPFaultProxy, TCPFaultProxy  # noqa: E402
-from rig import bridge_rules, start_without_port_check  # noqa: E402
+from rig import bridge_rules, close_in_reverse, start_without_port_check  # noqa: E402
 from traffic import MQTTReceiver, MQTTSender, PusherSender, PysherReceiver, tag_of  # noqa: E402
 
 INSTANCES = ("a", "b", "c")
@@ -330,16 +330,7 @@ class ClusterRig:
             t.start()
         for t in threads:
             t.join(15)
-        for close in reversed(self.closers):
-            try:
-                close()
-            except Exception:
-                pass
-        for p in reversed(self.processes):
-            try:
-                p.stop(signal.SIGTERM, timeout=10)
-            except Exception:
-                pass
+        close_in_reverse(self.closers, self.processes)
 
 
 def run_cluster_row(matrix: types.ModuleType, row, base: Path, inject, rate: float, netns: bool = False):

@@ -275,16 +275,22 @@ class Rig:
         # test's clients and proxies, then the servers.
         if hasattr(self, "bridge"):
             self.bridge.stop(signal.SIGTERM, timeout=10)
-        for close in reversed(self.closers):
-            try:
-                close()
-            except Exception:
-                pass
-        for p in reversed(self.processes):
-            try:
-                p.stop(signal.SIGTERM, timeout=10)
-            except Exception:
-                pass
+        close_in_reverse(self.closers, self.processes)
+
+
+def close_in_reverse(closers: list, processes: list):
+    """The test's clients and proxies, then the servers, each in the reverse of the order they
+    were started; a failure to close one does not keep the others open."""
+    for close in reversed(closers):
+        try:
+            close()
+        except Exception:
+            pass
+    for p in reversed(processes):
+        try:
+            p.stop(signal.SIGTERM, timeout=10)
+        except Exception:
+            pass
 
 
 def start_without_port_check(p):

@@ -163,17 +163,10 @@ class PysherListener:
         self.client.disconnect(timeout=2)
 
 
-def config(pusher: PusherLocal, broker: Mosquitto, workdir: Path, metrics_port: int) -> str:
-    return f"""
-[daemon]
-log_level = "info"
-metrics = "127.0.0.1:{metrics_port}"
-webhooks = "127.0.0.1:{free_port()}"
-state_dir = "{workdir / 'state'}"
-shutdown_grace = "2s"
-
-[[bridge]]
-name = "prom"
+def connections(name: str, pusher: PusherLocal, broker: Mosquitto) -> str:
+    """A `[[bridge]]` named `name` with its Pusher and MQTT tables (the MQTT table left open)."""
+    return f"""[[bridge]]
+name = "{name}"
 
 [bridge.pusher]
 key = "{pusher.key}"
@@ -186,9 +179,22 @@ tls = false
 [bridge.mqtt]
 host = "127.0.0.1"
 port = {broker.port}
-client_id = "bridge-prom"
-clean_session = false
+client_id = "bridge-{name}"
 keepalive = "5s"
+"""
+
+
+def config(pusher: PusherLocal, broker: Mosquitto, workdir: Path, metrics_port: int) -> str:
+    return f"""
+[daemon]
+log_level = "info"
+metrics = "127.0.0.1:{metrics_port}"
+webhooks = "127.0.0.1:{free_port()}"
+state_dir = "{workdir / 'state'}"
+shutdown_grace = "2s"
+
+{connections("prom", pusher, broker)}
+clean_session = false
 
 [bridge.reconnect]
 initial_delay = "200ms"
@@ -228,22 +234,7 @@ throttle = "1s"
 topic_prefix = "prom/webhooks"
 
 # A one-member cluster (docs/contract.md §7.4): the cluster families are on the dashboard too.
-[[bridge]]
-name = "promcluster"
-
-[bridge.pusher]
-key = "{pusher.key}"
-app_id = "{pusher.app_id}"
-secret = "{pusher.secret}"
-host = "127.0.0.1"
-port = {pusher.port}
-tls = false
-
-[bridge.mqtt]
-host = "127.0.0.1"
-port = {broker.port}
-client_id = "bridge-promcluster"
-keepalive = "5s"
+{connections("promcluster", pusher, broker)}
 
 [[bridge.rule]]
 name = "levels"

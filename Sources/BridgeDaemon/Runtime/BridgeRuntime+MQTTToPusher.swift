@@ -158,6 +158,9 @@ extension BridgeRuntime {
     private func send(_ batch: [OutboxEntry<OutgoingPusher>]) async -> PusherBatchAttempt {
         let socketID = pusher.socketID
         var httpEvents: [PusherBatchEvent] = []
+        // In a cluster the holder's socket_id: Pusher then does not send the event back through it.
+        // Looked up once per run of one channel (a batch is mostly one channel), not per event.
+        var holderSocket: (channel: String, socketID: String?)?
         for entry in batch {
             let event = entry.item.event
             switch event.via {
@@ -169,11 +172,11 @@ extension BridgeRuntime {
                     return .clientEventFailed("client event on \(event.channel): \(error)")
                 }
             case .http:
+                if holderSocket?.channel != event.channel {
+                    holderSocket = (event.channel, clusterSocketID(for: event.channel, own: socketID))
+                }
                 httpEvents.append(
-                    PusherBatchEvent(
-                        channel: event.channel, name: event.event, data: event.data,
-                        // In a cluster the holder's socket_id: Pusher then does not send the event back through it.
-                        socketID: clusterSocketID(for: event.channel, own: socketID)))
+                    PusherBatchEvent(channel: event.channel, name: event.event, data: event.data, socketID: holderSocket?.socketID))
             }
         }
         guard !httpEvents.isEmpty else { return .accepted }
