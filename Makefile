@@ -165,6 +165,12 @@ clean:
 bench-fleet:
 	scripts/bench-fleet.sh
 
+# Sources/pusher-mqtt-bridge/startup.order: the functions a running daemon executes, profiled under
+# callgrind on the static release build, which the linker lays side by side (less resident code).
+.PHONY: order-file
+order-file:
+	scripts/order-file.sh
+
 # The Pusher side at 20, 50 and 100 ms of added round-trip time (tc netem in network namespaces of
 # its own; NEEDS ROOT): MQTT -> Pusher over 1/10/100 channels with api_lanes 8 and 32 against
 # min(lanes, channels) x 10 / RTT, and Pusher -> MQTT -> Benchmarks/results/rtt/.
