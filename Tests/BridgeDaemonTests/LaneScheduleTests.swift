@@ -25,6 +25,28 @@ import Testing
         #expect(schedule.count == 0)
     }
 
+    /// Large events hold the read-ahead to its byte budget: the count alone would let 100 of them wait.
+    @Test func theByteBudgetEndsTheRoomBeforeTheCountDoes() {
+        var schedule = LaneSchedule<Int>(capacity: 100, byteCapacity: 20_000)
+        var added = 0
+        while schedule.hasRoom {
+            schedule.arrived(added, channel: "big", bytes: 8_192)
+            added += 1
+        }
+        #expect(added == 3)  // 16 KiB < 20,000: a third fits; 24 KiB leaves no room
+        #expect(schedule.bytes == 3 * 8_192)
+        let batch = schedule.nextBatch(max: 2)
+        #expect(batch.elements == [0, 1])
+        #expect(schedule.bytes == 8_192 && schedule.count == 1)
+        #expect(schedule.hasRoom)
+        // One event always fits, however large: an empty schedule has room.
+        var single = LaneSchedule<Int>(capacity: 10, byteCapacity: 100)
+        single.arrived(0, channel: "c", bytes: 1_000_000)
+        #expect(!single.hasRoom)
+        #expect(single.nextBatch(max: 10).elements == [0])
+        #expect(single.hasRoom && single.bytes == 0)
+    }
+
     @Test func otherChannelsJoinABatchOnlyWithEverythingTheyHaveWaiting() {
         var schedule = LaneSchedule<String>(capacity: 100)
         for (channel, events) in [("a", 2), ("b", 2), ("c", 7), ("d", 1)] {

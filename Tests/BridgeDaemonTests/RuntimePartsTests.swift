@@ -107,6 +107,22 @@ import Testing
         #expect(await !lane.push(4, channel: "c"))
     }
 
+    /// With a byte budget, a push of large elements waits once they fill it, and goes on when a
+    /// lane takes some.
+    @Test func pushWaitsWhenTheWaitingBytesFillTheBudget() async {
+        let lane = LaneQueue<[UInt8]>(capacity: 100, byteCapacity: 10_000, size: { $0.count })
+        let big = [UInt8](repeating: 7, count: 6_000)
+        #expect(await lane.push(big, channel: "c"))
+        #expect(await lane.push(big, channel: "c"))  // 6,000 < 10,000: room for one more
+        async let third = lane.push(big, channel: "c")  // waits: 12,000 bytes wait
+        let first = await lane.pop(max: 10)
+        #expect(first.elements.count == 2)
+        #expect(await third)
+        lane.finished(first)
+        lane.finish()
+        #expect(await lane.pop(max: 10).elements.count == 1)
+    }
+
     /// One push wakes one waiting lane; it takes a full batch and wakes the next for the rest.
     @Test func wokenLanesTakeBatchesOneAfterTheOther() async {
         let lanes = LaneQueue<Int>(capacity: 100)

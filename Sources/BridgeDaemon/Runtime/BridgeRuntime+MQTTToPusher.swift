@@ -59,7 +59,9 @@ extension BridgeRuntime {
     /// events stay in order and a request leaves as soon as a lane is free.
     func sendToPusher() async {
         let lanes = connection.pusher.apiLanes
-        let queue = LaneQueue<OutboxEntry<OutgoingPusher>>(capacity: Self.waitingPerLane * lanes)
+        let queue = LaneQueue<OutboxEntry<OutgoingPusher>>(
+            capacity: Self.waitingPerLane * lanes, byteCapacity: Self.waitingBytesPerLane * lanes,
+            size: { $0.item.event.data.utf8.count })
         await withTaskGroup(of: Void.self) { group in
             for _ in 0..<lanes {
                 group.addTask { await self.deliver(queue) }
@@ -76,6 +78,10 @@ extension BridgeRuntime {
 
     /// How many events may wait for a lane, per lane (taken from the outbox, not sent yet).
     static let waitingPerLane = 200
+    /// How many bytes of event data may wait for a lane, per lane. What waits here is a second copy
+    /// of what the outbox holds; with large events the read-ahead stays at about three batches a
+    /// lane (8 KB events: 32, not 200), small ones are bounded by the count (BENCHMARKS.md "Memory").
+    static let waitingBytesPerLane = 256 * 1024
 
     private func deliver(_ queue: LaneQueue<OutboxEntry<OutgoingPusher>>) async {
         var delivery = PusherBatchDelivery(policy: connection.reconnect)

@@ -21,32 +21,42 @@ struct LaneSchedule<Element> {
         var channels: [String] = []
     }
 
-    /// Events not handed to a lane yet, per channel, oldest first.
-    private var waiting: [String: Deque<Element>] = [:]
+    /// Events not handed to a lane yet, per channel, oldest first, each with its size.
+    private var waiting: [String: Deque<(element: Element, bytes: Int)>] = [:]
     /// Channels with events waiting and no batch out, in the order they became ready.
     private var ready: Deque<String> = []
     /// Channels with a batch out.
     private var inFlight: Set<String> = []
     /// How many events wait (handed-out ones no longer count).
     private(set) var count = 0
+    /// The waiting events' sizes (as given to ``arrived(_:channel:bytes:)``) added up.
+    private(set) var bytes = 0
     /// At most this many events wait; ``hasRoom`` is false beyond.
     let capacity: Int
+    /// Once the waiting events' sizes reach this, ``hasRoom`` is false (one event always fits).
+    let byteCapacity: Int
 
-    /// An empty schedule holding at most `capacity` waiting events.
-    init(capacity: Int) { self.capacity = max(1, capacity) }
+    /// An empty schedule holding at most `capacity` waiting events and, as far as whole events
+    /// allow, `byteCapacity` bytes of them.
+    init(capacity: Int, byteCapacity: Int = .max) {
+        self.capacity = max(1, capacity)
+        self.byteCapacity = max(1, byteCapacity)
+    }
 
     /// Whether another event may be added.
-    var hasRoom: Bool { count < capacity }
+    var hasRoom: Bool { count < capacity && bytes < byteCapacity }
 
     /// Whether a lane would get a batch now.
     var hasReady: Bool { !ready.isEmpty }
 
-    /// An event for `channel` arrived; returns true when its channel became ready (a lane can take it).
+    /// An event of `bytes` for `channel` arrived; returns true when its channel became ready (a
+    /// lane can take it).
     @discardableResult
-    mutating func arrived(_ element: Element, channel: String) -> Bool {
+    mutating func arrived(_ element: Element, channel: String, bytes: Int = 0) -> Bool {
         count += 1
+        self.bytes += bytes
         let wasEmpty = waiting[channel, default: []].isEmpty
-        waiting[channel, default: []].append(element)
+        waiting[channel, default: []].append((element, bytes))
         guard wasEmpty, !inFlight.contains(channel) else { return false }
         ready.append(channel)
         return true
@@ -62,7 +72,10 @@ struct LaneSchedule<Element> {
             var events = waiting[channel] ?? []
             if !batch.channels.isEmpty && events.count > max - batch.elements.count { break }
             ready.removeFirst()
-            while batch.elements.count < max, let event = events.popFirst() { batch.elements.append(event) }
+            while batch.elements.count < max, let event = events.popFirst() {
+                batch.elements.append(event.element)
+                bytes -= event.bytes
+            }
             waiting[channel] = events.isEmpty ? nil : events
             inFlight.insert(channel)
             batch.channels.append(channel)
@@ -121,9 +134,15 @@ final class LaneQueue<Element: Sendable>: Sendable {
     }
 
     private let state: Locked<State>
+    /// An element's size, for the schedule's `byteCapacity`.
+    private let size: @Sendable (Element) -> Int
 
-    /// At most `capacity` events wait (the producer waits beyond).
-    init(capacity: Int) { state = Locked(State(schedule: LaneSchedule(capacity: capacity))) }
+    /// At most `capacity` events, and about `byteCapacity` bytes of them as measured by `size`,
+    /// wait (the producer waits beyond).
+    init(capacity: Int, byteCapacity: Int = .max, size: @escaping @Sendable (Element) -> Int = { _ in 0 }) {
+        state = Locked(State(schedule: LaneSchedule(capacity: capacity, byteCapacity: byteCapacity)))
+        self.size = size
+    }
 
     var isFinished: Bool { state.withLock { $0.finished } }
 
@@ -139,7 +158,7 @@ final class LaneQueue<Element: Sendable>: Sendable {
             let (step, lane): (PushStep, CheckedContinuation<Bool, Never>?) = state.withLock { state in
                 if state.finished { return (.finished, nil) }
                 while state.schedule.hasRoom, let (element, channel) = rest.popFirst() {
-                    state.schedule.arrived(element, channel: channel)
+                    state.schedule.arrived(element, channel: channel, bytes: size(element))
                 }
                 return (rest.isEmpty ? .pushed : .full, state.laneToWake())
             }
