@@ -23,6 +23,20 @@ import Testing
         #expect(OutgoingPusher.decode(event.encoded()) == event)
     }
 
+    /// A record is allocated once at its own size: a held 8 KB event does not keep a doubled buffer
+    /// (BENCHMARKS.md "Memory").
+    @Test func recordsAreSizedToTheirContent() {
+        let data = String(repeating: "x", count: 8_192)
+        let pusher = OutgoingPusher(
+            event: PusherEventPublish(rule: "r", channel: "c", event: "e", data: data, via: .http), receivedAtMillis: 1
+        ).encoded()
+        #expect(pusher.capacity - pusher.count < 64, "capacity \(pusher.capacity) for \(pusher.count) bytes")
+        let mqtt = OutgoingMQTT(
+            publish: MQTTPublish(rule: "r", topic: "t", payload: Array(data.utf8), qos: 1, retain: false), receivedAtMillis: 1
+        ).encoded()
+        #expect(mqtt.capacity - mqtt.count < 64, "capacity \(mqtt.capacity) for \(mqtt.count) bytes")
+    }
+
     @Test func truncatedOrForeignRecordsAreRejectedNotTrapped() {
         let bytes = OutgoingPusher(
             event: PusherEventPublish(rule: "r", channel: "c", event: "e", data: "d", via: .http), receivedAtMillis: 1

@@ -55,7 +55,11 @@ struct OutgoingPusher: OutboxItem, Equatable {
     var receivedAtMillis: Int64
 
     func encoded() -> [UInt8] {
-        var writer = RecordWriter(version: 1)
+        // Sized once, as OutgoingMQTT's: a version byte, five 4-byte lengths, one 8-byte integer.
+        let capacity =
+            1 + 5 * 4 + event.rule.utf8.count + event.channel.utf8.count + event.event.utf8.count + event.data.utf8.count
+            + event.via.rawValue.utf8.count + 8
+        var writer = RecordWriter(version: 1, capacity: capacity)
         writer.string(event.rule)
         writer.string(event.channel)
         writer.string(event.event)
