@@ -182,7 +182,7 @@ bench-rtt:
 # Resident memory: idle (10 s after ready, broken down by mapping: binary, shared objects, heap) and
 # under a full backlog of 64 MiB of 8 KB messages each way, with and without the spool; the target is
 # RSS ≤ idle + 1.3 × the buffered bytes -> Benchmarks/results/memory/. RUNS=3, MEGABYTES=64, SIZE=8192,
-# CELLS=p2m-spool,…, DAEMON_ENV="MALLOC_ARENA_MAX=2", QUICK=1 (smoke check).
+# CELLS=p2m-spool,…, DAEMON_ENV="MALLOC_ARENA_MAX=2", STATIC=1 (the static build make deb ships), QUICK=1.
 .PHONY: bench-memory
 bench-memory:
 	scripts/bench-memory.sh

@@ -9,6 +9,8 @@
 #   CELLS=p2m-spool,p2m-memory,m2p-spool,m2p-memory
 #   DAEMON_ENV="MALLOC_ARENA_MAX=2"   environment for the daemon (space-separated KEY=VALUE)
 #   TRIM_PROBE=1  after each drain, RSS again after malloc_trim(0) called in the daemon through gdb
+#   STATIC=1      the static build `make deb` ships (--static-swift-stdlib, in DEB_SCRATCH, default
+#                 .build-deb) instead of the dynamic one; results in Benchmarks/results/memory/static/
 #   QUICK=1       1 run of 8 MiB per cell: checks the harness (results go to
 #                 Benchmarks/results/memory/quick/)
 #
@@ -27,15 +29,25 @@ QUICK=${QUICK:-0}
 scripts/setup.sh
 
 echo "bench-memory: building release binaries ..." >&2
-for product in pusher-local pusher-mqtt-bridge; do
-    swift build -c release -j 2 --product "$product" >&2
-done
-BIN_DIR=$(swift build -c release --show-bin-path)
+if [[ "${STATIC:-0}" == 1 ]]; then
+    # The build `make deb` ships: the Swift runtime linked in (its own scratch folder, DEB_SCRATCH).
+    static=(-c release --static-swift-stdlib --scratch-path "${DEB_SCRATCH:-.build-deb}")
+    for product in pusher-local pusher-mqtt-bridge; do
+        swift build "${static[@]}" -j 2 --product "$product" >&2
+    done
+    BIN_DIR=$(swift build "${static[@]}" --show-bin-path)
+else
+    for product in pusher-local pusher-mqtt-bridge; do
+        swift build -c release -j 2 --product "$product" >&2
+    done
+    BIN_DIR=$(swift build -c release --show-bin-path)
+fi
 
 export BENCH_COMMIT=${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo '?')}
 args=(--bin-dir "$BIN_DIR" --runs "$RUNS" --megabytes "$MEGABYTES" --size "$SIZE" --cells "$CELLS")
 for kv in $DAEMON_ENV; do args+=(--env "$kv"); done
 [[ "${TRIM_PROBE:-0}" == 1 ]] && args+=(--trim-probe)
 [[ "$QUICK" == 1 ]] && args+=(--quick)
+[[ "${STATIC:-0}" == 1 && "$QUICK" != 1 ]] && args+=(--out Benchmarks/results/memory/static)
 # Bounded: QUICK ~2 min, full ~10 min; past 40 min something hangs.
 exec timeout --signal=TERM --kill-after=30 2400 .venv/bin/python Benchmarks/memory/bench_memory.py "${args[@]}"
