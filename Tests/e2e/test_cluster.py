@@ -336,6 +336,8 @@ def test_a_duplicate_instance_with_the_same_config_is_reported_and_its_channels_
         return (status, body) if status == 503 and "gave way" in body else None
     status, body = wait_until(gave_way, 10, 0.2, "the older process to give way")
     assert "bridge-e2e-a" in body, f"the older process's /readyz should name the shared client id: {body!r}"
+    print("the older gave way on", "the takeover pattern" if "another process uses MQTT client id" in members[0].log()
+          else "the newer one's record or Will")
     assert "giving way" not in duplicate.log(), "the newer process gave way too"
     wait_until(lambda: duplicate.readyz()[0] == 200, 15, 0.2, "the newer process ready")
     assert members[1].readyz()[0] == 200, "the member with its own name stays ready"
