@@ -190,12 +190,11 @@ extension BridgeRuntime {
 
     /// Another process uses this member's MQTT client id (BridgeRuntime+SessionTakeover.swift): it
     /// took the session (reason 0x8E, or the takeover pattern). This one gives way — it leaves the
-    /// broker for good and `/readyz` says why. False without a cluster.
-    func clusterSessionTakenOver() -> Bool {
-        guard cluster != nil else { return false }
+    /// broker for good and `/readyz` says why. Nothing without a cluster.
+    func clusterSessionTakenOver() {
+        guard cluster != nil else { return }
         let now = ContinuousClock.now
         performCluster { $0.membership.sessionTakenOver(now: now) }
-        return true
     }
 
     /// The `socket_id` an MQTT → Pusher event for `channel` goes out with: the holder's when another

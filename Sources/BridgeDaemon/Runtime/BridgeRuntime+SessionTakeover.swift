@@ -32,7 +32,7 @@ extension BridgeRuntime {
         logger.error(
             "mqtt: \(Self.sessionTakeoverProblem(clientID: connection.effectiveMQTTClientID))",
             metadata: ["mqtt.client_id": "\(connection.effectiveMQTTClientID)", "reason": "\(cause)"])
-        _ = clusterSessionTakenOver()
+        clusterSessionTakenOver()
     }
 
     /// Why `/readyz` fails while another process seems to take the session over, nil otherwise.
