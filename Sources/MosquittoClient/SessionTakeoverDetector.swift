@@ -8,7 +8,8 @@
 /// So besides 0x8E this recognises the pattern: `losses` connections in a row lost within
 /// `window`, every one after the first within `shortConnection` of its CONNACK, while every
 /// reconnect was accepted at its first attempt (the broker itself is fine). A failed attempt (a
-/// broker restart, a network outage) or a connection that stays up longer starts the count over.
+/// broker restart, a network outage), a loss with another reason (a broker's DISCONNECT reason
+/// other than 0x8E, a keep-alive timeout) or a connection that stays up longer starts the count over.
 ///
 /// The first loss of a run may follow a long connection: the process that was connected when the
 /// other one started sees its first loss before the newcomer sees any, so it completes the run
@@ -92,6 +93,10 @@ public struct MQTTSessionTakeoverDetector: Sendable {
             run.removeAll()
             return report(.takenOver, now: now)
         }
+        if let code = reasonCode, Self.explainsOtherwise(code) {
+            run.removeAll()
+            return .none
+        }
         if lasted >= thresholds.shortConnection { run.removeAll() }
         run.append(now)
         let window = thresholds.window
@@ -107,6 +112,13 @@ public struct MQTTSessionTakeoverDetector: Sendable {
         guard reportedAt != nil else { return false }
         if let since = connectedSince, since.duration(to: now) >= thresholds.clearAfter { return false }
         return true
+    }
+
+    /// Whether a lost connection's `code` names another cause: a broker's DISCONNECT reason other
+    /// than 0x8E (≥ 0x80: server shutting down, keep-alive timeout, not authorised, …) or this
+    /// client's own keep-alive timeout. A takeover without a reason is a plain lost connection.
+    static func explainsOtherwise(_ code: Int) -> Bool {
+        code >= 0x80 || code == Int(MosquittoCode.keepAliveExpired)
     }
 
     /// `decision` the first time in an episode, `.none` while it is already reported.

@@ -92,6 +92,23 @@ import Testing
         #expect(!detector.isSuspected(now: at(15)))
     }
 
+    /// A broker that says why it closed (0x8B server shutting down, 0x87 not authorised) and this
+    /// client's own keep-alive timeout are no takeover, and start the run over.
+    @Test func lossesWithAnotherReasonAreNoTakeover() {
+        var detector = MQTTSessionTakeoverDetector()
+        #expect(flap(&detector, 0, 1) == .none)
+        #expect(flap(&detector, 1.5, 2, code: 0x8B) == .none, "server shutting down")
+        #expect(flap(&detector, 2.5, 3) == .none)
+        #expect(flap(&detector, 3.5, 4, code: 19) == .none, "keep-alive timeout")
+        #expect(flap(&detector, 4.5, 5) == .none)
+        #expect(flap(&detector, 5.5, 6, code: 0x87) == .none, "not authorised")
+        #expect(flap(&detector, 6.5, 7, code: nil) == .none)
+        #expect(!detector.isSuspected(now: at(8)))
+        // Plain lost connections (code 7, or no code) make the run.
+        #expect(flap(&detector, 7.5, 8, code: nil) == .none)
+        #expect(flap(&detector, 8.5, 9) == .takeoverPattern(losses: 3, within: .seconds(2)))
+    }
+
     @Test func reason0x8EIsATakeoverAtOnce() {
         var detector = MQTTSessionTakeoverDetector()
         #expect(flap(&detector, 0, 600, code: MQTTSessionTakeoverDetector.sessionTakenOverReason) == .takenOver)
