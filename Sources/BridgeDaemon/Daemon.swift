@@ -220,6 +220,7 @@ public final class Daemon: Sendable {
                 notReady.append("\(runtime.name): \(pause); MQTT→Pusher paused, buffering")
             }
             if let problem = runtime.clusterReadinessProblem { notReady.append("\(runtime.name): \(problem)") }
+            if let problem = runtime.sessionTakeoverProblem { notReady.append("\(runtime.name): \(problem)") }
             if let summary = runtime.clusterSummary { details.append("\(runtime.name): \(summary)") }
         }
         return Readiness(notReady: notReady, details: details)
@@ -238,6 +239,7 @@ public final class Daemon: Sendable {
             if let pause = runtime.pusherDeliveryPauseReason { line += ", MQTT→Pusher paused (\(pause))" }
             if let summary = runtime.clusterSummary { line += ", \(summary)" }
             if let problem = runtime.clusterReadinessProblem { line += " (\(problem))" }
+            if let problem = runtime.sessionTakeoverProblem { line += " (\(problem))" }
             return line
         }.joined(separator: "; ")
     }

@@ -103,6 +103,12 @@ public final class MQTTClient: Sendable {
         await connection.waitUntilStopped()
     }
 
+    /// Asks for the same shutdown as ``shutdown()`` without waiting for it: no reconnect is made
+    /// after this returns (a backoff wait ends at once).
+    public func requestShutdown() {
+        connection.requestStop()
+    }
+
     /// Publishes and waits for completion (QoS 1: PUBACK, QoS 2: PUBCOMP, QoS 0: written).
     /// Waits for room first when `maxInFlight` publishes are outstanding.
     public func publish(_ message: MQTTMessage) async throws {

@@ -185,8 +185,11 @@ class ClusterRig:
                                                      port=self.pusher.port),
                                types.SimpleNamespace(port=self.broker.port), self.workdir, RULES, name="faults",
                                extra_pusher=extra_pusher)
+        # STATE_SUFFIX: a duplicate instance stands for a process on another host (its own disk).
+        state_dir = 'state_dir = "%s"' % (self.workdir / "state")
         config = (config.replace('metrics = ""', 'metrics = "127.0.0.1:${METRICS_PORT}"')
-                  .replace('log_level = "debug"', 'log_level = "info"').replace('host = "127.0.0.1"', f'host = "{host}"'))
+                  .replace('log_level = "debug"', 'log_level = "info"').replace('host = "127.0.0.1"', f'host = "{host}"')
+                  .replace(state_dir, state_dir[:-1] + '${STATE_SUFFIX:-}"'))
         self.config_path = self.workdir / "cluster.conf"
         self.config_path.write_text(config)
         self.members = {}
@@ -602,6 +605,51 @@ def broker_cut(seconds: float = 15.0):
     return inject
 
 
+def duplicate_same_config(seconds: float = 15.0):
+    """A second process named `a` from the same file on "another host" (its own state directory):
+    the same MQTT client id, so the broker hands the session back and forth (mosquitto 2.0.11: a
+    plain lost connection) until the older `a` gives way (docs/contract.md §7.4). Kept running for
+    `seconds`; measured: how soon the older one gave way, how long a channel had no holder, and
+    that the newer one stays (no second give-way, ready)."""
+    def inject(rig: ClusterRig) -> list[float]:
+        older = rig.members["a"]
+        newer = ClusterMember(rig.workdir, rig.config_path, "a", process_name="bridge-a-duplicate",
+                              env={"STATE_SUFFIX": "-other-host"})
+        rig.processes.append(newer)
+        at = time.monotonic()
+        rig.killed_at = [at]
+        rig.events.append((at, "duplicate a started"))
+        newer.start()
+
+        def gave_way():
+            status, body = older.readyz()
+            return body if status == 503 and "gave way" in body else None
+        try:
+            body = wait_until(gave_way, 15, 0.05, "the older a to give way")
+            rig.observations.append(f"the older a gave way {time.monotonic() - at:.2f} s after the duplicate started, on "
+                                    + ("the takeover pattern" if "another process uses MQTT client id" in older.log()
+                                       else "the newer one's record or Will"))
+            if "bridge-faults-a" not in body:
+                rig.failures.append(f"the older a's /readyz does not name the client id: {body!r}")
+        except AssertionError:
+            rig.failures.append("the older a did not give way within 15 s (the pair flapped unreported)")
+        time.sleep(seconds)
+        ended = time.monotonic()
+        none, channel = rig.sampler.worst("none", since=at, until=ended)
+        rig.observations.append(f"longest time a channel had no holder while the duplicate ran: {none:.2f} s ({channel})")
+        if none > GOAL_S:
+            rig.failures.append(f"{channel} had no holder for {none:.1f} s (> {GOAL_S:g} s)")
+        if "giving way" in newer.log():
+            rig.failures.append("the newer a gave way too: nobody holds a's share")
+        if newer.readyz()[0] != 200:
+            rig.failures.append(f"the newer a is not ready at the end: {newer.readyz()}")
+        takeover = older.metric('pusher_mqtt_bridge_errors_total{bridge="faults",kind="mqtt_session_takeover"}')
+        rig.observations.append(f"the older a's errors_total{{kind=mqtt_session_takeover}}: {takeover}")
+        rig.members["a-duplicate"] = newer  # its counters are judged too (what it received since it started)
+        return [ended]
+    return inject
+
+
 # ---- the rows, with their expectations ---------------------------------------------------------
 
 def rows(matrix: types.ModuleType) -> list:
@@ -672,6 +720,19 @@ def rows(matrix: types.ModuleType) -> list:
                                    "session is delivered after its restart: 0 lost, duplicates counted; order across "
                                    "members not kept"),
                    matrix.not_injected, custom=custom(rolling_restart(), rate=rolling_rate)),
+        matrix.Row("cluster-duplicate", "3 instances; a second process named a started from the same file on "
+                                        "\"another host\" (its own state directory, the same MQTT client id), kept 15 s",
+                   Expectation(int(per_channel * GOAL_S * share), allow_reorder=True,
+                               why="docs/contract.md §7.4: the broker closes the older a's connection when the newer one "
+                                   "connects (a's channels released), the older a recognises the takeover within about "
+                                   "2 s and gives way, the newer one takes a's channels after join_settle (2 s): loss "
+                                   f"window <= {GOAL_S:g} s on a's channels; no channel without a holder longer than "
+                                   f"{GOAL_S:g} s; afterwards no flapping (the newer a ready, only the older gave way)"),
+                   Expectation(int(r * 0.1), allow_reorder=True,
+                               why="a's persistent session passes to the newer process, which receives a's share of the "
+                                   "shared subscription from then on; only what the older a acknowledged but had not "
+                                   "spooled may be lost (<= rate x 100 ms); order across members not kept"),
+                   matrix.not_injected, custom=custom(duplicate_same_config())),
         matrix.Row("cluster-partition", "3 instances; instance a cut from the broker for 15 s (iptables DROP of the broker's "
                                         "port in its own namespace; Pusher reachable), then healed",
                    Expectation(int(per_channel * GOAL_S * share), allow_reorder=True,

@@ -137,10 +137,12 @@ extension ClusterMembership {
     }
 
     /// The broker closed this member's connection because another process connected with the same
-    /// MQTT client id — the same instance name in the same file, on another host (MQTT 5 reason
-    /// "Session taken over"). Two processes cannot share one session: they would take it from each
-    /// other in turn and neither would hold a channel. This one gives way; it stays a non-member,
-    /// its ``readinessProblem`` says why, until the operator gives each process its own instance.
+    /// MQTT client id — the same instance name in the same file, on another host: MQTT 5 reason
+    /// "Session taken over", or the MQTT client's takeover pattern (connections lost right after
+    /// their CONNACK, again and again; mosquitto sends no reason). Two processes cannot share one
+    /// session: they would take it from each other in turn and neither would hold a channel. This
+    /// one gives way; it stays a non-member, its ``readinessProblem`` says why, until the operator
+    /// gives each process its own instance and restarts it.
     public mutating func sessionTakenOver(now: ContinuousClock.Instant) -> [ClusterAction] {
         giveWay(to: nil, clientIDShared: true, now: now)
     }
@@ -151,7 +153,8 @@ extension ClusterMembership {
         gaveWay =
             "cluster instance \(instance) is also used by another live process"
             + (other.map { " (incarnation \($0))" } ?? "")
-            + " with the same MQTT client id, which takes this one's session; this process gave way and stays "
+            + " with the same MQTT client id" + (clientID.map { " \($0)" } ?? "")
+            + ", which takes this one's session; this process gave way and stays "
             + "away from the broker: give each member its own instance"
         var actions: [ClusterAction] = [.report(.gaveWay(otherIncarnation: other))]
         actions += brokerDisconnected(now: now)

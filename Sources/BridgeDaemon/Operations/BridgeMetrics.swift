@@ -146,7 +146,9 @@ public final class BridgeMetrics: Sendable {
 
     /// The `kind`s of `errors_total` a bridge counts (a test checks that every `kind:` used in
     /// Sources/BridgeDaemon is listed here, so none appears late).
-    public static let errorKinds = ["pusher", "pusher_http", "mqtt_publish", "subscribe", "subscription", "spool", "start", "cluster"]
+    public static let errorKinds = [
+        "pusher", "pusher_http", "mqtt_publish", "subscribe", "subscription", "spool", "start", "cluster", "mqtt_session_takeover",
+    ]
 
     /// Creates every series `bridge` can count, at zero, so that each labelled family is in the
     /// first scrape and `increase()`/alerts see the first event (docs/contract.md §5.7): both

@@ -188,17 +188,14 @@ extension BridgeRuntime {
         }
     }
 
-    /// The MQTT connection was closed by the broker with `error`. Reason 0x8E, "Session taken over":
-    /// another process connected with this member's client id (the same instance in the same file):
-    /// this one gives way — it leaves the broker for good and `/readyz` says why.
-    func clusterMQTTDisconnected(_ error: MQTTError) {
-        guard cluster != nil, error.kind == .connectionLost, error.code == Self.sessionTakenOverReason else { return }
+    /// Another process uses this member's MQTT client id (BridgeRuntime+SessionTakeover.swift): it
+    /// took the session (reason 0x8E, or the takeover pattern). This one gives way — it leaves the
+    /// broker for good and `/readyz` says why. Nothing without a cluster.
+    func clusterSessionTakenOver() {
+        guard cluster != nil else { return }
         let now = ContinuousClock.now
         performCluster { $0.membership.sessionTakenOver(now: now) }
     }
-
-    /// MQTT 5's DISCONNECT reason code "Session taken over".
-    static let sessionTakenOverReason = 0x8E
 
     /// The `socket_id` an MQTT → Pusher event for `channel` goes out with: the holder's when another
     /// member holds the channel (so that Pusher does not deliver it to the holder, which would
@@ -412,7 +409,9 @@ extension BridgeRuntime {
                     "cluster.instance": "\(cluster?.settings.instance ?? "")", "mqtt.client_id": "\(connection.effectiveMQTTClientID)",
                     "cluster.other_incarnation": "\(other ?? "unknown")",
                 ])
-            Task { await mqtt.shutdown() }
+            // At once, not in a task: a reconnect of this process now would take the session from
+            // the newer one again and could make it recognise the takeover too.
+            mqtt.requestShutdown()
         }
     }
 }

@@ -13,11 +13,13 @@ extension BridgeRuntime {
             switch state {
             case .idle: (connected, description) = (false, "idle")
             case .connecting: (connected, description) = (false, "connecting")
-            case .connected(let present): (connected, description, sessionPresent) = (true, "connected", present)
+            case .connected(let present):
+                (connected, description, sessionPresent) = (true, "connected", present)
+                mqttSessionConnected()
             case .disconnected(let error, _):
                 (connected, description) = (false, "disconnected")
                 reportConnectionFailure(.mqtt, error: "\(error)")
-                clusterMQTTDisconnected(error)
+                mqttSessionDisconnected(error)
             case .stopped(let error):
                 (connected, description) = (false, "stopped")
                 if let error { logger.error("MQTT gave up", metadata: ["error": "\(error)"]) }

@@ -66,6 +66,8 @@ final class BridgeRuntime: Service, Sendable {
     let discovery: BridgeDiscovery
     /// The cluster (docs/contract.md §7.4, BridgeRuntime+Cluster.swift): `nil` without `[bridge.cluster]`.
     let cluster: BridgeCluster?
+    /// Another process taking the MQTT session over (BridgeRuntime+SessionTakeover.swift).
+    let sessionTakeover = Locked(MQTTSessionTakeoverDetector())
     /// Webhooks in (BridgeRuntime+Webhooks.swift): `nil` without `[bridge.webhooks]`.
     let webhooks: Locked<WebhookReceiver<ContinuousClock.Instant>?>
     /// Limits the log lines of refused webhook requests.

@@ -66,6 +66,7 @@ import Testing
         #expect(Set(actions.compactMap { if case .unsubscribeChannel(let c) = $0 { c } else { nil } }) == held)
         #expect(member.phase == .disconnected)
         #expect(member.readinessProblem?.hasPrefix("cluster instance a is also used by another live process with the same MQTT") == true)
+        #expect(member.readinessProblem?.contains("with the same MQTT client id bridge-a, which takes") == true, "names the client id")
         #expect(member.brokerConnected(now: t0 + .seconds(5)).isEmpty, "it does not come back")
         #expect(member.phase == .disconnected)
         #expect(member.sessionTakenOver(now: t0 + .seconds(6)).isEmpty, "reported once")
