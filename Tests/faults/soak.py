@@ -6,7 +6,8 @@ state_dir is a 16 MiB tmpfs of the soak's own, filled to 128 KiB free during a 1
 blackhole, then freed) and an MQTT -> Pusher overload (30 s of 403 at SOAK_RATE: more than the
 4,000-message buffer, so backpressure holds the broker back). The daemon's RSS (VmRSS) and open
 fds (/proc/PID/fd) are sampled every SOAK_SAMPLE seconds (default 5) into soak.csv and plotted in
-soak.png. At the end the counters must balance (docs/contract.md §7.6).
+soak.png, with RssAnon beside VmRSS (what the daemon allocated; the rest is mostly code pages, some
+of which each fault kind maps the first time it runs). At the end the counters must balance (docs/contract.md §7.6).
 
 Growth after warm-up: the median of the samples in the minute after warm-up (the first
 SOAK_WARMUP_MINUTES, default min(4, a sixth of the run)) against the median of the last minute;
@@ -110,16 +111,20 @@ def soak_buffer(config: str) -> str:
     return config.replace(old, 'max_messages = 4000\nmax_bytes = "4MiB"\n')
 
 
-def sample(pid: int) -> tuple[int, int]:
-    rss_kb = 0
+def sample(pid: int) -> tuple[int, int, int]:
+    """VmRSS, open fds and RssAnon: the part of RSS the daemon allocated (the rest is file pages,
+    mostly code, mapped the first time a path runs: a fault kind's first run adds some)."""
+    rss_kb = anon_kb = 0
     with open(f"/proc/{pid}/status") as f:
         for line in f:
             if line.startswith("VmRSS:"):
                 rss_kb = int(line.split()[1])
-    return rss_kb, len(os.listdir(f"/proc/{pid}/fd"))
+            elif line.startswith("RssAnon:"):
+                anon_kb = int(line.split()[1])
+    return rss_kb, len(os.listdir(f"/proc/{pid}/fd")), anon_kb
 
 
-def growth(rows: list[tuple[float, int, int]], column: int, start: float, duration: float) -> dict:
+def growth(rows: list[tuple[float, int, int, int]], column: int, start: float, duration: float) -> dict:
     """Median in [start, start+60 s] against the median of the last minute."""
     base = [r[column] for r in rows if start <= r[0] <= start + 60]
     end = [r[column] for r in rows if r[0] >= duration - 60]
@@ -136,7 +141,9 @@ def plot(rows, path: Path, warmup: float, faults: list[tuple[float, str]]):
     import matplotlib.pyplot as plt
     t = [r[0] / 60 for r in rows]
     fig, (a, b) = plt.subplots(2, 1, sharex=True, figsize=(9, 6))
-    a.plot(t, [r[1] / 1024 for r in rows], color="tab:blue")
+    a.plot(t, [r[1] / 1024 for r in rows], color="tab:blue", label="VmRSS")
+    a.plot(t, [r[3] / 1024 for r in rows], color="tab:green", label="RssAnon")
+    a.legend(loc="upper left")
     a.set_ylabel("RSS (MiB)")
     b.plot(t, [r[2] for r in rows], color="tab:orange")
     b.set_ylabel("open fds")
@@ -178,7 +185,7 @@ def main() -> int:
         next_fault, k = FAULT_EVERY, 0
         with open(out / "soak.csv", "w", newline="") as f:
             w = csv.writer(f)
-            w.writerow(["seconds", "rss_kb", "fds"])
+            w.writerow(["seconds", "rss_kb", "fds", "rss_anon_kb"])
             while (now := time.monotonic() - t0) < duration:
                 if not rig.bridge.running():
                     rig.failures.append(f"the daemon exited at {now:.0f}s")
@@ -207,14 +214,16 @@ def main() -> int:
         rig.close()
     rss = growth(samples, 1, WARMUP, samples[-1][0] if samples else 0)
     fds = growth(samples, 2, WARMUP, samples[-1][0] if samples else 0)
+    anon = growth(samples, 3, WARMUP, samples[-1][0] if samples else 0)
     plot(samples, out / "soak.png", WARMUP, faults)
-    summary = {"minutes": MINUTES, "rate": RATE, "faults": faults, "rss_kb": rss, "fds": fds,
+    summary = {"minutes": MINUTES, "rate": RATE, "faults": faults, "rss_kb": rss, "fds": fds, "rss_anon_kb": anon,
                "p2m": p2m_t.__dict__, "m2p": m2p_t.__dict__, "identity": {d: str(i) for d, i in identity.items()},
                "observations": rig.observations, "failures": rig.failures}
     (out / "soak.json").write_text(json.dumps(summary, indent=1))
     print(json.dumps(summary, indent=1))
     ok = not rig.failures and rss["growth_pct"] is not None and rss["growth_pct"] < 10 and fds["growth_pct"] is not None and fds["growth_pct"] < 10
-    print(f"soak: RSS {rss['baseline']} -> {rss['final']} kB ({rss['growth_pct']} %), fds {fds['baseline']} -> {fds['final']} "
+    print(f"soak: RSS {rss['baseline']} -> {rss['final']} kB ({rss['growth_pct']} %; of it anonymous "
+          f"{anon['baseline']} -> {anon['final']} kB, {anon['growth_pct']} %), fds {fds['baseline']} -> {fds['final']} "
           f"({fds['growth_pct']} %); P->M lost {p2m_t.lost} dup {p2m_t.duplicates} reord {p2m_t.reordered}; "
           f"M->P lost {m2p_t.lost} dup {m2p_t.duplicates} reord {m2p_t.reordered}: {'PASS' if ok else 'MISS'}")
     return 0 if ok else 1
