@@ -84,7 +84,6 @@ let package = Package(
             dependencies: [
                 "PusherProtocol", "Backoff", "CSodium", "Locking",
                 .product(name: "WSClient", package: "swift-websocket"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
@@ -362,7 +361,12 @@ if Context.environment["PUSHER_MQTT_BRIDGE_FUZZ"] == "1" {
         /// Every fuzz target in one binary; the first argument picks it (`fuzz-parsers list`).
         .executableTarget(
             name: "fuzz-parsers",
-            dependencies: ["CFuzzerDriver", "BridgeCore", "PusherChannels", "PusherLocal", "PusherProtocol"],
+            dependencies: [
+                "CFuzzerDriver", "BridgeCore", "PusherChannels", "PusherLocal", "PusherProtocol",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
             path: "Fuzz/fuzz-parsers",
             swiftSettings: swiftSettings + fuzzInstrumentation,
             linkerSettings: [.unsafeFlags(["-sanitize=address"])]

@@ -292,7 +292,11 @@ private func failure(_ operation: () async throws(PusherHTTPError) -> PusherHTTP
         }
     }
 
-    @Test(arguments: ["HTTP/1.1 abc OK\r\n\r\n", "hello\r\n\r\n", "HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n"])
+    @Test(arguments: [
+        "HTTP/1.1 abc OK\r\n\r\n", "hello\r\n\r\n", "HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n",
+        // Found by the http-response fuzz target: the parser takes a two-digit status.
+        "HTTP/1.1 020 OK\r\nContent-Length: 0\r\n\r\n",
+    ])
     func aMalformedReplyFailsClearly(reply: String) async throws {
         try await ScriptedHTTPServer.with({ _ in .send(reply) }) { _, endpoint in
             let message = try await withPool { pool in await failure { () async throws(PusherHTTPError) in try await post(pool, endpoint) }
@@ -331,6 +335,44 @@ private func failure(_ operation: () async throws(PusherHTTPError) -> PusherHTTP
             }
             #expect(server.connections == 2)
         }
+    }
+
+    @Test func aCancelledRequestEndsAtOnceAndClosesItsConnection() async throws {
+        try await ScriptedHTTPServer.with({ _ in .silence }) { server, endpoint async throws in
+            try await withPool { pool async throws in
+                let start = ContinuousClock.now
+                let request = Task {
+                    await failure { () async throws(PusherHTTPError) in try await post(pool, endpoint, timeout: .seconds(30)) }
+                }
+                for _ in 0..<400 where server.requests.isEmpty { try await Task.sleep(for: .milliseconds(5)) }
+                request.cancel()
+                #expect(await request.value == "HTTP request failed: the request was cancelled")
+                #expect(ContinuousClock.now - start < .seconds(5 * testTimeScale))
+            }
+            for _ in 0..<400 where server.closedConnections < 1 { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(server.closedConnections == 1)
+        }
+    }
+
+    @Test(arguments: [
+        ("https://auth.example.com/pusher/auth", "auth.example.com", 443, true, "/pusher/auth"),
+        ("http://127.0.0.1:8080/a?b=c#frag", "127.0.0.1", 8080, false, "/a?b=c"),
+        ("HTTP://host", "host", 80, false, "/"),
+        ("http://host?x=1", "host", 80, false, "/?x=1"),
+        ("https://[::1]:9443/auth", "::1", 9443, true, "/auth"),
+    ])
+    func authEndpointURLsSplitIntoEndpointAndTarget(url: String, host: String, port: Int, secure: Bool, target: String) throws {
+        let split = try #require(PusherHTTPEndpoint.split(url: url))
+        #expect(split.endpoint == PusherHTTPEndpoint(host: host, port: port, secure: secure))
+        #expect(split.target == target)
+    }
+
+    @Test(arguments: [
+        "ftp://host/x", "host/x", "http://", "http://:80/x", "http://host:0/", "http://host:65536/", "http://host:x/",
+        "http://user:pw@host/", "http://[::1/", "http://[::1]x/",
+    ])
+    func badAuthEndpointURLsAreRefused(url: String) {
+        #expect(PusherHTTPEndpoint.split(url: url) == nil)
     }
 
     @Test func aRefusedConnectionSaysSo() async throws {

@@ -101,6 +101,11 @@ final class HTTPExchangeHandler: ChannelDuplexHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch (unwrapInboundIn(data), state) {
         case (.head(let head), .awaitingHead(let promise)):
+            // The parser takes any number; a status is three digits (RFC 9110 §15).
+            guard (100...999).contains(head.status.code) else {
+                fail(HTTPExchangeFailure("malformed HTTP response: status \(head.status.code)"), context: context)
+                return
+            }
             // 1xx interim responses (100 Continue, 103 Early Hints) precede the real one.
             if (100..<200).contains(head.status.code) && head.status.code != 101 { return }
             let capacity = head.headers.first(name: "content-length").flatMap(Int.init).map { min($0, maximumBodyBytes) } ?? 0

@@ -137,7 +137,7 @@ public final class PusherHTTPConnectionPool: Sendable {
         if let text = request.body {
             // The String's UTF-8 straight into the buffer: no intermediate array.
             let buffer = channel.allocator.buffer(string: text)
-            headers.add(name: "Content-Type", value: "application/json")
+            if !headers.contains(name: "Content-Type") { headers.add(name: "Content-Type", value: "application/json") }
             headers.add(name: "Content-Length", value: String(buffer.readableBytes))
             body = buffer
         } else if request.method == .POST || request.method == .PUT {
@@ -152,7 +152,14 @@ public final class PusherHTTPConnectionPool: Sendable {
         channel.writeAndFlush(exchange).whenFailure { _ in promise.fail(HTTPExchangeFailure.closedBeforeAnswer) }
         let response: PusherHTTPResponse
         do {
-            response = try await promise.futureResult.get()
+            // A cancelled task (the bridge stopping) does not wait for the deadline: the connection
+            // closes, which ends the exchange; the handler's own completion is then ignored.
+            response = try await withTaskCancellationHandler {
+                try await promise.futureResult.get()
+            } onCancel: {
+                promise.fail(HTTPExchangeFailure("the request was cancelled"))
+                channel.close(promise: nil)
+            }
         } catch let failure as HTTPExchangeFailure {
             throw failure
         } catch {

@@ -34,9 +34,9 @@ public struct PusherHTTPRequest: Sendable {
     public var method: HTTPMethod
     /// The request target: path and query, e.g. `/apps/3/events?auth_key=…`.
     public var target: String
-    /// The JSON body, sent with `Content-Type: application/json`; `nil` for none.
+    /// The body, sent with `Content-Type: application/json` unless `headers` name another; `nil` for none.
     public var body: String?
-    /// Extra headers (the pool sets `Host`, `Content-Length` and, for a JSON body, `Content-Type`).
+    /// Extra headers (the pool sets `Host`, `Content-Length` and, for a body, `Content-Type` if absent).
     public var headers: HTTPHeaders
 
     /// A request from its parts.
@@ -115,5 +115,70 @@ extension Duration {
         let (seconds, attoseconds) = components
         guard seconds < Int64.max / 1_000_000_000 else { return Int64.max }
         return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+}
+
+/// A request to an auth endpoint's full URL, for ``PusherAuthorization/requestBuilder(_:)``: sent
+/// through the client's ``PusherHTTPConnectionPool``, the reply decoded like an endpoint's.
+public struct PusherAuthEndpointRequest: Sendable {
+    /// `http://…` or `https://…` (system trust roots), with path and query.
+    public var url: String
+    /// The method; auth endpoints take `POST`.
+    public var method: HTTPMethod
+    /// Headers, e.g. `Authorization` and `Content-Type` (set it: the default is `application/json`).
+    public var headers: HTTPHeaders
+    /// The body, e.g. ``PusherAuthRequest/formBody``.
+    public var body: String?
+
+    /// A request from its parts.
+    public init(url: String, method: HTTPMethod = .POST, headers: HTTPHeaders = [:], body: String? = nil) {
+        self.url = url
+        self.method = method
+        self.headers = headers
+        self.body = body
+    }
+}
+
+extension PusherHTTPEndpoint {
+    /// Splits an `http(s)://host[:port]/path?query` URL into its endpoint and request target;
+    /// `nil` for another scheme, user info, an empty host or a bad port.
+    static func split(url: String) -> (endpoint: PusherHTTPEndpoint, target: String)? {
+        let secure: Bool
+        let rest: Substring
+        if url.lowercased().hasPrefix("https://") {
+            (secure, rest) = (true, url.dropFirst("https://".count))
+        } else if url.lowercased().hasPrefix("http://") {
+            (secure, rest) = (false, url.dropFirst("http://".count))
+        } else {
+            return nil
+        }
+        let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex
+        let authority = rest[..<authorityEnd]
+        var target = String(rest[authorityEnd...].prefix { $0 != "#" })
+        if !target.hasPrefix("/") { target = "/" + target }
+        guard !authority.contains("@") else { return nil }
+        let host: Substring
+        var portText: Substring?
+        if authority.hasPrefix("[") {
+            guard let close = authority.firstIndex(of: "]") else { return nil }
+            host = authority[authority.index(after: authority.startIndex)..<close]
+            let after = authority[authority.index(after: close)...]
+            if !after.isEmpty {
+                guard after.hasPrefix(":") else { return nil }
+                portText = after.dropFirst()
+            }
+        } else if let colon = authority.lastIndex(of: ":") {
+            host = authority[..<colon]
+            portText = authority[authority.index(after: colon)...]
+        } else {
+            host = authority
+        }
+        var port = secure ? 443 : 80
+        if let portText {
+            guard let number = Int(portText), (1...65535).contains(number) else { return nil }
+            port = number
+        }
+        guard !host.isEmpty else { return nil }
+        return (PusherHTTPEndpoint(host: String(host), port: port, secure: secure), target)
     }
 }
