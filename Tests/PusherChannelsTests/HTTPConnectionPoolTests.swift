@@ -354,6 +354,27 @@ private func failure(_ operation: () async throws(PusherHTTPError) -> PusherHTTP
         }
     }
 
+    @Test func aRequestWaitingForAFullPoolEndsAtOnceWhenCancelled() async throws {
+        let script: @Sendable (ScriptedRequest) -> ScriptedReply = { request in request.connection == 0 ? .silence : .send(ok) }
+        try await ScriptedHTTPServer.with(script) { server, endpoint async throws in
+            try await withPool(maximumConnectionsPerHost: 1) { pool async throws in
+                async let stuck = failure { () async throws(PusherHTTPError) in try await post(pool, endpoint, timeout: .seconds(2)) }
+                for _ in 0..<400 where server.requests.isEmpty { try await Task.sleep(for: .milliseconds(5)) }
+                let start = ContinuousClock.now
+                let waiting = Task {
+                    await failure { () async throws(PusherHTTPError) in try await post(pool, endpoint, timeout: .seconds(30)) }
+                }
+                try await Task.sleep(for: .milliseconds(50))
+                waiting.cancel()
+                #expect(await waiting.value == "HTTP request failed: the request was cancelled")
+                #expect(ContinuousClock.now - start < .seconds(1 * testTimeScale))
+                #expect(await stuck == "HTTP request failed: no response within 2 s")
+                #expect(try await post(pool, endpoint).text == "ok")
+            }
+            #expect(server.connections == 2)
+        }
+    }
+
     @Test(arguments: [
         ("https://auth.example.com/pusher/auth", "auth.example.com", 443, true, "/pusher/auth"),
         ("http://127.0.0.1:8080/a?b=c#frag", "127.0.0.1", 8080, false, "/a?b=c"),

@@ -70,6 +70,8 @@ final class HTTPExchangeHandler: ChannelDuplexHandler {
             // of a close just before the write): the request never reached the server.
             if case .closed = state {
                 exchange.promise.fail(HTTPExchangeFailure.closedBeforeAnswer)
+            } else if !context.channel.isActive {
+                exchange.promise.fail(HTTPExchangeFailure.closedBeforeAnswer)
             } else {
                 exchange.promise.fail(HTTPExchangeFailure("internal error: a second request on a busy connection"))
             }

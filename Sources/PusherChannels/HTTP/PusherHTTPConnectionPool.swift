@@ -43,6 +43,8 @@ public final class PusherHTTPConnectionPool: Sendable {
         case connect
         /// The request's deadline passed while it waited for a connection.
         case timedOut
+        /// The request's task was cancelled while it waited for a connection.
+        case cancelled
     }
 
     /// A request waiting for a connection of a full endpoint.
@@ -178,25 +180,32 @@ public final class PusherHTTPConnectionPool: Sendable {
     ) async throws(HTTPExchangeFailure) -> (any Channel, reused: Bool) {
         var lease = hosts.withLock { take(from: &$0[endpoint, default: HostConnections()], preferNew: preferNew) }
         if lease == nil {
-            lease = await withCheckedContinuation { (continuation: CheckedContinuation<Lease, Never>) in
-                let id = waiterIDs.withLock { id in
-                    id += 1
-                    return id
-                }
-                let ready = hosts.withLock { hosts -> Lease? in
-                    // Taken again under the same lock as the enqueueing: a connection freed since the
-                    // first look is not missed.
-                    if let lease = take(from: &hosts[endpoint, default: HostConnections()], preferNew: preferNew) {
-                        return lease
+            let id = waiterIDs.withLock { id in
+                id += 1
+                return id
+            }
+            lease = await withTaskCancellationHandler {
+                await withCheckedContinuation { (continuation: CheckedContinuation<Lease, Never>) in
+                    let ready = hosts.withLock { hosts -> Lease? in
+                        // Taken again under the same lock as the enqueueing: a connection freed since
+                        // the first look is not missed.
+                        if let lease = take(from: &hosts[endpoint, default: HostConnections()], preferNew: preferNew) {
+                            return lease
+                        }
+                        // Checked under the lock the cancellation handler takes too: a cancellation
+                        // that found no waiter to remove is seen here.
+                        if Task.isCancelled { return .cancelled }
+                        let timer = eventLoopGroup.next().scheduleTask(deadline: deadline) { [self] in
+                            waiterGaveUp(id, endpoint: endpoint, with: .timedOut)
+                        }
+                        hosts[endpoint, default: HostConnections()].waiters.append(
+                            Waiter(id: id, continuation: continuation, timer: timer))
+                        return nil
                     }
-                    let timer = eventLoopGroup.next().scheduleTask(deadline: deadline) { [self] in
-                        waiterTimedOut(id, endpoint: endpoint)
-                    }
-                    hosts[endpoint, default: HostConnections()].waiters.append(
-                        Waiter(id: id, continuation: continuation, timer: timer))
-                    return nil
+                    if let ready { continuation.resume(returning: ready) }
                 }
-                if let ready { continuation.resume(returning: ready) }
+            } onCancel: {
+                waiterGaveUp(id, endpoint: endpoint, with: .cancelled)
             }
         }
         switch lease {
@@ -206,6 +215,8 @@ public final class PusherHTTPConnectionPool: Sendable {
             return (try await connect(to: endpoint, deadline: deadline, timeoutText: timeoutText), false)
         case .timedOut, nil:
             throw HTTPExchangeFailure("no connection to \(endpoint) free within \(timeoutText)")
+        case .cancelled:
+            throw HTTPExchangeFailure("the request was cancelled")
         }
     }
 
@@ -252,12 +263,14 @@ public final class PusherHTTPConnectionPool: Sendable {
         }
     }
 
-    private func waiterTimedOut(_ id: Int, endpoint: PusherHTTPEndpoint) {
+    /// A waiter's deadline passed or its task was cancelled: it leaves the queue (unless served already).
+    private func waiterGaveUp(_ id: Int, endpoint: PusherHTTPEndpoint, with outcome: Lease) {
         let waiter = hosts.withLock { hosts -> Waiter? in
             guard let index = hosts[endpoint]?.waiters.firstIndex(where: { $0.id == id }) else { return nil }
             return hosts[endpoint]?.waiters.remove(at: index)
         }
-        waiter?.continuation.resume(returning: .timedOut)
+        waiter?.timer.cancel()
+        waiter?.continuation.resume(returning: outcome)
     }
 
     /// Opens a connection (TCP, then TLS when secure) in a slot already counted as open.
