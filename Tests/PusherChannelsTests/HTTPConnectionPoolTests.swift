@@ -396,6 +396,19 @@ private func failure(_ operation: () async throws(PusherHTTPError) -> PusherHTTP
         #expect(PusherHTTPEndpoint.split(url: url) == nil)
     }
 
+    @Test func aServerThatNeverCompletesTheTLSHandshakeTimesOut() async throws {
+        try await ScriptedHTTPServer.with({ _ in .silence }) { server, plain async throws in
+            let endpoint = PusherHTTPEndpoint(host: plain.host, port: plain.port, secure: true)
+            let message = try await withPool { pool async throws in
+                await failure { () async throws(PusherHTTPError) in try await post(pool, endpoint, timeout: .milliseconds(300)) }
+            }
+            #expect(message == "HTTP request failed: no TLS handshake with 127.0.0.1 within 300 ms")
+            #expect(server.requests.isEmpty)
+            for _ in 0..<400 where server.closedConnections < 1 { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(server.closedConnections == 1)
+        }
+    }
+
     @Test func aRefusedConnectionSaysSo() async throws {
         // A port that was just listening and is now closed.
         let port = try await ScriptedHTTPServer.with({ _ in .silence }) { _, endpoint in endpoint.port }

@@ -21,6 +21,8 @@ struct HTTPExchangeHandlerSetup: Sendable {
     let tlsContext: NIOSSLContext?
     /// Idle connections close after this long.
     let idleTimeout: TimeAmount
+    /// Completed when the connection can take a request (after the TLS handshake for HTTPS).
+    let ready: EventLoopPromise<Void>
 
     /// Adds the handlers to a new channel (on its event loop, from the bootstrap's initialiser).
     func install(on channel: any Channel) throws {
@@ -34,7 +36,7 @@ struct HTTPExchangeHandlerSetup: Sendable {
         try pipeline.addHandler(
             HTTPExchangeHandler(
                 server: endpoint.description, tlsHost: tlsContext == nil ? nil : endpoint.host, idleTimeout: idleTimeout,
-                maximumBodyBytes: PusherHTTPConnectionPool.maximumBodyBytes))
+                maximumBodyBytes: PusherHTTPConnectionPool.maximumBodyBytes, ready: ready))
     }
 
     /// A connect error in words: refused, not resolved, timed out, or the error itself.

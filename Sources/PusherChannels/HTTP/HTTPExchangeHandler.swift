@@ -1,6 +1,7 @@
 import NIOCore
 import NIOHTTP1
 import NIOSSL
+import NIOTLS
 
 #if canImport(Glibc)
     import Glibc
@@ -47,9 +48,16 @@ final class HTTPExchangeHandler: ChannelDuplexHandler {
     private var state = State.idle
     private var deadlineTimer: Scheduled<Void>?
     private var idleTimer: Scheduled<Void>?
+    /// Completed when the connection can take a request: at once for HTTP, after the TLS handshake
+    /// for HTTPS; failed with the reason when it closes first.
+    private let ready: EventLoopPromise<Void>?
+    /// Why the connection closed, for a request written after that (it gets this reason).
+    private var closedBy: HTTPExchangeFailure?
 
-    /// A handler for a connection to `server`; `tlsHost` names the TLS peer when the connection is HTTPS.
-    init(server: String, tlsHost: String?, idleTimeout: TimeAmount, maximumBodyBytes: Int) {
+    /// A handler for a connection to `server`; `tlsHost` names the TLS peer when the connection is
+    /// HTTPS; `ready` is completed when the connection can take a request.
+    init(server: String, tlsHost: String?, idleTimeout: TimeAmount, maximumBodyBytes: Int, ready: EventLoopPromise<Void>? = nil) {
+        self.ready = ready
         self.server = server
         self.tlsHost = tlsHost
         self.idleTimeout = idleTimeout
@@ -59,7 +67,14 @@ final class HTTPExchangeHandler: ChannelDuplexHandler {
     /// Starts the idle timer: a fresh connection nobody uses is closed like an idle one.
     func channelActive(context: ChannelHandlerContext) {
         armIdleTimer(context: context)
+        if tlsHost == nil { ready?.succeed() }
         context.fireChannelActive()
+    }
+
+    /// The TLS handshake is done (certificate and host name verified): the connection is ready.
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case TLSUserEvent.handshakeCompleted = event { ready?.succeed() }
+        context.fireUserInboundEventTriggered(event)
     }
 
     /// Writes the request head and body; the flush that follows (`writeAndFlush`) sends both at once.
@@ -69,7 +84,7 @@ final class HTTPExchangeHandler: ChannelDuplexHandler {
             // Closed while idle (the pool hands out only active connections, so this is the race
             // of a close just before the write): the request never reached the server.
             if case .closed = state {
-                exchange.promise.fail(HTTPExchangeFailure.closedBeforeAnswer)
+                exchange.promise.fail(closedBy ?? HTTPExchangeFailure.closedBeforeAnswer)
             } else if !context.channel.isActive {
                 exchange.promise.fail(HTTPExchangeFailure.closedBeforeAnswer)
             } else {
@@ -155,6 +170,8 @@ final class HTTPExchangeHandler: ChannelDuplexHandler {
 
     /// Fails the request in flight (if any) and closes the connection.
     private func fail(_ failure: HTTPExchangeFailure, context: ChannelHandlerContext) {
+        if closedBy == nil { closedBy = failure }
+        ready?.fail(failure)  // Ignored once the connection was ready.
         deadlineTimer?.cancel()
         deadlineTimer = nil
         let previous = state

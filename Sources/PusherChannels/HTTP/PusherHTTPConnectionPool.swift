@@ -273,28 +273,44 @@ public final class PusherHTTPConnectionPool: Sendable {
         waiter?.continuation.resume(returning: outcome)
     }
 
-    /// Opens a connection (TCP, then TLS when secure) in a slot already counted as open.
+    /// Opens a connection (TCP, then TLS when secure) in a slot already counted as open; returns it
+    /// once it can take a request, so a TLS failure is reported as such, never as a closed connection.
     private func connect(
         to endpoint: PusherHTTPEndpoint, deadline: NIODeadline, timeoutText: String
     ) async throws(HTTPExchangeFailure) -> any Channel {
+        let loop = eventLoopGroup.next()
+        let ready = loop.makePromise(of: Void.self)
         let channel: any Channel
         do {
             let tlsContext = try endpoint.secure ? tlsContext(caFile: endpoint.caFile) : nil
-            let handler = HTTPExchangeHandlerSetup(
-                endpoint: endpoint, tlsContext: tlsContext, idleTimeout: .nanoseconds(idleTimeout.nanosecondsClamped))
+            let setup = HTTPExchangeHandlerSetup(
+                endpoint: endpoint, tlsContext: tlsContext, idleTimeout: .nanoseconds(idleTimeout.nanosecondsClamped), ready: ready)
             let remaining = max(deadline - .now(), .milliseconds(1))
-            channel = try await ClientBootstrap(group: eventLoopGroup)
+            channel = try await ClientBootstrap(group: loop)
                 .connectTimeout(remaining)
                 .channelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture { try handler.install(on: channel) }
+                    channel.eventLoop.makeCompletedFuture { try setup.install(on: channel) }
                 }
                 .connect(host: endpoint.host, port: endpoint.port)
                 .get()
         } catch {
+            let failure = HTTPExchangeHandlerSetup.connectFailure(error, endpoint: endpoint, timeoutText: timeoutText)
+            ready.fail(failure)
             slotFreed(endpoint, channel: nil)
-            throw HTTPExchangeHandlerSetup.connectFailure(error, endpoint: endpoint, timeoutText: timeoutText)
+            throw failure
         }
         channel.closeFuture.whenComplete { [self] _ in slotFreed(endpoint, channel: channel) }
+        let handshakeTimer = loop.scheduleTask(deadline: deadline) {
+            ready.fail(HTTPExchangeFailure("no TLS handshake with \(endpoint.host) within \(timeoutText)"))
+        }
+        do {
+            try await ready.futureResult.get()
+            handshakeTimer.cancel()
+        } catch {
+            handshakeTimer.cancel()
+            channel.close(promise: nil)
+            throw error as? HTTPExchangeFailure ?? HTTPExchangeFailure("could not connect to \(endpoint): \(error)")
+        }
         return channel
     }
 
