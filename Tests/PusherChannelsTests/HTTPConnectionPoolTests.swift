@@ -239,6 +239,18 @@ private func failure(_ operation: () async throws(PusherHTTPError) -> PusherHTTP
         }
     }
 
+    @Test func anIdleConnectionIsClosedAfterTheIdleTimeout() async throws {
+        try await ScriptedHTTPServer.with({ _ in .send(ok) }) { server, endpoint async throws in
+            let pool = PusherHTTPConnectionPool(maximumConnectionsPerHost: 2, idleTimeout: .milliseconds(100))
+            #expect(try await post(pool, endpoint).text == "ok")
+            for _ in 0..<400 where server.closedConnections < 1 { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(server.closedConnections == 1)
+            #expect(try await post(pool, endpoint).text == "ok")
+            await pool.shutdown()
+            #expect(server.connections == 2)
+        }
+    }
+
     @Test func aReusedConnectionClosedAsTheRequestWentOutIsRetriedOnceOnAFreshOne() async throws {
         // The second request on connection 0 is read and the connection closed without an answer.
         let script: @Sendable (ScriptedRequest) -> ScriptedReply = { request in
@@ -386,6 +398,7 @@ private func failure(_ operation: () async throws(PusherHTTPError) -> PusherHTTP
         let split = try #require(PusherHTTPEndpoint.split(url: url))
         #expect(split.endpoint == PusherHTTPEndpoint(host: host, port: port, secure: secure))
         #expect(split.target == target)
+        #expect(split.endpoint.hostHeader == (host.contains(":") ? "[\(host)]" : host) + (port == (secure ? 443 : 80) ? "" : ":\(port)"))
     }
 
     @Test(arguments: [

@@ -21,11 +21,14 @@ public struct PusherHTTPEndpoint: Hashable, Sendable, CustomStringConvertible {
         self.caFile = secure ? caFile : nil
     }
 
-    /// `host:port`, as error messages name the server.
-    public var description: String { "\(host):\(port)" }
+    /// `host:port` (`[v6]:port`), as error messages name the server.
+    public var description: String { "\(bracketedHost):\(port)" }
 
     /// The `Host` header: the port only when it is not the scheme's default.
-    var hostHeader: String { port == (secure ? 443 : 80) ? host : "\(host):\(port)" }
+    var hostHeader: String { port == (secure ? 443 : 80) ? bracketedHost : description }
+
+    /// The host, an IPv6 address in brackets as in a URL.
+    private var bracketedHost: String { host.contains(":") ? "[\(host)]" : host }
 }
 
 /// One HTTP/1.1 request for ``PusherHTTPConnectionPool``.
