@@ -64,9 +64,9 @@ final class HTTPExchangeHandler: ChannelDuplexHandler {
         self.maximumBodyBytes = maximumBodyBytes
     }
 
-    /// Starts the idle timer: a fresh connection nobody uses is closed like an idle one.
+    /// A plain HTTP connection is ready. (The idle timer starts after the first answer: the pool
+    /// opens a connection for a request, which a slow hand-over must not lose to the timer.)
     func channelActive(context: ChannelHandlerContext) {
-        armIdleTimer(context: context)
         if tlsHost == nil { ready?.succeed() }
         context.fireChannelActive()
     }
