@@ -84,11 +84,12 @@ let package = Package(
             dependencies: [
                 "PusherProtocol", "Backoff", "CSodium", "Locking",
                 .product(name: "WSClient", package: "swift-websocket"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "OrderedCollections", package: "swift-collections"),
@@ -241,6 +242,8 @@ let package = Package(
             dependencies: [
                 "PusherChannels", "PusherLocal", "PusherProtocol", "Backoff", "Locking",
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -369,7 +372,12 @@ if Context.environment["PUSHER_MQTT_BRIDGE_FUZZ"] == "1" {
         /// Every fuzz target in one binary; the first argument picks it (`fuzz-parsers list`).
         .executableTarget(
             name: "fuzz-parsers",
-            dependencies: ["CFuzzerDriver", "BridgeCore", "PusherChannels", "PusherLocal", "PusherProtocol"],
+            dependencies: [
+                "CFuzzerDriver", "BridgeCore", "PusherChannels", "PusherLocal", "PusherProtocol",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
             path: "Fuzz/fuzz-parsers",
             swiftSettings: swiftSettings + fuzzInstrumentation,
             linkerSettings: [.unsafeFlags(["-sanitize=address"])]

@@ -30,6 +30,10 @@ struct FuzzTarget {
                 summary: "auth endpoint + HTTP API replies the client parses (auth round trip, counts)",
                 callback: { data, size in PusherTargets.httpReplies(Input(data, size)) }),
             FuzzTarget(
+                name: "http-response",
+                summary: "HTTP API client connections: server bytes through NIOHTTP1 + the exchange handler (always completes)",
+                callback: { data, size in HTTPTargets.responses(Input(data, size)) }),
+            FuzzTarget(
                 name: "http-body",
                 summary: "pusher-local request bodies: events/batch_events to delivered frames (data kept exactly)",
                 callback: { data, size in PusherTargets.requestBodies(Input(data, size)) }),

@@ -1,4 +1,3 @@
-import AsyncHTTPClient
 import PusherProtocol
 
 #if canImport(FoundationEssentials)
@@ -182,7 +181,7 @@ public enum PusherAuthorization: Sendable {
     case endpoint(url: String, headers: [String: String] = [:])
     /// Build the HTTP request yourself (PusherSwift `.authRequestBuilder`); the reply is decoded
     /// like an endpoint's.
-    case requestBuilder(@Sendable (PusherAuthRequest) async throws -> HTTPClientRequest)
+    case requestBuilder(@Sendable (PusherAuthRequest) async throws -> PusherAuthEndpointRequest)
     /// Any async code returning the auth (PusherSwift `.authorizer`).
     case authorizer(@Sendable (PusherAuthRequest) async throws -> PusherChannelAuth)
     /// Sign in process with the app secret (PusherSwift `.inline`).

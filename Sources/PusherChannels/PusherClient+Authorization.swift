@@ -1,5 +1,3 @@
-import AsyncHTTPClient
-import NIOCore
 import PusherProtocol
 
 /// Obtaining channel auths: inline signer, async authorizer, or an HTTP auth endpoint.
@@ -25,25 +23,30 @@ extension PusherClient {
         case .authorizer(let authorizer):
             return try await authorizer(request)
         case .endpoint(let url, let headers):
-            var http = HTTPClientRequest(url: url)
-            http.method = .POST
+            var http = PusherAuthEndpointRequest(url: url, body: request.formBody)
             http.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
             for (name, value) in headers { http.headers.add(name: name, value: value) }
-            http.body = .bytes(ByteBuffer(string: request.formBody))
             return try await fetchAuth(http, channel: request.channelName)
         case .requestBuilder(let build):
             return try await fetchAuth(try await build(request), channel: request.channelName)
         }
     }
 
-    private func fetchAuth(_ request: HTTPClientRequest, channel: String) async throws -> PusherChannelAuth {
-        let response = try await httpClient.execute(request, timeout: .seconds(10))
-        let body = try await response.body.collect(upTo: 64 * 1024)
-        let text = String(buffer: body)
-        guard response.status.code == 200 else {
+    private func fetchAuth(_ request: PusherAuthEndpointRequest, channel: String) async throws -> PusherChannelAuth {
+        guard let (endpoint, target) = PusherHTTPEndpoint.split(url: request.url) else {
+            throw PusherError.authorizationFailed(channel: channel, message: "auth endpoint '\(request.url)' is not an http(s) URL")
+        }
+        let response = try await connectionPool.execute(
+            PusherHTTPRequest(method: request.method, target: target, body: request.body, headers: request.headers),
+            to: endpoint, timeout: .seconds(10))
+        guard response.body.readableBytes <= 64 * 1024 else {
+            throw PusherError.authorizationFailed(channel: channel, message: "auth endpoint reply over 64 KiB")
+        }
+        let text = response.text
+        guard response.status == 200 else {
             throw PusherError.authorizationFailed(
                 channel: channel,
-                message: "auth endpoint answered \(response.status.code): \(text.prefix(200))"
+                message: "auth endpoint answered \(response.status): \(text.prefix(200))"
             )
         }
         return try PusherChannelAuth(json: text)

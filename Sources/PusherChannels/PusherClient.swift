@@ -1,4 +1,3 @@
-import AsyncHTTPClient
 import Locking
 import Logging
 import NIOCore
@@ -47,7 +46,7 @@ public final class PusherClient: Service, Sendable {
     let timerWakeUps: AsyncStream<Void>
     let timerWakeUpContinuation: AsyncStream<Void>.Continuation
     let tlsConfiguration: TLSConfiguration?
-    let httpClient: HTTPClient
+    let connectionPool: PusherHTTPConnectionPool
 
     /// Work for a child task of ``run()``.
     enum Work: Sendable {
@@ -102,13 +101,15 @@ public final class PusherClient: Service, Sendable {
     ///
     /// - Parameters:
     ///   - options: what to connect to and how.
-    ///   - httpClient: used for auth endpoints; defaults to the shared client.
+    ///   - connectionPool: used for auth endpoints; defaults to ``PusherHTTPConnectionPool/shared``.
     ///   - logger: swift-log logger; metadata keys `pusher.channel`, `pusher.event`,
     ///     `pusher.socket_id`, `pusher.state`, `pusher.close_code`.
-    public init(options: PusherClientOptions, httpClient: HTTPClient = .shared, logger: Logger = Logger(label: "pusher")) {
+    public init(
+        options: PusherClientOptions, connectionPool: PusherHTTPConnectionPool = .shared, logger: Logger = Logger(label: "pusher")
+    ) {
         self.options = options
         self.logger = logger
-        self.httpClient = httpClient
+        self.connectionPool = connectionPool
         var generator = SystemRandomNumberGenerator()
         let machine = PusherConnectionStateMachine(
             configuration: .init(options: options),

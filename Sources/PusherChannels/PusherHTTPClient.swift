@@ -1,4 +1,3 @@
-import AsyncHTTPClient
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -15,7 +14,7 @@ import PusherProtocol
 ///
 /// Every request is signed per §2 ("Signing") with ``RequestSignature`` and validated before it
 /// is sent (names, counts, sizes), so a bad request costs no round trip. Connections are kept
-/// alive by the `HTTPClient` (pass your own to bound concurrency: its connection pool's
+/// alive by a ``PusherHTTPConnectionPool`` (pass your own to bound concurrency: its
 /// `maximumConnectionsPerHost`). Errors are ``PusherHTTPError``s carrying the HTTP status and
 /// whether a retry may help.
 public struct PusherHTTPClient: Sendable {
@@ -31,9 +30,9 @@ public struct PusherHTTPClient: Sendable {
     /// with SHA-256(channel ‖ key) before sending, as Pusher's server libraries do.
     public var encryptionMasterKey: [UInt8]?
     private let signature: RequestSignature
-    /// Trusts `caFile` instead of the system roots (HTTPS only), per request.
-    private let tlsConfiguration: TLSConfiguration?
-    private let httpClient: HTTPClient
+    /// Scheme, host, port and trusted CA file (HTTPS only): the pool's key for its connections.
+    private let endpoint: PusherHTTPEndpoint
+    private let connectionPool: PusherHTTPConnectionPool
     private let logger: Logger
 
     /// A client for hosted Pusher (`api-CLUSTER.pusher.com`) or a custom server.
@@ -42,7 +41,8 @@ public struct PusherHTTPClient: Sendable {
     ///   - host: `.cluster("mt1")` or `.host("127.0.0.1", port: 6001)`.
     ///   - encrypted: HTTPS (default) or HTTP.
     ///   - caFile: a PEM file with CA certificate(s) to trust instead of the system roots (HTTPS).
-    ///   - httpClient: the connection pool to use (default ``sharedConnectionPool``); its lifetime is the caller's.
+    ///   - connectionPool: the keep-alive connections to use (default ``PusherHTTPConnectionPool/shared``);
+    ///     its lifetime is the caller's.
     public init(
         appID: String,
         key: String,
@@ -53,41 +53,27 @@ public struct PusherHTTPClient: Sendable {
         maxEventBytes: Int = PusherLimits.eventDataBytes,
         timeout: Duration = .seconds(10),
         encryptionMasterKey: [UInt8]? = nil,
-        httpClient: HTTPClient = PusherHTTPClient.sharedConnectionPool,
+        connectionPool: PusherHTTPConnectionPool = .shared,
         logger: Logger = Logger(label: "pusher.http")
     ) {
         self.appID = appID
         self.signature = RequestSignature(key: key, secret: secret)
         let scheme = encrypted ? "https" : "http"
+        let defaultPort = encrypted ? 443 : 80
         switch host {
         case .cluster(let cluster):
             self.baseURL = "\(scheme)://api-\(cluster).pusher.com"
+            self.endpoint = PusherHTTPEndpoint(host: "api-\(cluster).pusher.com", port: defaultPort, secure: encrypted, caFile: caFile)
         case .host(let name, let port):
-            self.baseURL = "\(scheme)://\(name):\(port ?? (encrypted ? 443 : 80))"
-        }
-        if encrypted, let caFile {
-            var tls = TLSConfiguration.makeClientConfiguration()
-            tls.trustRoots = .file(caFile)
-            self.tlsConfiguration = tls
-        } else {
-            self.tlsConfiguration = nil
+            self.baseURL = "\(scheme)://\(name):\(port ?? defaultPort)"
+            self.endpoint = PusherHTTPEndpoint(host: name, port: port ?? defaultPort, secure: encrypted, caFile: caFile)
         }
         self.maxEventBytes = maxEventBytes
         self.timeout = timeout
         self.encryptionMasterKey = encryptionMasterKey
-        self.httpClient = httpClient
+        self.connectionPool = connectionPool
         self.logger = logger
     }
-
-    /// The default connection pool: `HTTPClient.shared`'s settings, but up to 64 keep-alive
-    /// connections per host instead of 8, so that each of a bridge's `api_lanes` (1…64) requests in
-    /// flight has a connection of its own (the pool queues requests beyond its limit).
-    public static let sharedConnectionPool: HTTPClient = {
-        var configuration = HTTPClient.Configuration.singletonConfiguration
-        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 64
-        // A static is never deinitialised, so the pool needs no shutdown (like `HTTPClient.shared`).
-        return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
-    }()
 
     // MARK: API
 
@@ -238,36 +224,22 @@ public struct PusherHTTPClient: Sendable {
         )
         let query = signed.map { PusherAuthRequest.formEncode($0.0) + "=" + PusherAuthRequest.formEncode($0.1) }
             .joined(separator: "&")
-        var request = HTTPClientRequest(url: baseURL + path + "?" + query)
-        request.tlsConfiguration = tlsConfiguration
-        request.method = method
-        if let bodyBytes {
-            request.headers.add(name: "Content-Type", value: "application/json")
-            request.body = .bytes(ByteBuffer(bytes: bodyBytes))
-        }
+        let request = PusherHTTPRequest(method: method, target: path + "?" + query, body: body)
         let status: Int
         let text: String
         do {
-            let response = try await httpClient.execute(request, timeout: .nanoseconds(timeout.nanosecondsClamped))
-            status = Int(response.status.code)
-            text = String(buffer: try await response.body.collect(upTo: 1 << 20))
+            let response = try await connectionPool.execute(request, to: endpoint, timeout: timeout)
+            status = response.status
+            text = response.text
         } catch {
             logger.debug("Pusher HTTP request failed", metadata: ["pusher.path": "\(path)", "pusher.error": "\(error)"])
-            throw .network("\(error)")
+            throw error
         }
         guard (200..<300).contains(status) else {
             logger.debug("Pusher HTTP error status", metadata: ["pusher.path": "\(path)", "http.status": "\(status)"])
             throw .status(status, body: text)
         }
         return text
-    }
-}
-
-extension Duration {
-    fileprivate var nanosecondsClamped: Int64 {
-        let (seconds, attoseconds) = components
-        guard seconds < Int64.max / 1_000_000_000 else { return Int64.max }
-        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }
 }
 

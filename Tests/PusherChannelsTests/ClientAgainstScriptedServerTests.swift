@@ -1,4 +1,3 @@
-import AsyncHTTPClient
 import Backoff
 import Foundation
 import Hummingbird
@@ -365,37 +364,40 @@ private func quietLogger() -> Logger {
                 opts.authorization = .endpoint(url: url, headers: ["Authorization": "Bearer t0k3n"])
             } else {
                 opts.authorization = .requestBuilder { request in
-                    var http = HTTPClientRequest(url: url)
-                    http.method = .POST
+                    var http = PusherAuthEndpointRequest(url: url, method: .POST)
                     http.headers.add(name: "Authorization", value: "Bearer t0k3n")
                     http.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
-                    http.body = .bytes(ByteBuffer(string: request.formBody))
+                    http.body = request.formBody
                     return http
                 }
             }
             // Our own HTTP client, shut down before the server stops: an idle keep-alive
             // connection of the shared client can hold up the server's graceful shutdown.
-            let http = HTTPClient(eventLoopGroupProvider: .singleton)
-            let client = PusherClient(options: opts, httpClient: http, logger: quietLogger())
+            let http = PusherHTTPConnectionPool(maximumConnectionsPerHost: 8)
+            let client = PusherClient(options: opts, connectionPool: http, logger: quietLogger())
             let updates = client.updates()
             client.subscribe("private-forbidden")
             let orders = client.subscribe(channel)
             let events = orders.events()
-            defer { _ = http.shutdown() }
-            try await withRunningClient(client) { client in
-                client.connect()
-                let event = try await withTimeout(5, "decrypted event") {
-                    for await event in events { return event }
-                    throw TestFailure("stream ended")
+            do {
+                try await withRunningClient(client) { client in
+                    client.connect()
+                    let event = try await withTimeout(5, "decrypted event") {
+                        for await event in events { return event }
+                        throw TestFailure("stream ended")
+                    }
+                    #expect(event == PusherEvent(name: "new-order", channel: channel, data: #"{"order":"A1","qty":2}"#))
+                    let seen = try await collect(updates, "forbidden channel failure") { seen in
+                        seen.contains { if case .subscriptionFailed("private-forbidden", _) = $0 { true } else { false } }
+                    }
+                    let failure = seen.compactMap { if case .subscriptionFailed(_, let e) = $0 { e } else { nil } }.first
+                    #expect(failure?.message.contains("403") == true)
                 }
-                #expect(event == PusherEvent(name: "new-order", channel: channel, data: #"{"order":"A1","qty":2}"#))
-                let seen = try await collect(updates, "forbidden channel failure") { seen in
-                    seen.contains { if case .subscriptionFailed("private-forbidden", _) = $0 { true } else { false } }
-                }
-                let failure = seen.compactMap { if case .subscriptionFailed(_, let e) = $0 { e } else { nil } }.first
-                #expect(failure?.message.contains("403") == true)
+            } catch {
+                await http.shutdown()
+                throw error
             }
-            try await http.shutdown()
+            await http.shutdown()
         }
         #expect(formsSeen.withLock { $0 } == [channel: "5.55", "private-forbidden": "5.55"])
         #expect(log.recorded == [])

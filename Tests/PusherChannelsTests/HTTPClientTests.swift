@@ -1,4 +1,3 @@
-import AsyncHTTPClient
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -27,7 +26,7 @@ private final class APIRecorder: Sendable {
 
 /// An HTTP server on 127.0.0.1 that checks every request's signature like Pusher does
 /// (docs/pusher-protocol.md §2) and answers with canned bodies.
-private func withFakeAPI(_ body: @Sendable (Int, APIRecorder, HTTPClient) async throws -> Void) async throws {
+private func withFakeAPI(_ body: @Sendable (Int, APIRecorder, PusherHTTPConnectionPool) async throws -> Void) async throws {
     let recorder = APIRecorder()
     let verifier = RequestSignature(key: "key", secret: "secret")
     let router = Router()
@@ -86,21 +85,21 @@ private func withFakeAPI(_ body: @Sendable (Int, APIRecorder, HTTPClient) async 
         defer { group.cancelAll() }
         // A connection pool of this test only, closed before the server stops: an idle
         // keep-alive connection of a shared pool can hold up the server's graceful shutdown.
-        let http = HTTPClient(eventLoopGroupProvider: .singleton)
+        let http = PusherHTTPConnectionPool(maximumConnectionsPerHost: 8)
         do {
             try await body(port, recorder, http)
         } catch {
-            try? await http.shutdown()
+            await http.shutdown()
             throw error
         }
-        try await http.shutdown()
+        await http.shutdown()
     }
 }
 
-private func api(port: Int, http: HTTPClient = .shared) -> PusherHTTPClient {
+private func api(port: Int, http: PusherHTTPConnectionPool = .shared) -> PusherHTTPClient {
     PusherHTTPClient(
         appID: "3", key: "key", secret: "secret", host: .host("127.0.0.1", port: port), encrypted: false, timeout: .seconds(5),
-        httpClient: http)
+        connectionPool: http)
 }
 
 @Suite(.timeLimit(.minutes(1))) struct HTTPClientTests {

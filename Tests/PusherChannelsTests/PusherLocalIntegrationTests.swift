@@ -1,4 +1,3 @@
-import AsyncHTTPClient
 import Backoff
 import Foundation
 import Logging
@@ -31,13 +30,13 @@ import Testing
         ) { local in
             // HTTP API calls use a pool of this test only, closed before pusher-local stops
             // (an idle keep-alive connection can hold up its graceful shutdown).
-            let http = HTTPClient(eventLoopGroupProvider: .singleton)
+            let http = PusherHTTPConnectionPool(maximumConnectionsPerHost: 8)
             do {
                 let result = try await body(local.withHTTP(http))
-                try await http.shutdown()
+                await http.shutdown()
                 return result
             } catch {
-                try? await http.shutdown()
+                await http.shutdown()
                 throw error
             }
         }
@@ -76,7 +75,7 @@ import Testing
             encrypted: false,
             timeout: .seconds(5 * testTimeScale),
             encryptionMasterKey: masterKey,
-            httpClient: local.http
+            connectionPool: local.http
         )
     }
 
@@ -261,7 +260,7 @@ import Testing
 @dynamicMemberLookup
 struct LocalUnderTest: Sendable {
     let running: RunningPusherLocal
-    let http: HTTPClient
+    let http: PusherHTTPConnectionPool
     subscript<T>(dynamicMember keyPath: KeyPath<RunningPusherLocal, T>) -> T { running[keyPath: keyPath] }
     func disconnectAll(code: UInt16) -> Int { running.disconnectAll(code: code) }
     func setAnswersPings(_ answer: Bool) { running.setAnswersPings(answer) }
@@ -269,5 +268,5 @@ struct LocalUnderTest: Sendable {
 }
 
 extension RunningPusherLocal {
-    fileprivate func withHTTP(_ http: HTTPClient) -> LocalUnderTest { LocalUnderTest(running: self, http: http) }
+    fileprivate func withHTTP(_ http: PusherHTTPConnectionPool) -> LocalUnderTest { LocalUnderTest(running: self, http: http) }
 }

@@ -1,4 +1,3 @@
-import AsyncHTTPClient
 import Backoff
 import Foundation
 import Logging
@@ -16,22 +15,22 @@ import Testing
         var configuration = PusherLocalConfiguration(port: 0)
         configuration.tls = try PusherLocalTLS.load(certificateFile: certificates.certificateFile, keyFile: certificates.keyFile)
         try await PusherLocalServer.withRunning(configuration, logger: PusherLocalIntegrationTests.quiet("pusher-local")) { local in
-            let http = HTTPClient(eventLoopGroupProvider: .singleton)
+            let http = PusherHTTPConnectionPool(maximumConnectionsPerHost: 8)
             do {
                 try await exercise(local, certificates: certificates, http: http)
-                try await http.shutdown()
+                await http.shutdown()
             } catch {
-                try? await http.shutdown()
+                await http.shutdown()
                 throw error
             }
         }
     }
 
-    private func exercise(_ local: RunningPusherLocal, certificates: TestCertificates, http: HTTPClient) async throws {
+    private func exercise(_ local: RunningPusherLocal, certificates: TestCertificates, http: PusherHTTPConnectionPool) async throws {
         @Sendable func api(caFile: String?) -> PusherHTTPClient {
             PusherHTTPClient(
                 appID: local.app.id, key: local.app.key, secret: local.app.secret, host: .host("127.0.0.1", port: local.port),
-                encrypted: true, caFile: caFile, timeout: .seconds(2 * testTimeScale), httpClient: http)
+                encrypted: true, caFile: caFile, timeout: .seconds(2 * testTimeScale), connectionPool: http)
         }
         // Without the CA, the system roots do not know the test CA: the request fails, nothing is sent.
         await #expect(throws: PusherHTTPError.self) {

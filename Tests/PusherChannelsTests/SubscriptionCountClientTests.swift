@@ -1,4 +1,3 @@
-import AsyncHTTPClient
 import Foundation
 import PusherLocal
 import Testing
@@ -29,12 +28,12 @@ import Testing
         var configuration = PusherLocalConfiguration(port: 0)
         configuration.subscriptionCountEvents = true
         try await PusherLocalServer.withRunning(configuration, logger: PusherLocalIntegrationTests.quiet("pusher-local")) { local in
-            let http = HTTPClient(eventLoopGroupProvider: .singleton)
+            let http = PusherHTTPConnectionPool(maximumConnectionsPerHost: 8)
             do {
                 try await body(LocalUnderTest(running: local, http: http))
-                try await http.shutdown()
+                await http.shutdown()
             } catch {
-                try? await http.shutdown()
+                await http.shutdown()
                 throw error
             }
         }

@@ -1,0 +1,468 @@
+import Foundation
+import Locking
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import PusherLocal
+import Testing
+
+@testable import PusherChannels
+
+/// What the scripted HTTP server does with one request.
+enum ScriptedReply: Sendable {
+    /// Writes these bytes; closes the connection afterwards when `close`.
+    case send(String, close: Bool = false)
+    /// Writes these bytes after `delay`.
+    case sendAfter(TimeAmount, String)
+    /// Closes the connection without a byte of answer.
+    case closeWithoutAnswer
+    /// Never answers (the connection stays open).
+    case silence
+}
+
+/// One request the scripted server read.
+struct ScriptedRequest: Sendable {
+    /// 0 for the first connection accepted, 1 for the next, …
+    let connection: Int
+    /// 0 for the first request on its connection, …
+    let index: Int
+    /// The request line and headers, as sent.
+    let head: String
+    /// The body bytes.
+    let body: [UInt8]
+}
+
+/// A tiny HTTP/1.1 server on 127.0.0.1 that answers each request as the test's script says
+/// (raw bytes, so replies can be chunked, oversized or malformed) and counts connections.
+final class ScriptedHTTPServer: Sendable {
+    let script: @Sendable (ScriptedRequest) -> ScriptedReply
+    private let accepted = Locked(0)
+    private let closed = Locked(0)
+    private let seen = Locked<[ScriptedRequest]>([])
+    private let channel: Locked<(any Channel)?> = Locked(nil)
+
+    init(_ script: @escaping @Sendable (ScriptedRequest) -> ScriptedReply) { self.script = script }
+
+    /// Connections accepted so far.
+    var connections: Int { accepted.withLock { $0 } }
+    /// Connections closed (by either side) so far.
+    var closedConnections: Int { closed.withLock { $0 } }
+    /// Every request read, in order.
+    var requests: [ScriptedRequest] { seen.withLock { $0 } }
+
+    /// Runs `body` with the server listening; returns the endpoint to reach it.
+    static func with<T: Sendable>(
+        _ script: @escaping @Sendable (ScriptedRequest) -> ScriptedReply,
+        _ body: (ScriptedHTTPServer, PusherHTTPEndpoint) async throws -> T
+    ) async throws -> T {
+        let server = ScriptedHTTPServer(script)
+        let listener = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                let index = server.accepted.withLock { count in
+                    defer { count += 1 }
+                    return count
+                }
+                channel.closeFuture.whenComplete { _ in server.closed.withLock { $0 += 1 } }
+                return channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(ScriptedHTTPConnectionHandler(server: server, connection: index))
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0)
+            .get()
+        let endpoint = PusherHTTPEndpoint(host: "127.0.0.1", port: listener.localAddress?.port ?? 0, secure: false)
+        do {
+            let result = try await body(server, endpoint)
+            try? await listener.close()
+            return result
+        } catch {
+            try? await listener.close()
+            throw error
+        }
+    }
+
+    fileprivate func record(_ request: ScriptedRequest) { seen.withLock { $0.append(request) } }
+}
+
+/// Reads requests (head up to the blank line, then `Content-Length` bytes) and plays the script.
+private final class ScriptedHTTPConnectionHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+    let server: ScriptedHTTPServer
+    let connection: Int
+    var pending: [UInt8] = []
+    var served = 0
+
+    init(server: ScriptedHTTPServer, connection: Int) {
+        self.server = server
+        self.connection = connection
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        pending += Array(buffer: unwrapInboundIn(data))
+        while let request = takeRequest() {
+            server.record(request)
+            served += 1
+            switch server.script(request) {
+            case .send(let text, let close):
+                let written = context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(string: text)))
+                if close { written.assumeIsolated().whenComplete { _ in context.close(promise: nil) } }
+            case .sendAfter(let delay, let text):
+                context.eventLoop.assumeIsolated().scheduleTask(in: delay) {
+                    context.writeAndFlush(self.wrapOutboundOut(context.channel.allocator.buffer(string: text)), promise: nil)
+                }
+            case .closeWithoutAnswer:
+                context.close(promise: nil)
+                return
+            case .silence:
+                break
+            }
+        }
+    }
+
+    private func takeRequest() -> ScriptedRequest? {
+        let separator: [UInt8] = Array("\r\n\r\n".utf8)
+        guard let end = pending.indices.first(where: { pending[$0...].starts(with: separator) }) else { return nil }
+        let head = String(decoding: pending[..<end], as: UTF8.self)
+        let length =
+            head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-length:") }
+            .flatMap { Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) } ?? 0
+        let bodyStart = end + separator.count
+        guard pending.count >= bodyStart + length else { return nil }
+        let body = Array(pending[bodyStart..<bodyStart + length])
+        pending.removeFirst(bodyStart + length)
+        return ScriptedRequest(connection: connection, index: served, head: head, body: body)
+    }
+}
+
+private let ok = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+
+/// Sends a POST with a small JSON body through `pool`.
+private func post(
+    _ pool: PusherHTTPConnectionPool, _ endpoint: PusherHTTPEndpoint, timeout: Duration = .seconds(5 * testTimeScale)
+) async throws(PusherHTTPError) -> PusherHTTPResponse {
+    try await pool.execute(
+        PusherHTTPRequest(method: .POST, target: "/apps/3/batch_events?x=1", body: #"{"é":1}"#), to: endpoint, timeout: timeout)
+}
+
+/// Runs `body` with a pool of this test only, shut down afterwards.
+private func withPool<T>(
+    maximumConnectionsPerHost: Int = 4, _ body: (PusherHTTPConnectionPool) async throws -> T
+) async throws -> T {
+    let pool = PusherHTTPConnectionPool(maximumConnectionsPerHost: maximumConnectionsPerHost)
+    do {
+        let result = try await body(pool)
+        await pool.shutdown()
+        return result
+    } catch {
+        await pool.shutdown()
+        throw error
+    }
+}
+
+/// The failure's message, for `#expect(… .contains(…))`.
+private func failure(_ operation: () async throws(PusherHTTPError) -> PusherHTTPResponse) async -> String {
+    do {
+        let response = try await operation()
+        return "no error: \(response.status) \(response.text)"
+    } catch {
+        #expect(error.isRetryable)
+        return error.message
+    }
+}
+
+/// ``PusherHTTPConnectionPool`` against a scripted server on a real socket (issue 16).
+@Suite(.timeLimit(.minutes(1))) struct HTTPConnectionPoolTests {
+    @Test func sequentialRequestsReuseOneKeepAliveConnection() async throws {
+        try await ScriptedHTTPServer.with({ _ in .send(ok) }) { server, endpoint async throws in
+            try await withPool { pool async throws in
+                for _ in 0..<200 {
+                    let response = try await post(pool, endpoint)
+                    #expect(response.status == 200 && response.text == "ok")
+                }
+            }
+            #expect(server.connections == 1)
+            #expect(server.requests.count == 200)
+            let first = try #require(server.requests.first)
+            let lines = first.head.split(separator: "\r\n").map { $0.lowercased() }
+            #expect(lines.first == "post /apps/3/batch_events?x=1 http/1.1")
+            #expect(lines.contains("host: 127.0.0.1:\(endpoint.port)"))
+            #expect(lines.contains("content-type: application/json"))
+            #expect(lines.contains("content-length: \(#"{"é":1}"#.utf8.count)"))
+            #expect(!lines.contains { $0.hasPrefix("connection:") })
+            #expect(first.body == Array(#"{"é":1}"#.utf8))
+        }
+    }
+
+    @Test func concurrentRequestsOpenAtMostTheLimitAndAllComplete() async throws {
+        try await ScriptedHTTPServer.with({ _ in .sendAfter(.milliseconds(20), ok) }) { server, endpoint async throws in
+            try await withPool(maximumConnectionsPerHost: 3) { pool async throws in
+                try await withThrowingTaskGroup(of: Int.self) { group in
+                    for _ in 0..<40 { group.addTask { try await post(pool, endpoint).status } }
+                    var statuses: [Int] = []
+                    for try await status in group { statuses.append(status) }
+                    #expect(statuses == Array(repeating: 200, count: 40))
+                }
+            }
+            #expect(server.connections <= 3)
+            #expect(server.connections >= 2)
+        }
+    }
+
+    @Test(arguments: [
+        "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok",
+        "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok",
+    ])
+    func connectionCloseOrHTTP10ReplyMeansANewConnectionForTheNextRequest(reply: String) async throws {
+        try await ScriptedHTTPServer.with({ _ in .send(reply) }) { server, endpoint async throws in
+            try await withPool { pool async throws in
+                #expect(try await post(pool, endpoint).text == "ok")
+                #expect(try await post(pool, endpoint).text == "ok")
+            }
+            #expect(server.connections == 2)
+            #expect(server.requests.map(\.index) == [0, 0])
+        }
+    }
+
+    @Test func anIdleConnectionTheServerClosedIsNotHandedOut() async throws {
+        try await ScriptedHTTPServer.with({ _ in .send(ok, close: true) }) { server, endpoint async throws in
+            try await withPool { pool async throws in
+                #expect(try await post(pool, endpoint).text == "ok")
+                // Wait until the server's close has reached the client (the pool sees it as inactive).
+                for _ in 0..<200 where server.closedConnections < 1 { try await Task.sleep(for: .milliseconds(5)) }
+                try await Task.sleep(for: .milliseconds(50))
+                #expect(try await post(pool, endpoint).text == "ok")
+            }
+            #expect(server.connections == 2)
+            #expect(server.requests.map(\.index) == [0, 0])
+        }
+    }
+
+    @Test func anIdleConnectionIsClosedAfterTheIdleTimeout() async throws {
+        try await ScriptedHTTPServer.with({ _ in .send(ok) }) { server, endpoint async throws in
+            let pool = PusherHTTPConnectionPool(maximumConnectionsPerHost: 2, idleTimeout: .milliseconds(100))
+            #expect(try await post(pool, endpoint).text == "ok")
+            for _ in 0..<400 where server.closedConnections < 1 { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(server.closedConnections == 1)
+            #expect(try await post(pool, endpoint).text == "ok")
+            await pool.shutdown()
+            #expect(server.connections == 2)
+        }
+    }
+
+    @Test func aReusedConnectionClosedAsTheRequestWentOutIsRetriedOnceOnAFreshOne() async throws {
+        // The second request on connection 0 is read and the connection closed without an answer.
+        let script: @Sendable (ScriptedRequest) -> ScriptedReply = { request in
+            request.connection == 0 && request.index == 1 ? .closeWithoutAnswer : .send(ok)
+        }
+        try await ScriptedHTTPServer.with(script) { server, endpoint async throws in
+            try await withPool { pool async throws in
+                #expect(try await post(pool, endpoint).text == "ok")
+                #expect(try await post(pool, endpoint).text == "ok")
+            }
+            #expect(server.connections == 2)
+            #expect(server.requests.map { [$0.connection, $0.index] } == [[0, 0], [0, 1], [1, 0]])
+        }
+    }
+
+    @Test func aFreshConnectionClosedWithoutAnswerIsNotRetried() async throws {
+        try await ScriptedHTTPServer.with({ _ in .closeWithoutAnswer }) { server, endpoint async throws in
+            let message = try await withPool { pool in await failure { () async throws(PusherHTTPError) in try await post(pool, endpoint) }
+            }
+            #expect(message == "HTTP request failed: the server closed the connection before answering")
+            #expect(server.connections == 1)
+        }
+    }
+
+    @Test func chunkedBodiesAreReassembledAndTheConnectionKept() async throws {
+        let chunked = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"
+        try await ScriptedHTTPServer.with({ _ in .send(chunked) }) { server, endpoint async throws in
+            try await withPool { pool async throws in
+                #expect(try await post(pool, endpoint).text == "hello world")
+                #expect(try await post(pool, endpoint).text == "hello world")
+            }
+            #expect(server.connections == 1)
+        }
+    }
+
+    @Test func aBodyOfExactly1MiBIsReadAndOneByteMoreFails() async throws {
+        let limit = 1 << 20
+        let script: @Sendable (ScriptedRequest) -> ScriptedReply = { request in
+            let size = request.connection == 0 ? limit : limit + 1
+            return .send("HTTP/1.1 200 OK\r\nContent-Length: \(size)\r\n\r\n" + String(repeating: "x", count: size))
+        }
+        try await ScriptedHTTPServer.with(script) { server, endpoint async throws in
+            try await withPool { pool async throws in
+                #expect(try await post(pool, endpoint).body.readableBytes == limit)
+                // The next request must use a new connection, so the first is closed from here.
+                await pool.shutdown()
+                let message = await failure { () async throws(PusherHTTPError) in try await post(pool, endpoint) }
+                #expect(message == "HTTP request failed: response body over 1 MiB")
+            }
+            #expect(server.connections == 2)
+        }
+    }
+
+    @Test(arguments: [
+        "HTTP/1.1 abc OK\r\n\r\n", "hello\r\n\r\n", "HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n",
+        // Found by the http-response fuzz target: the parser takes a two-digit status.
+        "HTTP/1.1 020 OK\r\nContent-Length: 0\r\n\r\n",
+    ])
+    func aMalformedReplyFailsClearly(reply: String) async throws {
+        try await ScriptedHTTPServer.with({ _ in .send(reply) }) { _, endpoint in
+            let message = try await withPool { pool in await failure { () async throws(PusherHTTPError) in try await post(pool, endpoint) }
+            }
+            #expect(message.hasPrefix("HTTP request failed: malformed HTTP response: "))
+        }
+    }
+
+    @Test func aServerThatNeverAnswersTimesOutAndTheConnectionIsClosed() async throws {
+        try await ScriptedHTTPServer.with({ _ in .silence }) { server, endpoint async throws in
+            let start = ContinuousClock.now
+            let message = try await withPool { pool async throws in
+                await failure { () async throws(PusherHTTPError) in try await post(pool, endpoint, timeout: .milliseconds(300)) }
+            }
+            let elapsed = ContinuousClock.now - start
+            #expect(message == "HTTP request failed: no response within 300 ms")
+            #expect(elapsed >= .milliseconds(290) && elapsed < .seconds(3 * testTimeScale))
+            for _ in 0..<200 where server.closedConnections < 1 { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(server.closedConnections == 1)
+        }
+    }
+
+    @Test func aRequestWaitingForAFullPoolTimesOutAndTheNextGetsTheFreedSlot() async throws {
+        let script: @Sendable (ScriptedRequest) -> ScriptedReply = { request in request.connection == 0 ? .silence : .send(ok) }
+        try await ScriptedHTTPServer.with(script) { server, endpoint async throws in
+            try await withPool(maximumConnectionsPerHost: 1) { pool async throws in
+                async let stuck = failure { () async throws(PusherHTTPError) in try await post(pool, endpoint, timeout: .milliseconds(400))
+                }
+                try await Task.sleep(for: .milliseconds(100))
+                let waiting = await failure { () async throws(PusherHTTPError) in
+                    try await post(pool, endpoint, timeout: .milliseconds(100))
+                }
+                #expect(waiting == "HTTP request failed: no connection to \(endpoint) free within 100 ms")
+                #expect(await stuck == "HTTP request failed: no response within 400 ms")
+                #expect(try await post(pool, endpoint).text == "ok")
+            }
+            #expect(server.connections == 2)
+        }
+    }
+
+    @Test func aCancelledRequestEndsAtOnceAndClosesItsConnection() async throws {
+        try await ScriptedHTTPServer.with({ _ in .silence }) { server, endpoint async throws in
+            try await withPool { pool async throws in
+                let start = ContinuousClock.now
+                let request = Task {
+                    await failure { () async throws(PusherHTTPError) in try await post(pool, endpoint, timeout: .seconds(30)) }
+                }
+                for _ in 0..<400 where server.requests.isEmpty { try await Task.sleep(for: .milliseconds(5)) }
+                request.cancel()
+                #expect(await request.value == "HTTP request failed: the request was cancelled")
+                #expect(ContinuousClock.now - start < .seconds(5 * testTimeScale))
+            }
+            for _ in 0..<400 where server.closedConnections < 1 { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(server.closedConnections == 1)
+        }
+    }
+
+    @Test func aRequestWaitingForAFullPoolEndsAtOnceWhenCancelled() async throws {
+        let script: @Sendable (ScriptedRequest) -> ScriptedReply = { request in request.connection == 0 ? .silence : .send(ok) }
+        try await ScriptedHTTPServer.with(script) { server, endpoint async throws in
+            try await withPool(maximumConnectionsPerHost: 1) { pool async throws in
+                async let stuck = failure { () async throws(PusherHTTPError) in try await post(pool, endpoint, timeout: .seconds(2)) }
+                for _ in 0..<400 where server.requests.isEmpty { try await Task.sleep(for: .milliseconds(5)) }
+                let start = ContinuousClock.now
+                let waiting = Task {
+                    await failure { () async throws(PusherHTTPError) in try await post(pool, endpoint, timeout: .seconds(30)) }
+                }
+                try await Task.sleep(for: .milliseconds(50))
+                waiting.cancel()
+                #expect(await waiting.value == "HTTP request failed: the request was cancelled")
+                #expect(ContinuousClock.now - start < .seconds(1 * testTimeScale))
+                #expect(await stuck == "HTTP request failed: no response within 2 s")
+                #expect(try await post(pool, endpoint).text == "ok")
+            }
+            #expect(server.connections == 2)
+        }
+    }
+
+    @Test(arguments: [
+        ("https://auth.example.com/pusher/auth", "auth.example.com", 443, true, "/pusher/auth"),
+        ("http://127.0.0.1:8080/a?b=c#frag", "127.0.0.1", 8080, false, "/a?b=c"),
+        ("HTTP://host", "host", 80, false, "/"),
+        ("http://host?x=1", "host", 80, false, "/?x=1"),
+        ("https://[::1]:9443/auth", "::1", 9443, true, "/auth"),
+    ])
+    func authEndpointURLsSplitIntoEndpointAndTarget(url: String, host: String, port: Int, secure: Bool, target: String) throws {
+        let split = try #require(PusherHTTPEndpoint.split(url: url))
+        #expect(split.endpoint == PusherHTTPEndpoint(host: host, port: port, secure: secure))
+        #expect(split.target == target)
+        #expect(split.endpoint.hostHeader == (host.contains(":") ? "[\(host)]" : host) + (port == (secure ? 443 : 80) ? "" : ":\(port)"))
+    }
+
+    @Test(arguments: [
+        "ftp://host/x", "host/x", "http://", "http://:80/x", "http://host:0/", "http://host:65536/", "http://host:x/",
+        "http://user:pw@host/", "http://[::1/", "http://[::1]x/",
+    ])
+    func badAuthEndpointURLsAreRefused(url: String) {
+        #expect(PusherHTTPEndpoint.split(url: url) == nil)
+    }
+
+    @Test func aServerThatNeverCompletesTheTLSHandshakeTimesOut() async throws {
+        try await ScriptedHTTPServer.with({ _ in .silence }) { server, plain async throws in
+            let endpoint = PusherHTTPEndpoint(host: plain.host, port: plain.port, secure: true)
+            let message = try await withPool { pool async throws in
+                await failure { () async throws(PusherHTTPError) in try await post(pool, endpoint, timeout: .milliseconds(300)) }
+            }
+            #expect(message == "HTTP request failed: no TLS handshake with 127.0.0.1 within 300 ms")
+            #expect(server.requests.isEmpty)
+            for _ in 0..<400 where server.closedConnections < 1 { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(server.closedConnections == 1)
+        }
+    }
+
+    @Test func aRefusedConnectionSaysSo() async throws {
+        // A port that was just listening and is now closed.
+        let port = try await ScriptedHTTPServer.with({ _ in .silence }) { _, endpoint in endpoint.port }
+        let endpoint = PusherHTTPEndpoint(host: "127.0.0.1", port: port, secure: false)
+        let message = try await withPool { pool in await failure { () async throws(PusherHTTPError) in try await post(pool, endpoint) } }
+        #expect(message == "HTTP request failed: connection refused to 127.0.0.1:\(port)")
+    }
+
+    @Test func httpsTrustsTheCAFileAndRefusesAnotherCA() async throws {
+        let certificates = try await TestCertificates.make()
+        let otherCertificates = try await TestCertificates.make()
+        defer {
+            certificates.remove()
+            otherCertificates.remove()
+        }
+        var configuration = PusherLocalConfiguration(port: 0)
+        configuration.tls = try PusherLocalTLS.load(certificateFile: certificates.certificateFile, keyFile: certificates.keyFile)
+        try await PusherLocalServer.withRunning(configuration, logger: PusherLocalIntegrationTests.quiet("pusher-local")) { local in
+            try await withPool { pool async throws in
+                for host in ["localhost", "127.0.0.1"] {
+                    let api = PusherHTTPClient(
+                        appID: local.app.id, key: local.app.key, secret: local.app.secret, host: .host(host, port: local.port),
+                        caFile: certificates.caFile, timeout: .seconds(5 * testTimeScale), connectionPool: pool)
+                    try await api.trigger(channels: ["news"], event: "update", data: "over https")
+                    try await api.trigger(channels: ["news"], event: "update", data: "again")
+                }
+                let untrusted = PusherHTTPClient(
+                    appID: local.app.id, key: local.app.key, secret: local.app.secret, host: .host("localhost", port: local.port),
+                    caFile: otherCertificates.caFile, timeout: .seconds(5 * testTimeScale), connectionPool: pool)
+                let error = await #expect(throws: PusherHTTPError.self) {
+                    try await untrusted.trigger(channels: ["news"], event: "update", data: "untrusted")
+                }
+                #expect(error?.message.hasPrefix("HTTP request failed: TLS handshake with localhost failed: ") == true)
+                let missing = PusherHTTPClient(
+                    appID: local.app.id, key: local.app.key, secret: local.app.secret, host: .host("localhost", port: local.port),
+                    caFile: "/nonexistent/ca.pem", timeout: .seconds(5 * testTimeScale), connectionPool: pool)
+                let setup = await #expect(throws: PusherHTTPError.self) {
+                    try await missing.trigger(channels: ["news"], event: "update", data: "no CA")
+                }
+                #expect(setup?.message.hasPrefix("HTTP request failed: TLS set-up failed (CA file /nonexistent/ca.pem)") == true)
+            }
+        }
+    }
+}
