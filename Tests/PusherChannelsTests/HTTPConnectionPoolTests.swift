@@ -9,6 +9,10 @@ import Testing
 
 @testable import PusherChannels
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// What the scripted HTTP server does with one request.
 enum ScriptedReply: Sendable {
     /// Writes these bytes; closes the connection afterwards when `close`.
@@ -423,11 +427,14 @@ private func failure(_ operation: () async throws(PusherHTTPError) -> PusherHTTP
     }
 
     @Test func aRefusedConnectionSaysSo() async throws {
-        // A port that was just listening and is now closed.
-        let port = try await ScriptedHTTPServer.with({ _ in .silence }) { _, endpoint in endpoint.port }
-        let endpoint = PusherHTTPEndpoint(host: "127.0.0.1", port: port, secure: false)
+        // A port bound but not listening, and held while the test runs: connecting is refused, and
+        // no test running beside this one can be given the port (a port that was listening and is
+        // closed again can be, and then the connection reaches that test's server).
+        let socket = try BoundPort()
+        defer { socket.close() }
+        let endpoint = PusherHTTPEndpoint(host: "127.0.0.1", port: socket.port, secure: false)
         let message = try await withPool { pool in await failure { () async throws(PusherHTTPError) in try await post(pool, endpoint) } }
-        #expect(message == "HTTP request failed: connection refused to 127.0.0.1:\(port)")
+        #expect(message == "HTTP request failed: connection refused to 127.0.0.1:\(socket.port)")
     }
 
     @Test func httpsTrustsTheCAFileAndRefusesAnotherCA() async throws {
@@ -466,3 +473,29 @@ private func failure(_ operation: () async throws(PusherHTTPError) -> PusherHTTP
         }
     }
 }
+
+/// A TCP socket bound to a free loopback port without listening: connections to it are refused.
+private struct BoundPort {
+    let descriptor: Int32
+    let port: Int
+
+    init() throws {
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
+                Glibc.bind(socket, address, length) == 0 && getsockname(socket, address, &length) == 0
+            }
+        }
+        guard socket >= 0, bound else { throw BoundPortError() }
+        descriptor = socket
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    func close() { _ = Glibc.close(descriptor) }
+}
+
+private struct BoundPortError: Error {}
