@@ -110,7 +110,7 @@ public struct PusherHTTPClient: Sendable {
             ("socket_id", socketID.map(JSONText.quoted)),
             ("info", info.isEmpty ? nil : JSONText.quoted(info.joined(separator: ","))),
         ])
-        return try await send(method: .POST, path: "/apps/\(appID)/events", body: body)
+        return try await send(method: .POST, path: "/apps/\(appID)/events", body: Array(body.utf8))
     }
 
     /// `POST /apps/ID/batch_events`: up to 10 events in one request.
@@ -127,7 +127,16 @@ public struct PusherHTTPClient: Sendable {
             }
             prepared.append(event)
         }
-        let body = #"{"batch":["# + prepared.map(\.json).joined(separator: ",") + "]}"
+        // Written once into bytes (JSONString copies the unescaped runs whole): the body is then
+        // hashed for the signature and sent without another copy into a String first.
+        var body: [UInt8] = []
+        body.reserveCapacity(prepared.reduce(16) { $0 + $1.data.utf8.count + $1.channel.utf8.count + $1.name.utf8.count + 64 })
+        body.append(contentsOf: #"{"batch":["#.utf8)
+        for (index, event) in prepared.enumerated() {
+            if index > 0 { body.append(UInt8(ascii: ",")) }
+            event.appendJSON(to: &body)
+        }
+        body.append(contentsOf: "]}".utf8)
         return try await send(method: .POST, path: "/apps/\(appID)/batch_events", body: body)
     }
 
@@ -212,19 +221,18 @@ public struct PusherHTTPClient: Sendable {
         method: HTTPMethod,
         path: String,
         params: [(String, String)] = [],
-        body: String? = nil
+        body: [UInt8]? = nil
     ) async throws(PusherHTTPError) -> String {
-        let bodyBytes = body.map { Array($0.utf8) }
         let signed = signature.signedParameters(
             method: method.rawValue,
             path: path,
             params: params,
-            body: bodyBytes,
+            body: body,
             timestamp: Int(Date().timeIntervalSince1970)
         )
         let query = signed.map { PusherAuthRequest.formEncode($0.0) + "=" + PusherAuthRequest.formEncode($0.1) }
             .joined(separator: "&")
-        let request = PusherHTTPRequest(method: method, target: path + "?" + query, body: body)
+        let request = PusherHTTPRequest(method: method, target: path + "?" + query, body: body.map { String(decoding: $0, as: UTF8.self) })
         let status: Int
         let text: String
         do {
@@ -266,13 +274,29 @@ public struct PusherBatchEvent: Sendable, Hashable {
     }
 
     var json: String {
-        JSONText.object([
-            ("channel", JSONText.quoted(channel)),
-            ("name", JSONText.quoted(name)),
-            ("data", JSONText.quoted(data)),
-            ("socket_id", socketID.map(JSONText.quoted)),
-            ("info", info.isEmpty ? nil : JSONText.quoted(info.joined(separator: ","))),
-        ])
+        var bytes: [UInt8] = []
+        appendJSON(to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends the event as a `batch_events` member: `{"channel":…,"name":…,"data":…}` with
+    /// `socket_id` and `info` when set.
+    func appendJSON(to output: inout [UInt8]) {
+        output.append(contentsOf: #"{"channel":"#.utf8)
+        JSONString.append(channel, to: &output)
+        output.append(contentsOf: #","name":"#.utf8)
+        JSONString.append(name, to: &output)
+        output.append(contentsOf: #","data":"#.utf8)
+        JSONString.append(data, to: &output)
+        if let socketID {
+            output.append(contentsOf: #","socket_id":"#.utf8)
+            JSONString.append(socketID, to: &output)
+        }
+        if !info.isEmpty {
+            output.append(contentsOf: #","info":"#.utf8)
+            JSONString.append(info.joined(separator: ","), to: &output)
+        }
+        output.append(UInt8(ascii: "}"))
     }
 }
 

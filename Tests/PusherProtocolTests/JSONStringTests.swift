@@ -13,6 +13,40 @@ import Testing
         #expect(String(decoding: bytes, as: UTF8.self) == quoted)
     }
 
+    /// The escaped runs are copied whole: escapes at the start, the end and side by side, a
+    /// substring, and output that already holds bytes all give what a byte-by-byte escape gives.
+    @Test func runsAndEscapesAppendLikeAByteByByteEscape() {
+        var generator = SystemRandomNumberGenerator()
+        let alphabet: [Character] = ["a", "b", "\"", "\\", "\n", "\u{1}", "é", "☃", " ", "/"]
+        var cases = ["\"", "\"\"", "\"abc", "abc\"", "a\"\\\nb", String(repeating: "x", count: 9000) + "\""]
+        for _ in 0..<200 {
+            cases.append(String((0..<Int.random(in: 0...40, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! }))
+        }
+        for text in cases {
+            var bytes: [UInt8] = Array("prefix".utf8)
+            JSONString.append(text, to: &bytes)
+            #expect(bytes == Array("prefix".utf8) + reference(text), "\(text.debugDescription)")
+            var fromSubstring: [UInt8] = []
+            JSONString.append(("<" + text + ">").dropFirst().dropLast(), to: &fromSubstring)
+            #expect(fromSubstring == reference(text))
+        }
+    }
+
+    private func reference(_ text: String) -> [UInt8] {
+        var out: [UInt8] = [UInt8(ascii: "\"")]
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"): out += [UInt8(ascii: "\\"), byte]
+            case 0x0A: out += Array("\\n".utf8)
+            case 0x0D: out += Array("\\r".utf8)
+            case 0x09: out += Array("\\t".utf8)
+            case 0..<0x20: out += Array(String(format: "\\u%04x", Int(byte)).utf8)
+            default: out.append(byte)
+            }
+        }
+        return out + [UInt8(ascii: "\"")]
+    }
+
     @Test func escapesExactly() {
         #expect(JSONString.quoted("a\"b\\c\n\u{1}") == #""a\"b\\c\n\u0001""#)
         #expect(JSONString.quoted("é/") == "\"é/\"")

@@ -58,10 +58,15 @@ public struct InboundMQTTFilter<Instant: InstantProtocol>: Sendable where Instan
         loopGuard.recordPublish(digest, now: now)
     }
 
-    /// A subscription delivered a message with this digest and QoS.
-    public mutating func received(_ digest: MessageDigest, qos: Int, now: Instant) -> Verdict {
+    /// A subscription delivered a message with this digest and QoS. The digest (a SHA-256 over the
+    /// payload) is computed only when needed: for an echo check, or for a QoS ≥ 1 message, the
+    /// only kind a broker redelivers — a QoS 0 message is neither checked nor remembered.
+    public mutating func received(_ digest: @autoclosure () -> MessageDigest, qos: Int, now: Instant) -> Verdict {
+        guard guardsAgainstEchoes || qos != 0 else { return .new }
+        let digest = digest()
         if guardsAgainstEchoes, loopGuard.isOwnEcho(digest, now: now) { return .echo }
-        if let until = redeliveryCheckUntil, qos != 0 {
+        guard qos != 0 else { return .new }
+        if let until = redeliveryCheckUntil {
             if now < until, duplicates.isRedelivery(digest, now: now) { return .redelivery }
             // The broker resends unacknowledged messages before anything new: the first one that
             // is not a redelivery ends the check.

@@ -174,6 +174,26 @@ struct InboundMQTTFilterTests {
         unguarded.publishing(digest, now: t0)
         #expect(unguarded.received(digest, qos: 0, now: t0) == .new)
     }
+
+    /// A broker redelivers only QoS ≥ 1 messages: a QoS 0 one is not remembered (the same content
+    /// at QoS 1 after a reconnect is new), and without the echo guard its digest is never computed.
+    @Test func qos0MessagesAreNeitherHashedNorRemembered() {
+        var filter = InboundMQTTFilter<TestInstant>(guardsAgainstEchoes: false)
+        filter.connected(now: t0)
+        var hashed = 0
+        let counted = { () -> MessageDigest in
+            hashed += 1
+            return digest
+        }
+        #expect(filter.received(counted(), qos: 0, now: t0) == .new)
+        #expect(hashed == 0)
+        filter.connected(now: t0.advanced(by: .seconds(1)))
+        #expect(filter.received(counted(), qos: 1, now: t0.advanced(by: .seconds(1))) == .new)
+        #expect(hashed == 1)
+        // The QoS 1 one is remembered: seen again right after the next connect, it is a redelivery.
+        filter.connected(now: t0.advanced(by: .seconds(2)))
+        #expect(filter.received(counted(), qos: 1, now: t0.advanced(by: .seconds(2))) == .redelivery)
+    }
 }
 
 @Suite("RateLimitedLog")
