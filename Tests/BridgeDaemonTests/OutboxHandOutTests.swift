@@ -44,6 +44,24 @@ import Testing
         #expect(entries.map(\.item) == (0..<count).map(Self.item))
     }
 
+    /// Large messages are remembered only up to the byte limit: a backlog of them is not held twice.
+    @Test func largeItemsAreRememberedOnlyUpToTheByteLimit() async throws {
+        let large = { (n: Int) in
+            OutgoingMQTT(
+                publish: MQTTPublish(
+                    rule: "r", topic: "t/\(n)", payload: [UInt8](repeating: UInt8(n % 251), count: 8_192), qos: 1, retain: false),
+                receivedAtMillis: Int64(n))
+        }
+        let outbox = try Self.outbox(maxMessages: 100, overflow: .dropOldest)
+        _ = outbox.append(contentsOf: (0..<100).map(large))
+        #expect(outbox.rememberedBytes > 0)
+        #expect(outbox.rememberedBytes <= Outbox<OutgoingMQTT>.freshByteLimit)
+        #expect(outbox.rememberedBytes < 100 * 8_192 / 2)
+        let entries = await outbox.next(max: 100)
+        #expect(entries.map(\.item) == (0..<100).map(large))
+        #expect(outbox.rememberedBytes == 0)
+    }
+
     @Test func aBatchOfAcknowledgementsEmptiesTheOutboxAndReportsWhatWasStillPending() async throws {
         let outbox = try Self.outbox(maxMessages: 3, overflow: .dropOldest)
         for n in 0..<3 { outbox.append(Self.item(n)) }

@@ -69,15 +69,19 @@ final class Outbox<Item: OutboxItem>: Sendable {
         var roomWaiter: (ticket: UInt64, messages: Int, bytes: Int, continuation: CheckedContinuation<Void, Never>)?
         /// Items appended by this process and not handed out yet, oldest first, with their
         /// sequences: ``next(max:)`` takes them as they are instead of decoding their records
-        /// again. At most ``freshLimit``: under a backlog the records are decoded.
-        var fresh: Deque<OutboxEntry<Item>> = []
+        /// again. At most ``freshLimit`` items and ``freshByteLimit`` bytes of their records: under a
+        /// backlog the records are decoded (and the backlog is not held twice).
+        var fresh: Deque<(entry: OutboxEntry<Item>, bytes: Int)> = []
+        /// The records' sizes of the items in ``fresh``, added up.
+        var freshBytes = 0
 
-        /// Remembers an appended item (when there is room) for the hand-out.
-        mutating func appended(_ item: Item, _ admission: BacklogAdmission) {
-            guard fresh.count < Outbox.freshLimit else { return }
+        /// Remembers an appended item whose record is `bytes` long (when there is room) for the hand-out.
+        mutating func appended(_ item: Item, bytes: Int, _ admission: BacklogAdmission) {
+            guard fresh.count < Outbox.freshLimit, freshBytes + bytes <= Outbox.freshByteLimit else { return }
             switch admission {
             case .stored(let sequence), .storedDroppingOldest(let sequence, _):
-                fresh.append(OutboxEntry(sequence: sequence, item: item))
+                fresh.append((OutboxEntry(sequence: sequence, item: item), bytes))
+                freshBytes += bytes
             case .droppedNewest, .droppedOversize:
                 break
             }
@@ -86,9 +90,10 @@ final class Outbox<Item: OutboxItem>: Sendable {
         /// The item stored under `sequence`, if it was appended by this process and remembered
         /// (older remembered items, dropped by the overflow policy meanwhile, are forgotten).
         mutating func freshItem(_ sequence: UInt64) -> Item? {
-            while let first = fresh.first, first.sequence < sequence { fresh.removeFirst() }
-            guard let first = fresh.first, first.sequence == sequence else { return nil }
-            return fresh.removeFirst().item
+            while let first = fresh.first, first.entry.sequence < sequence { freshBytes -= fresh.removeFirst().bytes }
+            guard let first = fresh.first, first.entry.sequence == sequence else { return nil }
+            freshBytes -= first.bytes
+            return fresh.removeFirst().entry.item
         }
 
         /// The producer to wake when the room it waits for is there now (taken out of the state).
@@ -108,6 +113,9 @@ final class Outbox<Item: OutboxItem>: Sendable {
 
     /// The most items kept for the hand-out besides their records (``State/fresh``).
     static var freshLimit: Int { 1024 }
+    /// The most bytes (of their records) kept for the hand-out besides the records: 1,024 items of
+    /// 8 KB would be a second copy of 8 MiB of a backlog (BENCHMARKS.md "Memory").
+    static var freshByteLimit: Int { 256 * 1024 }
 
     let name: String
     /// The overflow policy in force (``waitForRoom(messages:bytes:)`` is for `backpressure`).
@@ -148,6 +156,8 @@ final class Outbox<Item: OutboxItem>: Sendable {
     /// True while the spool cannot write and new messages wait in memory only
     /// (`pusher_mqtt_bridge_spool_degraded`, docs/contract.md §7.6).
     var spoolDegraded: Bool { state.withLock { $0.backlog.isSpoolDegraded } }
+    /// The bytes of the records whose items are kept for the hand-out (at most ``freshByteLimit``).
+    var rememberedBytes: Int { state.withLock { $0.freshBytes } }
     /// Messages held in memory only while the spool is degraded (a crash loses them).
     var memoryOnly: Int { state.withLock { $0.backlog.isPersistent ? $0.backlog.memoryOnlyCount : 0 } }
 
@@ -157,8 +167,10 @@ final class Outbox<Item: OutboxItem>: Sendable {
         var admission = OutboxAdmission()
         let waiter: CheckedContinuation<Void, Never>? = state.withLock { state in
             do {
-                let stored = try state.backlog.enqueue(item.encoded())
-                state.appended(item, stored)
+                let record = item.encoded()
+                let bytes = record.count
+                let stored = try state.backlog.enqueue(record)
+                state.appended(item, bytes: bytes, stored)
                 admission = OutboxAdmission(stored)
             } catch {
                 admission.spoolFailed = true
@@ -178,8 +190,11 @@ final class Outbox<Item: OutboxItem>: Sendable {
         var admissions: [OutboxAdmission] = []
         let waiter: CheckedContinuation<Void, Never>? = state.withLock { state in
             do {
-                let stored = try state.backlog.enqueue(contentsOf: items.map { $0.encoded() })
-                for (item, admission) in zip(items, stored) { state.appended(item, admission) }
+                let records = items.map { $0.encoded() }
+                let stored = try state.backlog.enqueue(contentsOf: records)
+                for ((item, record), admission) in zip(zip(items, records), stored) {
+                    state.appended(item, bytes: record.count, admission)
+                }
                 admissions = stored.map(OutboxAdmission.init)
             } catch {
                 logger.error(
