@@ -113,8 +113,7 @@ final class Outbox<Item: OutboxItem>: Sendable {
 
     /// The most items kept for the hand-out besides their records (``State/fresh``).
     static var freshLimit: Int { 1024 }
-    /// The most bytes (of their records) kept for the hand-out besides the records: 1,024 items of
-    /// 8 KB would be a second copy of 8 MiB of a backlog (BENCHMARKS.md "Memory").
+    /// The most record bytes kept so (1,024 8 KB items were a second 8 MiB of a backlog: BENCHMARKS.md "Memory").
     static var freshByteLimit: Int { 256 * 1024 }
 
     let name: String
