@@ -167,7 +167,10 @@ enum PusherTargets {
 
     static func checkCounts(_ info: PusherChannelInfo) {
         guard let fields = try? JSONScanner.object(info.json) else { return }
-        if let count = info.userCount, fields["user_count"]?.stringOrNumber != String(count) {
+        // The count is the JSON number's value: its text, or `-0` (a valid JSON number) for 0.
+        if let count = info.userCount, let text = fields["user_count"]?.stringOrNumber,
+            text != String(count) && !(count == 0 && text == "-0")
+        {
             violated("user_count \(count) is not what \(info.json) says")
         }
     }
