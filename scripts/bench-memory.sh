@@ -10,7 +10,9 @@
 #   DAEMON_ENV="MALLOC_ARENA_MAX=2"   environment for the daemon (space-separated KEY=VALUE)
 #   TRIM_PROBE=1  after each drain, RSS again after malloc_trim(0) called in the daemon through gdb
 #   STATIC=1      the static build `make deb` ships (--static-swift-stdlib, in DEB_SCRATCH, default
-#                 .build-deb) instead of the dynamic one; results in Benchmarks/results/memory/static/
+#                 .build-deb, scripts/static-build-flags.sh) instead of the dynamic one; results in
+#                 Benchmarks/results/memory/static/, with resident-code.md: the binary's resident pages
+#                 by module (Benchmarks/memory/resident_code.py, as root)
 #   QUICK=1       1 run of 8 MiB per cell: checks the harness (results go to
 #                 Benchmarks/results/memory/quick/)
 #
@@ -31,7 +33,9 @@ scripts/setup.sh
 echo "bench-memory: building release binaries ..." >&2
 if [[ "${STATIC:-0}" == 1 ]]; then
     # The build `make deb` ships: the Swift runtime linked in (its own scratch folder, DEB_SCRATCH).
-    static=(-c release --static-swift-stdlib --scratch-path "${DEB_SCRATCH:-.build-deb}")
+    # shellcheck source=scripts/static-build-flags.sh
+    . scripts/static-build-flags.sh
+    static=("${static_build_flags[@]}" --scratch-path "${DEB_SCRATCH:-.build-deb}")
     for product in pusher-local pusher-mqtt-bridge; do
         swift build "${static[@]}" -j 2 --product "$product" >&2
     done
@@ -50,4 +54,13 @@ for kv in $DAEMON_ENV; do args+=(--env "$kv"); done
 [[ "$QUICK" == 1 ]] && args+=(--quick)
 [[ "${STATIC:-0}" == 1 && "$QUICK" != 1 ]] && args+=(--out Benchmarks/results/memory/static)
 # Bounded: QUICK ~2 min, full ~10 min; past 40 min something hangs.
-exec timeout --signal=TERM --kill-after=30 2400 .venv/bin/python Benchmarks/memory/bench_memory.py "${args[@]}"
+timeout --signal=TERM --kill-after=30 2400 .venv/bin/python Benchmarks/memory/bench_memory.py "${args[@]}"
+# The static build's resident code by module (reading /proc/PID/pagemap needs root).
+if [[ "${STATIC:-0}" == 1 && "$QUICK" != 1 ]]; then
+    if [[ $(id -u) == 0 ]]; then
+        timeout --signal=TERM --kill-after=30 600 .venv/bin/python Benchmarks/memory/resident_code.py \
+            --bin-dir "$BIN_DIR" --runs "$RUNS" --out Benchmarks/results/memory/static
+    else
+        echo "bench-memory: not root, so no resident-code.md (it reads /proc/PID/pagemap)" >&2
+    fi
+fi

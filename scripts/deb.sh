@@ -56,15 +56,22 @@ for entry in pusher-mqtt-bridge:8 pusher-local:1; do
   cp "$manual_dir/$target/$target.$section" "$man_out/"
 done
 
+# shellcheck source=scripts/static-build-flags.sh
+. scripts/static-build-flags.sh
 for product in pusher-mqtt-bridge pusher-local; do
-  step "swift build -c release --static-swift-stdlib --product $product"
-  nice -n 10 "$swift" build -c release --static-swift-stdlib --scratch-path "$scratch" --product "$product" 2>&1 | tail -3
+  step "swift build ${static_build_flags[*]} --product $product"
+  nice -n 10 "$swift" build "${static_build_flags[@]}" --scratch-path "$scratch" --product "$product" 2>&1 | tail -3
 done
 bin=$("$swift" build -c release --scratch-path "$scratch" --show-bin-path)
 for product in pusher-mqtt-bridge pusher-local; do
   if readelf -d "$bin/$product" | grep NEEDED | grep -q 'libswift\|libFoundation\|libdispatch'; then
     echo "deb: $product still links the Swift runtime dynamically:" >&2
     readelf -d "$bin/$product" | grep NEEDED >&2
+    exit 1
+  fi
+  # Foundation (with CoreFoundation and ICU) must stay out: scripts/static-build-flags.sh says why.
+  if nm --defined-only "$bin/$product" | grep -q -m1 ' __CFInitialize$\| icudt[0-9]*_dat$'; then
+    echo "deb: $product links Foundation, CoreFoundation or ICU again (scripts/static-build-flags.sh)" >&2
     exit 1
   fi
 done

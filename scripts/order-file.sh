@@ -12,11 +12,13 @@ cd "$(dirname "$0")/.."
 scratch=${DEB_SCRATCH:-.build-deb}
 
 scripts/setup.sh --valgrind
-nice -n 10 swift build -c release --static-swift-stdlib --scratch-path "$scratch" --product pusher-mqtt-bridge 2>&1 | tail -1
+# shellcheck source=scripts/static-build-flags.sh
+. scripts/static-build-flags.sh
+nice -n 10 swift build "${static_build_flags[@]}" --scratch-path "$scratch" --product pusher-mqtt-bridge 2>&1 | tail -1
 nice -n 10 swift build -c release --product pusher-local 2>&1 | tail -1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # Without DWARF: valgrind 3.19 cannot read the DWARF 5 forms of Swift 6.3's toolchain.
-strip --strip-debug -o "$work/pusher-mqtt-bridge" "$(swift build -c release --static-swift-stdlib --scratch-path "$scratch" --show-bin-path)/pusher-mqtt-bridge"
+strip --strip-debug -o "$work/pusher-mqtt-bridge" "$(swift build "${static_build_flags[@]}" --scratch-path "$scratch" --show-bin-path)/pusher-mqtt-bridge"
 .venv/bin/python Benchmarks/memory/order_profile.py --binary "$work/pusher-mqtt-bridge" \
   --pusher-local "$(swift build -c release --show-bin-path)/pusher-local" --out Sources/pusher-mqtt-bridge/startup.order
