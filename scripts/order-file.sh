@@ -22,3 +22,7 @@ trap 'rm -rf "$work"' EXIT
 strip --strip-debug -o "$work/pusher-mqtt-bridge" "$(swift build "${static_build_flags[@]}" --scratch-path "$scratch" --show-bin-path)/pusher-mqtt-bridge"
 .venv/bin/python Benchmarks/memory/order_profile.py --binary "$work/pusher-mqtt-bridge" \
   --pusher-local "$(swift build -c release --show-bin-path)/pusher-local" --out Sources/pusher-mqtt-bridge/startup.order
+# SwiftPM does not see the order file as an input of the link: remove the daemons it placed, so that
+# the next build of each scratch folder links them with the new order.
+rm -f "$(swift build "${static_build_flags[@]}" --scratch-path "$scratch" --show-bin-path)/pusher-mqtt-bridge" \
+  "$(swift build -c release --show-bin-path)/pusher-mqtt-bridge" "$(swift build --show-bin-path)/pusher-mqtt-bridge"
