@@ -377,6 +377,20 @@ def markdown(doc: dict) -> str:
     return "\n".join(line for line in lines) + "\n"
 
 
+def bench_commit() -> str:
+    """The commit measured: BENCH_COMMIT (set by scripts/bench-memory.sh), else git's HEAD."""
+    return os.environ.get("BENCH_COMMIT") or subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO).stdout.strip() or "?"
+
+
+def write_results(out: Path, stem: str, doc: dict, text: str) -> None:
+    """`<stem>.json` (every run, raw) and `<stem>.md` into `out`; the markdown also to stdout."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{stem}.json").write_text(json.dumps(doc, indent=1) + "\n")
+    (out / f"{stem}.md").write_text(text)
+    print(text)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin-dir", default=str(REPO / ".build" / "release"))
@@ -414,17 +428,14 @@ def main() -> int:
                 results.append(run(pusher, bin_dir, workdir, cell, index, args.megabytes, args.size, env, args.trim_probe))
     finally:
         pusher.stop()
-    commit = os.environ.get("BENCH_COMMIT") or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                                              text=True, cwd=REPO).stdout.strip() or "?"
+    commit = bench_commit()
     doc = {"started_utc": started_utc, "commit": commit, "runs": args.runs, "megabytes": args.megabytes,
            "size": args.size, "cells": cells, "env": env, "rules": RULES.count("[[bridge.rule]]"),
            "binary_bytes": (bin_dir / "pusher-mqtt-bridge").stat().st_size,
            "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.release()}",
            "load_start": round(load_start, 2), "load_end": round(os.getloadavg()[0], 2), "results": results}
     doc["summary"] = summarize(doc)
-    (out / "latest.json").write_text(json.dumps(doc, indent=1) + "\n")
-    (out / "latest.md").write_text(markdown(doc))
-    print(markdown(doc))
+    write_results(out, "latest", doc, markdown(doc))
     return 0
 
 

@@ -44,7 +44,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "Tests" / "e2e"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_memory import daemon_config, ready  # noqa: E402
+from bench_memory import bench_commit, daemon_config, ready, write_results  # noqa: E402
 from harness import Bridge, Mosquitto, PusherLocal, free_port, wait_until  # noqa: E402
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -261,15 +261,9 @@ def main() -> int:
         runs = [one_run(pusher, bin_dir, workdir, i, syms, secs, table) for i in range(args.runs)]
     finally:
         pusher.stop()
-    commit = os.environ.get("BENCH_COMMIT") or subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO).stdout.strip() or "?"
-    doc = {"commit": commit, "bin_dir": os.path.relpath(bin_dir, REPO), "binary_bytes": binary.stat().st_size,
-           "runs": runs}
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "resident-code.json").write_text(json.dumps(doc, indent=1) + "\n")
-    (out / "resident-code.md").write_text(markdown(doc))
-    print(markdown(doc))
+    doc = {"commit": bench_commit(), "bin_dir": os.path.relpath(bin_dir, REPO),
+           "binary_bytes": binary.stat().st_size, "runs": runs}
+    write_results(Path(args.out), "resident-code", doc, markdown(doc))
     return 0
 
 
