@@ -214,6 +214,15 @@ def fill_m2p(broker_port: int, count: int, size: int):
     client.disconnect()
 
 
+def start_and_settle(bridge: Bridge, metrics_port: int) -> None:
+    """Starts the daemon and returns 10 s after its `/readyz` answered 200: the idle reading."""
+    bridge.start()
+    wait_until(lambda: not bridge.running() or ready(metrics_port), 60, 0.1, "/readyz 200")
+    if not bridge.running():
+        raise RuntimeError(f"daemon exited:\n{bridge.log()[-2000:]}")
+    time.sleep(10)
+
+
 def run(pusher: PusherLocal, bin_dir: Path, workdir: Path, cell: str, index: int, megabytes: int, size: int,
         env: dict[str, str], trim_probe: bool = False) -> dict:
     direction, storage = cell.split("-")
@@ -229,11 +238,7 @@ def run(pusher: PusherLocal, bin_dir: Path, workdir: Path, cell: str, index: int
     result: dict = {"cell": cell, "index": index, "messages": count, "size": size, "env": env}
     quota_on = False
     try:
-        bridge.start()
-        wait_until(lambda: not bridge.running() or ready(metrics_port), 60, 0.1, "/readyz 200")
-        if not bridge.running():
-            raise RuntimeError(f"daemon exited:\n{bridge.log()[-2000:]}")
-        time.sleep(10)
+        start_and_settle(bridge, metrics_port)
         result["idle"] = status_kb(bridge.pid)
         result["idle_rollup"] = smaps_rollup_kb(bridge.pid)
         result["idle_mappings"] = smaps_by_mapping(bridge.pid, binary)

@@ -37,15 +37,14 @@ import struct
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "Tests" / "e2e"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_memory import bench_commit, daemon_config, ready, write_results  # noqa: E402
-from harness import Bridge, Mosquitto, PusherLocal, free_port, wait_until  # noqa: E402
+from bench_memory import bench_commit, daemon_config, start_and_settle, status_kb, write_results  # noqa: E402
+from harness import Bridge, Mosquitto, PusherLocal, free_port  # noqa: E402
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 TOP_SYMBOLS = 25  # the largest resident symbols kept per module in resident-code.json
@@ -196,14 +195,9 @@ def one_run(pusher: PusherLocal, bin_dir: Path, workdir: Path, index: int, syms,
     bridge = Bridge(wd, daemon_config(pusher, broker, wd, metrics_port, True, 64), name=f"bridge-idle-{index}")
     binary = (bin_dir / "pusher-mqtt-bridge").resolve()
     try:
-        bridge.start()
-        wait_until(lambda: not bridge.running() or ready(metrics_port), 60, 0.1, "/readyz 200")
-        if not bridge.running():
-            raise RuntimeError(f"daemon exited:\n{bridge.log()[-2000:]}")
-        time.sleep(10)
+        start_and_settle(bridge, metrics_port)
         pages, _ = present_pages(bridge.pid, binary)
-        vmrss = next(int(line.split()[1]) for line in Path(f"/proc/{bridge.pid}/status").read_text().splitlines()
-                     if line.startswith("VmRSS:"))
+        vmrss = status_kb(bridge.pid)["VmRSS"]
     finally:
         bridge.stop()
         broker.stop()
