@@ -11,7 +11,8 @@ of which each fault kind maps the first time it runs). At the end the counters m
 
 Growth after warm-up: the median of the samples in the minute after warm-up (the first
 SOAK_WARMUP_MINUTES, default min(4, a sixth of the run)) against the median of the last minute;
-must be < 10 % for RSS and fds. The checker summarises every message of the run.
+must be < 10 % for RSS and fds. The same growth is also reported from the start of the second fault
+rotation (after_one_rotation in soak.json), when every fault kind has run once. The checker summarises every message of the run.
 Output: SOAK_OUT (default .build/soak/): soak.csv, soak.png, soak.json.
 """
 
@@ -215,8 +216,13 @@ def main() -> int:
     rss = growth(samples, 1, WARMUP, samples[-1][0] if samples else 0)
     fds = growth(samples, 2, WARMUP, samples[-1][0] if samples else 0)
     anon = growth(samples, 3, WARMUP, samples[-1][0] if samples else 0)
+    # The same figures from the start of the second fault rotation, when every fault kind has run once.
+    rotation = faults[len(FAULTS)][0] if len(faults) > len(FAULTS) else None
+    after_rotation = {name: growth(samples, column, rotation, samples[-1][0]) if rotation is not None else None
+                      for name, column in (("rss_kb", 1), ("fds", 2), ("rss_anon_kb", 3))}
     plot(samples, out / "soak.png", WARMUP, faults)
     summary = {"minutes": MINUTES, "rate": RATE, "faults": faults, "rss_kb": rss, "fds": fds, "rss_anon_kb": anon,
+               "after_one_rotation": {"from_seconds": rotation, **after_rotation},
                "p2m": p2m_t.__dict__, "m2p": m2p_t.__dict__, "identity": {d: str(i) for d, i in identity.items()},
                "observations": rig.observations, "failures": rig.failures}
     (out / "soak.json").write_text(json.dumps(summary, indent=1))
@@ -224,7 +230,9 @@ def main() -> int:
     ok = not rig.failures and rss["growth_pct"] is not None and rss["growth_pct"] < 10 and fds["growth_pct"] is not None and fds["growth_pct"] < 10
     print(f"soak: RSS {rss['baseline']} -> {rss['final']} kB ({rss['growth_pct']} %; of it anonymous "
           f"{anon['baseline']} -> {anon['final']} kB, {anon['growth_pct']} %), fds {fds['baseline']} -> {fds['final']} "
-          f"({fds['growth_pct']} %); P->M lost {p2m_t.lost} dup {p2m_t.duplicates} reord {p2m_t.reordered}; "
+          f"({fds['growth_pct']} %); after one fault rotation: RSS "
+          f"{after_rotation['rss_kb']['growth_pct'] if rotation is not None else 'n/a'} %, anonymous "
+          f"{after_rotation['rss_anon_kb']['growth_pct'] if rotation is not None else 'n/a'} %; P->M lost {p2m_t.lost} dup {p2m_t.duplicates} reord {p2m_t.reordered}; "
           f"M->P lost {m2p_t.lost} dup {m2p_t.duplicates} reord {m2p_t.reordered}: {'PASS' if ok else 'MISS'}")
     return 0 if ok else 1
 
