@@ -107,7 +107,7 @@ private func failure(_ operation: () async throws(PusherHTTPError) -> PusherHTTP
             try await withPool { pool async throws in
                 #expect(try await post(pool, endpoint).text == "ok")
                 // Wait until the server's close has reached the client (the pool sees it as inactive).
-                try await waitUntil { server.closedConnections >= 1 }
+                try await waitUntil("the connection closed") { server.closedConnections >= 1 }
                 try await Task.sleep(for: .milliseconds(50))
                 #expect(try await post(pool, endpoint).text == "ok")
             }
@@ -120,7 +120,7 @@ private func failure(_ operation: () async throws(PusherHTTPError) -> PusherHTTP
         try await ScriptedHTTPServer.with({ _ in .send(ok) }) { server, endpoint async throws in
             let pool = PusherHTTPConnectionPool(maximumConnectionsPerHost: 2, idleTimeout: .milliseconds(100))
             #expect(try await post(pool, endpoint).text == "ok")
-            try await waitUntil { server.closedConnections >= 1 }
+            try await waitUntil("the connection closed") { server.closedConnections >= 1 }
             #expect(server.closedConnections == 1)
             #expect(try await post(pool, endpoint).text == "ok")
             await pool.shutdown()
@@ -203,7 +203,7 @@ private func failure(_ operation: () async throws(PusherHTTPError) -> PusherHTTP
             let elapsed = ContinuousClock.now - start
             #expect(message == "HTTP request failed: no response within 300 ms")
             #expect(elapsed >= .milliseconds(290) && elapsed < .seconds(3 * testTimeScale))
-            try await waitUntil { server.closedConnections >= 1 }
+            try await waitUntil("the connection closed") { server.closedConnections >= 1 }
             #expect(server.closedConnections == 1)
         }
     }
@@ -233,12 +233,12 @@ private func failure(_ operation: () async throws(PusherHTTPError) -> PusherHTTP
                 let request = Task {
                     await failure { () async throws(PusherHTTPError) in try await post(pool, endpoint, timeout: .seconds(30)) }
                 }
-                try await waitUntil { !server.requests.isEmpty }
+                try await waitUntil("the request read") { !server.requests.isEmpty }
                 request.cancel()
                 #expect(await request.value == "HTTP request failed: the request was cancelled")
                 #expect(ContinuousClock.now - start < .seconds(5 * testTimeScale))
             }
-            try await waitUntil { server.closedConnections >= 1 }
+            try await waitUntil("the connection closed") { server.closedConnections >= 1 }
             #expect(server.closedConnections == 1)
         }
     }
@@ -248,7 +248,7 @@ private func failure(_ operation: () async throws(PusherHTTPError) -> PusherHTTP
         try await ScriptedHTTPServer.with(script) { server, endpoint async throws in
             try await withPool(maximumConnectionsPerHost: 1) { pool async throws in
                 async let stuck = failure { () async throws(PusherHTTPError) in try await post(pool, endpoint, timeout: .seconds(2)) }
-                try await waitUntil { !server.requests.isEmpty }
+                try await waitUntil("the request read") { !server.requests.isEmpty }
                 let start = ContinuousClock.now
                 let waiting = Task {
                     await failure { () async throws(PusherHTTPError) in try await post(pool, endpoint, timeout: .seconds(30)) }
@@ -294,7 +294,7 @@ private func failure(_ operation: () async throws(PusherHTTPError) -> PusherHTTP
             }
             #expect(message == "HTTP request failed: no TLS handshake with 127.0.0.1 within 300 ms")
             #expect(server.requests.isEmpty)
-            try await waitUntil { server.closedConnections >= 1 }
+            try await waitUntil("the connection closed") { server.closedConnections >= 1 }
             #expect(server.closedConnections == 1)
         }
     }

@@ -130,11 +130,3 @@ private final class ScriptedHTTPConnectionHandler: ChannelInboundHandler {
         return ScriptedRequest(connection: connection, index: served, head: head, body: body)
     }
 }
-
-/// Polls `condition` every 5 ms until it holds or `seconds` (× `testTimeScale`) have passed; the
-/// caller's `#expect` then judges it. Generous on purpose: under `make test` on 2 cores, beside a
-/// soak, a 2 s wait for a 100 ms idle close once ran out. A passing test never waits it out.
-func waitUntil(seconds: Double = 15, _ condition: () -> Bool) async throws {
-    let deadline = ContinuousClock.now + .milliseconds(Int(seconds * testTimeScale * 1000))
-    while !condition(), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
-}

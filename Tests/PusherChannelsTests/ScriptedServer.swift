@@ -208,6 +208,15 @@ func withTimeout<T: Sendable>(_ seconds: Double, _ what: String, _ body: @escapi
     }
 }
 
+/// Polls `condition` every 5 ms until it holds; fails after `seconds` (× `testTimeScale`). Generous
+/// on purpose: under `make test` on 2 cores, beside a soak, a 2 s wait for a 100 ms idle close once ran
+/// out. A passing test never waits it out.
+func waitUntil(_ what: String, seconds: Double = 15, _ condition: @escaping @Sendable () -> Bool) async throws {
+    try await withTimeout(seconds, what) {
+        while !condition() { try await Task.sleep(for: .milliseconds(5)) }
+    }
+}
+
 /// Runs a client (its `run()` in a child task) for the duration of `body`.
 func withRunningClient(_ client: PusherClient, _ body: @Sendable (PusherClient) async throws -> Void) async throws {
     try await withThrowingTaskGroup(of: Void.self) { group in

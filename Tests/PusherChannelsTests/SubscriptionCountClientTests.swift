@@ -45,12 +45,6 @@ import Testing
 
     static func occupied(_ local: LocalUnderTest, _ channel: String) -> Int { local.running.stats()?.subscriptions[channel] ?? 0 }
 
-    static func waitUntil(_ what: String, _ condition: @escaping @Sendable () -> Bool) async throws {
-        try await withTimeout(10, what) {
-            while !condition() { try await Task.sleep(for: .milliseconds(10)) }
-        }
-    }
-
     @Test func countsArriveAsTypedValuesAndUnsubscribeWorksConnectedAndDisconnected() async throws {
         try await Self.withCountingLocal { local in
             let device = "private-device-0001"
@@ -90,14 +84,14 @@ import Testing
 
                     // Unsubscribing while disconnected: the channel is not sent again on connect.
                     other.disconnect()
-                    try await Self.waitUntil("other disconnected") { Self.occupied(local, "news") == 0 }
+                    try await waitUntil("other disconnected") { Self.occupied(local, "news") == 0 }
                     other.unsubscribe("news")
                     other.subscribe("private-device-0002")
                     other.unsubscribe("private-device-0002")
                     other.subscribe("marker")
                     #expect(other.channelNames == ["marker"])
                     other.connect()
-                    try await Self.waitUntil("marker subscribed") { Self.occupied(local, "marker") == 1 }
+                    try await waitUntil("marker subscribed") { Self.occupied(local, "marker") == 1 }
                     #expect(Self.occupied(local, "news") == 0)
                     #expect(Self.occupied(local, "private-device-0002") == 0)
                     let after = try await api.channels(prefix: "private-device-", info: ["subscription_count"])
