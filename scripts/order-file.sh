@@ -19,10 +19,11 @@ nice -n 10 swift build -c release --product pusher-local 2>&1 | tail -1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # Without DWARF: valgrind 3.19 cannot read the DWARF 5 forms of Swift 6.3's toolchain.
-strip --strip-debug -o "$work/pusher-mqtt-bridge" "$(swift build "${static_build_flags[@]}" --scratch-path "$scratch" --show-bin-path)/pusher-mqtt-bridge"
+static_bin=$(swift build "${static_build_flags[@]}" --scratch-path "$scratch" --show-bin-path)
+strip --strip-debug -o "$work/pusher-mqtt-bridge" "$static_bin/pusher-mqtt-bridge"
 .venv/bin/python Benchmarks/memory/order_profile.py --binary "$work/pusher-mqtt-bridge" \
   --pusher-local "$(swift build -c release --show-bin-path)/pusher-local" --out Sources/pusher-mqtt-bridge/startup.order
 # SwiftPM does not see the order file as an input of the link: remove the daemons it placed, so that
 # the next build of each scratch folder links them with the new order.
-rm -f "$(swift build "${static_build_flags[@]}" --scratch-path "$scratch" --show-bin-path)/pusher-mqtt-bridge" \
+rm -f "$static_bin/pusher-mqtt-bridge" \
   "$(swift build -c release --show-bin-path)/pusher-mqtt-bridge" "$(swift build --show-bin-path)/pusher-mqtt-bridge"
