@@ -50,6 +50,8 @@ final class BridgeRuntime: Service, Sendable {
     let correlation = Locked(PublishCorrelation<MQTTPublishID, OutboxEntry<OutgoingMQTT>, MQTTPublishCompletion>())
     /// Set by the first ``stop(grace:)``: stopping is done once.
     private let stopping = Locked(false)
+    /// Whether ``run()`` runs, and who waits for the bridge to have released everything it holds.
+    private let lifecycle = Locked(RuntimeLifecycle())
     /// Open while the MQTT connection is up (a QoS 0 publish waits for it).
     let mqttUp = ConnectionGate()
     /// Commands that await the clients (subscribe, unsubscribe, status): run by ``runCommands()``.
@@ -130,6 +132,12 @@ final class BridgeRuntime: Service, Sendable {
             connectivity: machine.withLock { $0.connectivity }, buffered: toMQTT.pending + toPusher.pending, memoryOnly: degraded)
     }
 
+    /// True while ``run()`` runs (from its start until it has released everything).
+    var isRunning: Bool { lifecycle.withLock { $0.isRunning } }
+
+    /// True once ``stop(grace:)`` was called (a reload restarting the bridge, or the shutdown).
+    var isStopping: Bool { stopping.withLock { $0 } }
+
     /// Whether the housekeeping task ran within `interval` (the systemd watchdog's liveness check).
     func isResponsive(within interval: Duration) -> Bool {
         let now = ContinuousClock.now
@@ -141,6 +149,8 @@ final class BridgeRuntime: Service, Sendable {
     /// Runs the bridge until ``stop(grace:)`` completes (called by the daemon on SIGTERM or a
     /// reload, or by this service itself when its service group shuts down gracefully).
     func run() async throws {
+        // A runtime stopped before its service ran (a reload racing a shutdown) has released everything.
+        guard lifecycle.withLock({ $0.runStarted() }) else { return }
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.pusher.runUntilCancelled(logger: self.logger) }
             group.addTask { await self.mqtt.run() }
@@ -156,9 +166,10 @@ final class BridgeRuntime: Service, Sendable {
             group.addTask { await self.runDiscovery() }
             group.addTask { await self.runCluster() }
             group.addTask {
-                // Cancellation (the bridge finished) throws here; a graceful shutdown drains.
+                // Cancellation (the bridge finished) throws here; a graceful shutdown drains. Not
+                // `stop(grace:)`: that waits for this very task group to end.
                 guard (try? await gracefulShutdown()) != nil else { return }
-                await self.stop(grace: self.daemon.shutdownGrace)
+                await self.drain(grace: self.daemon.shutdownGrace)
             }
             execute(machine.withLock { $0.started() })
             pusher.connect()
@@ -166,16 +177,40 @@ final class BridgeRuntime: Service, Sendable {
             group.cancelAll()
         }
         // Every task has ended: no acknowledgement can come any more. What is pending stays on disk.
+        await releaseSpools()
+        logger.info("bridge stopped")
+        for waiter in lifecycle.withLock({ $0.ended() }) { waiter.resume(returning: false) }
+    }
+
+    /// Syncs and closes both spools, which releases their directory locks.
+    private func releaseSpools() async {
         await toMQTT.sync()
         await toPusher.sync()
         await toMQTT.closeSpool()
         await toPusher.closeSpool()
-        logger.info("bridge stopped")
+    }
+
+    /// Drains and stops the bridge (``drain(grace:)``), then returns only once it has released
+    /// everything it holds — both clients ended, both spools closed and their directory locks
+    /// released — so that a reload can start its successor on the same spools and client id
+    /// (docs/contract.md §3).
+    func stop(grace: Duration) async {
+        await drain(grace: grace)
+        let notRunning: Bool = await withCheckedContinuation { continuation in
+            switch lifecycle.withLock({ $0.waitForEnd(continuation) }) {
+            case .waiting: break
+            case .alreadyEnded: continuation.resume(returning: false)
+            case .neverRan: continuation.resume(returning: true)
+            }
+        }
+        // The service never ran (nothing else will close the spools): close them here.
+        if notRunning { await releaseSpools() }
     }
 
     /// Stops taking Pusher input, drains both outboxes for up to `grace`, publishes `offline` on the
     /// status topic, disconnects, and keeps what was not delivered in the spool (docs/contract.md §3).
-    func stop(grace: Duration) async {
+    /// Returns once ``run()`` has been told to end, not once it has: ``stop(grace:)`` waits for that.
+    private func drain(grace: Duration) async {
         let first = stopping.withLock { stopping in
             defer { stopping = true }
             return !stopping
@@ -224,11 +259,21 @@ final class BridgeRuntime: Service, Sendable {
 
     /// Replaces rules, presence mirrors and `[bridge.webhooks]` without touching the connections
     /// (SIGHUP with only `[[bridge.rule]]` / `[[bridge.presence]]` / `[bridge.webhooks]` changes),
-    /// channel discovery included.
+    /// channel discovery included. Rules that move the MQTT → Pusher overflow default (QoS 0 only
+    /// ↔ QoS ≥ 1, no `overflow` key) change the buffer's policy and the MQTT client's incoming
+    /// flow in place (docs/contract.md §3, §7.6).
     func applyRules(_ settings: BridgeSettings) {
+        let overflow = settings.mqttToPusherOverflow
+        if overflow != toPusher.overflow {
+            logger.info(
+                "MQTT → Pusher overflow policy changed in place", metadata: ["from": "\(toPusher.overflow)", "to": "\(overflow)"])
+            // The client first: under `backpressure` it must stop reading before the outbox makes the producer wait.
+            mqtt.applyIncomingFlow(of: ClientSettings.mqttConfiguration(settings))
+            toPusher.changeOverflow(to: overflow)
+        }
         let receivedAt = UTCTimestamp.now().millisecondsSince1970
         let now = ContinuousClock.now
-        metrics.registerZeroSeries(for: settings)
+        metrics.registerZeroSeries(for: settings, keepingReadings: true)
         execute(machine.withLock { $0.rulesReplaced(by: settings, receivedAtMillis: receivedAt, now: now) })
         applyDiscoveryRules(settings)
         cluster?.view.withLock { view in
