@@ -33,12 +33,21 @@ public final class Daemon: Sendable {
     /// Validates a reloaded file in a child process first, so a parser crash cannot take the daemon down.
     let configCheck: ConfigCheck
 
-    private let state = Locked(State())
+    let state = Locked(State())
+    /// What the signal handler's loop carries out, one after the other (DaemonServices.swift).
+    let commands = AsyncStream.makeStream(of: DaemonCommand.self)
 
-    private struct State {
+    struct State {
         var configuration: BridgeConfiguration?
         var bridges: [String: BridgeRuntime] = [:]
         var services: ServiceGroup?
+        /// Configured bridges that a reload could not start, retried with their reconnect backoff
+        /// (Daemon+Starting.swift).
+        var startFailures: [String: BridgeStartFailure] = [:]
+        /// Set by ``shutdown()``: no bridge is started any more.
+        var shuttingDown = false
+        /// Numbers the failed starts, so that a retry superseded by a reload knows it.
+        var nextStartFailure: UInt64 = 0
     }
 
     public init(
@@ -122,7 +131,7 @@ public final class Daemon: Sendable {
         return .success
     }
 
-    private func makeRuntime(_ settings: BridgeSettings, daemon: DaemonSettings, restarting: Bool = false) throws -> BridgeRuntime {
+    func makeRuntime(_ settings: BridgeSettings, daemon: DaemonSettings, restarting: Bool = false) throws -> BridgeRuntime {
         try BridgeRuntime(
             settings: settings, daemon: daemon, metrics: metrics,
             logger: logger.with(metadata: ["bridge": "\(settings.name)"]), countsRecoveredAsReceived: !restarting
@@ -146,45 +155,43 @@ public final class Daemon: Sendable {
             for diagnostic in error.diagnostics { logger.error("\(diagnostic.description)") }
             return
         }
-        let (old, current, services) = state.withLock { ($0.configuration, $0.bridges, $0.services) }
-        guard let old, let services else { return }
+        guard let old = state.withLock({ $0.configuration }) else { return }
         let plan = ReloadPlan(old: old, new: new)
+        let (current, services): ([String: BridgeRuntime], ServiceGroup?) = state.withLock { state in
+            // From here on readiness and STATUS= count the new file's bridges.
+            var kept = new
+            kept.daemon = old.daemon
+            state.configuration = kept
+            return (state.bridges, state.services)
+        }
+        guard services != nil else { return }
         if plan.daemonChanged {
             logger.warning("changes to [daemon] take effect at the next restart")
         }
         for name in plan.removed {
+            cancelStartRetry(name)
             guard let runtime = current[name] else { continue }
             logger.info("bridge removed", metadata: ["bridge": "\(name)"])
             await runtime.stop(grace: old.daemon.shutdownGrace)
             _ = state.withLock { $0.bridges.removeValue(forKey: name) }
         }
         for settings in plan.rulesChanged {
+            // A bridge waiting for a start retry takes the new rules at its next attempt.
             guard let runtime = current[settings.name] else { continue }
             logger.info("bridge rules changed; connections kept", metadata: ["bridge": "\(settings.name)"])
             runtime.applyRules(settings)
         }
         for settings in plan.restarted + plan.added {
+            cancelStartRetry(settings.name)
             let running = current[settings.name]
             if let running {
                 logger.info("bridge connection settings changed; reconnecting it", metadata: ["bridge": "\(settings.name)"])
+                // Returns once the old runtime has released its spools and connections.
                 await running.stop(grace: old.daemon.shutdownGrace)
             } else {
                 logger.info("bridge added", metadata: ["bridge": "\(settings.name)"])
             }
-            do {
-                let runtime = try makeRuntime(settings, daemon: old.daemon, restarting: running != nil)
-                state.withLock { $0.bridges[settings.name] = runtime }
-                await services.addServiceUnlessShutdown(.init(service: runtime, successTerminationBehavior: .ignore))
-            } catch {
-                metrics.errors(bridge: settings.name, kind: "start").increment()
-                logger.error("cannot start bridge", metadata: ["bridge": "\(settings.name)", "error": "\(error)"])
-                _ = state.withLock { $0.bridges.removeValue(forKey: settings.name) }
-            }
-        }
-        state.withLock { state in
-            var kept = new
-            kept.daemon = old.daemon
-            state.configuration = kept
+            await startBridge(settings, daemon: old.daemon, restarting: running != nil)
         }
         logger.info(
             "reloaded",
@@ -199,9 +206,15 @@ public final class Daemon: Sendable {
     /// one after the other; a daemon with several bridges must not take N × grace.)
     func shutdown() async {
         notifier.stopping()
-        let (runtimes, grace) = state.withLock { state in
-            (Array(state.bridges.values), state.configuration?.daemon.shutdownGrace ?? .seconds(5))
+        let (runtimes, grace, retries) = state.withLock { state in
+            state.shuttingDown = true
+            defer { state.startFailures.removeAll() }
+            return (
+                Array(state.bridges.values), state.configuration?.daemon.shutdownGrace ?? .seconds(5),
+                state.startFailures.values.compactMap(\.retry)
+            )
         }
+        for retry in retries { retry.cancel() }
         await withTaskGroup(of: Void.self) { group in
             for runtime in runtimes {
                 group.addTask { await runtime.stop(grace: grace) }
@@ -209,12 +222,19 @@ public final class Daemon: Sendable {
         }
     }
 
-    /// `/readyz`: every bridge has both sides connected, and its MQTT → Pusher delivery is not
-    /// paused by a 403 from Pusher (docs/contract.md §7.3).
+    /// `/readyz`: every configured bridge runs, has both sides connected, and its MQTT → Pusher
+    /// delivery is not paused by a 403 from Pusher (docs/contract.md §7.3). A bridge that could not
+    /// start, or is being restarted, is named with the reason.
     func readiness() -> Readiness {
         var notReady: [String] = []
         var details: [String] = []
-        for runtime in runtimesByName() {
+        let (runtimes, absent) = bridgesAsConfigured()
+        notReady += absent.map { "\($0.name): \($0.reason)" }
+        for runtime in runtimes {
+            if runtime.isStopping {
+                notReady.append("\(runtime.name): stopping")
+                continue
+            }
             notReady += runtime.status.connectivity.notReadyReasons.map { "\(runtime.name): \($0)" }
             if let pause = runtime.pusherDeliveryPauseReason {
                 notReady.append("\(runtime.name): \(pause); MQTT→Pusher paused, buffering")
@@ -228,9 +248,9 @@ public final class Daemon: Sendable {
 
     /// systemd's STATUS= line: each bridge's state.
     func statusLine() -> String {
-        let runtimes = runtimesByName()
-        if runtimes.isEmpty { return "no bridges" }
-        return runtimes.map { runtime in
+        let (runtimes, absent) = bridgesAsConfigured()
+        if runtimes.isEmpty && absent.isEmpty { return "no bridges" }
+        let lines = runtimes.map { runtime in
             let s = runtime.status
             var line = "\(runtime.name): pusher \(s.connectivity.pusherState), mqtt \(s.connectivity.mqttState), buffered \(s.buffered)"
             for (direction, count) in s.memoryOnly.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
@@ -240,8 +260,10 @@ public final class Daemon: Sendable {
             if let summary = runtime.clusterSummary { line += ", \(summary)" }
             if let problem = runtime.clusterReadinessProblem { line += " (\(problem))" }
             if let problem = runtime.sessionTakeoverProblem { line += " (\(problem))" }
-            return line
-        }.joined(separator: "; ")
+            return (runtime.name, line)
+        }
+        let down = absent.map { ($0.name, "\($0.name): \($0.reason)") }
+        return (lines + down).sorted { $0.0 < $1.0 }.map(\.1).joined(separator: "; ")
     }
 
     /// The bridges whose event loops missed their heartbeat for `interval`.

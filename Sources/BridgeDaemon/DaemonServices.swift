@@ -3,19 +3,36 @@ import ServiceLifecycle
 import UnixSignals
 
 /// Handles SIGHUP (reload) and SIGTERM/SIGINT (drain every bridge at once, then return, which
-/// shuts the daemon's service group down gracefully).
+/// shuts the daemon's service group down gracefully), and the start retries of bridges that could
+/// not start (Daemon+Starting.swift). One loop carries them all out, one after the other, so a
+/// reload, a retry and the shutdown never start or stop the same bridge at once.
 struct SignalHandler: Service {
     let daemon: Daemon
 
     func run() async throws {
         let signals = await UnixSignalsSequence(trapping: .sighup, .sigterm, .sigint)
-        for await signal in signals.cancelOnGracefulShutdown() {
-            if signal == .sighup {
-                await daemon.reload()
-            } else {
-                daemon.logger.info("stopping", metadata: ["signal": "\(signal)"])
-                await daemon.shutdown()
-                return
+        let commands = daemon.commands
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for await signal in signals.cancelOnGracefulShutdown() {
+                    commands.continuation.yield(signal == .sighup ? .reload : .shutdown("\(signal)"))
+                    if signal != .sighup { return }
+                }
+                // The service group shuts down: nothing more to carry out.
+                commands.continuation.finish()
+            }
+            for await command in commands.stream {
+                switch command {
+                case .reload:
+                    await daemon.reload()
+                case .retryStart(let name, let attempt):
+                    await daemon.retryStart(name, attempt: attempt)
+                case .shutdown(let signal):
+                    daemon.logger.info("stopping", metadata: ["signal": "\(signal)"])
+                    await daemon.shutdown()
+                    group.cancelAll()
+                    return
+                }
             }
         }
     }
