@@ -39,8 +39,9 @@ public enum BacklogAdmission: Sendable, Equatable {
 public final class DeliveryBacklog {
     /// The bounds in force.
     public let limits: BufferLimits
-    /// The overflow policy in force.
-    public let overflow: BufferOverflowPolicy
+    /// The overflow policy in force. A reload may change it (a bridge whose rules move the MQTT →
+    /// Pusher default); what is held stays, and the new policy applies from the next message.
+    public var overflow: BufferOverflowPolicy
     /// Totals since creation (drops are not persisted across restarts).
     public private(set) var counters = BufferCounters()
 

@@ -81,6 +81,14 @@ public final class MQTTClient: Sendable {
     /// Incoming messages dropped because the consumer stayed too slow (see `MessageBuffer`).
     public var droppedMessageCount: Int { connection.messageBuffer.droppedCount }
 
+    /// Takes `configuration`'s incoming-flow settings (`incomingOverflow`, `messageBufferSize`,
+    /// `messageBufferBytes`, `backpressureTimeout`) while running, without reconnecting; its other
+    /// settings are ignored. A bridge whose rules change the MQTT → Pusher overflow default does
+    /// this on reload (docs/contract.md §3).
+    public func applyIncomingFlow(of configuration: MQTTConfiguration) {
+        connection.messageBuffer.setPolicy(.init(configuration))
+    }
+
     /// Starts connecting in the background (idempotent).
     public func start() {
         connection.start()

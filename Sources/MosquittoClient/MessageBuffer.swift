@@ -18,7 +18,35 @@ import Locking
 /// above its high-water mark (``IncomingFlowControl``), so the buffer overshoots that mark by at
 /// most what one `mosquitto_loop` pass reads.
 final class MessageBuffer: Sendable {
+    /// How the network thread hands messages over: `MQTTConfiguration`'s incoming-flow settings,
+    /// which ``MQTTClient/applyIncomingFlow(of:)`` may change while the client runs.
+    struct Policy: Sendable, Equatable {
+        var overflow: MQTTIncomingOverflow
+        /// Maximum buffered messages (`messageBufferSize`; with `.pauseReading`, the high-water mark).
+        var capacity: Int
+        /// With `.pauseReading`, the payload bytes at which reading pauses (`messageBufferBytes`).
+        var byteCapacity: Int
+        /// With `.dropAfterTimeout`, how long the network thread waits for room.
+        var backpressureTimeout: Duration
+
+        init(_ configuration: MQTTConfiguration) {
+            self.init(
+                overflow: configuration.incomingOverflow, capacity: configuration.messageBufferSize,
+                byteCapacity: configuration.messageBufferBytes, backpressureTimeout: configuration.backpressureTimeout)
+        }
+
+        init(overflow: MQTTIncomingOverflow, capacity: Int, byteCapacity: Int, backpressureTimeout: Duration) {
+            self.overflow = overflow
+            self.capacity = max(capacity, 1)
+            self.byteCapacity = max(byteCapacity, 1)
+            self.backpressureTimeout = backpressureTimeout
+        }
+    }
+
     private struct State: Sendable {
+        var policy: Policy
+        /// Counts the changes of ``policy``: the network thread rebuilds its flow control on a change.
+        var policyVersion = 0
         var items: Deque<MQTTMessage> = []
         /// Parked `next()` calls, oldest first (several tasks may iterate; each message goes to one).
         var consumers: Deque<(token: UInt64, continuation: CheckedContinuation<MQTTMessage?, Never>)> = []
@@ -36,13 +64,33 @@ final class MessageBuffer: Sendable {
         }
     }
 
-    private let state = Locked(State())
+    private let state: Locked<State>
     private let room = DispatchSemaphore(value: 0)
-    /// Maximum buffered messages.
-    let capacity: Int
 
-    init(capacity: Int) {
-        self.capacity = max(capacity, 1)
+    init(policy: Policy) {
+        state = Locked(State(policy: policy))
+    }
+
+    /// A buffer of `capacity` messages that blocks then drops (the tests' buffer).
+    convenience init(capacity: Int) {
+        self.init(policy: Policy(overflow: .dropAfterTimeout, capacity: capacity, byteCapacity: .max, backpressureTimeout: .seconds(5)))
+    }
+
+    /// Maximum buffered messages.
+    var capacity: Int { state.withLock { $0.policy.capacity } }
+
+    /// The hand-over policy in force and the count of its changes.
+    var policy: (policy: Policy, version: Int) { state.withLock { ($0.policy, $0.policyVersion) } }
+
+    /// Replaces the hand-over policy; a producer waiting for room looks again at once.
+    func setPolicy(_ policy: Policy) {
+        let wake = state.withLock { state -> Bool in
+            guard state.policy != policy else { return false }
+            state.policy = policy
+            state.policyVersion += 1
+            return state.producerWaiting
+        }
+        if wake { room.signal() }
     }
 
     /// Messages dropped because the consumer did not make room within the timeout.
@@ -62,7 +110,8 @@ final class MessageBuffer: Sendable {
                 if let consumer = state.consumers.popFirst() {
                     return .delivered(consumer.continuation)
                 }
-                if state.items.count < capacity {
+                // Room, or the policy changed to `pauseReading` while this waited (never drops).
+                if state.items.count < state.policy.capacity || state.policy.overflow == .pauseReading {
                     state.items.append(message)
                     state.bytes += message.payload.count
                     return .delivered(nil)

@@ -81,10 +81,9 @@ extension MosquittoConnection {
     func networkThreadMain() {
         var actions: Deque<Machine.NetworkAction> = [withMachine { $0.machine.networkThreadStarted(now: .now) }]
         var socketOpen = false
-        // Decides when to stop reading (`pauseReading` only): docs/contract.md §7.6.
-        var flow: IncomingFlowControl? =
-            configuration.incomingOverflow == .pauseReading
-            ? IncomingFlowControl(capacity: configuration.messageBufferSize, byteCapacity: configuration.messageBufferBytes) : nil
+        // Decides when to stop reading (`pauseReading` only): docs/contract.md §7.6. Built anew
+        // when the buffer's policy changes (`MQTTClient.applyIncomingFlow(of:)`).
+        var flow = IncomingFlow()
         while true {
             while let action = actions.popFirst() {
                 switch action {
@@ -122,7 +121,7 @@ extension MosquittoConnection {
                 case .keepWaiting:
                     break
                 case .drainAndDisconnect(let deadline):
-                    drainAndDisconnect(until: deadline, readingPaused: flow?.isPaused ?? false)
+                    drainAndDisconnect(until: deadline, readingPaused: flow.isPaused)
                     socketOpen = false
                     actions.append(withMachine { $0.machine.disconnectCompleted(now: .now) })
                 case .release(let release):
@@ -138,7 +137,7 @@ extension MosquittoConnection {
 
             if socketOpen {
                 observeBufferLevel(&flow)
-                runLoopPass(readingPaused: flow?.isPaused ?? false, into: &actions)
+                runLoopPass(readingPaused: flow.isPaused, into: &actions)
             } else if let deadline = session.withLock({ $0.machine.reconnectDeadline }) {
                 sleep(until: deadline)
                 holdReconnectWhilePaused(&flow)
@@ -158,12 +157,19 @@ extension MosquittoConnection {
         _ = wake.wait(until: deadline)
     }
 
-    /// Reports the incoming buffer's level to `flow` and logs a change.
-    private func observeBufferLevel(_ flow: inout IncomingFlowControl?) {
-        guard var control = flow else { return }
+    /// Reports the incoming buffer's level to `flow` (built anew first if the policy changed) and logs a change.
+    private func observeBufferLevel(_ flow: inout IncomingFlow) {
+        let (policy, version) = messageBuffer.policy
+        if version != flow.version {
+            if flow.isPaused { logger.debug("incoming buffer policy changed: reading from the broker resumed") }
+            flow.version = version
+            flow.control =
+                policy.overflow == .pauseReading ? IncomingFlowControl(capacity: policy.capacity, byteCapacity: policy.byteCapacity) : nil
+        }
+        guard var control = flow.control else { return }
         let (messages, bytes) = messageBuffer.level
         let change = control.bufferLevelObserved(.init(messages: messages, bytes: bytes), now: .now)
-        flow = control
+        flow.control = control
         switch change {
         case .paused(let level):
             logger.debug(
@@ -181,11 +187,11 @@ extension MosquittoConnection {
 
     /// While reading is paused the connection is not opened again: the broker keeps the
     /// messages in the session until there is room (or a stop request ends the wait).
-    private func holdReconnectWhilePaused(_ flow: inout IncomingFlowControl?) {
+    private func holdReconnectWhilePaused(_ flow: inout IncomingFlow) {
         observeBufferLevel(&flow)
-        guard flow?.mayReconnect == false else { return }
+        guard !flow.mayReconnect else { return }
         logger.notice("not reconnecting until the incoming buffer drains; the broker keeps the messages in the session")
-        while flow?.mayReconnect == false, !session.withLock({ $0.machine.isStopping }) {
+        while !flow.mayReconnect, !session.withLock({ $0.machine.isStopping }) {
             _ = wake.wait(timeout: .now() + .milliseconds(Int(Self.pausedPassMilliseconds)))
             observeBufferLevel(&flow)
         }
@@ -387,4 +393,14 @@ extension MosquittoConnection {
         logger.debug("stopped")
         for waiter in stopWaiters { waiter.resume() }
     }
+}
+
+/// The network thread's flow control and the buffer policy it was built for (`MessageBuffer`'s
+/// policy version): none unless the policy is `.pauseReading`.
+struct IncomingFlow {
+    var control: IncomingFlowControl?
+    var version = -1
+
+    var isPaused: Bool { control?.isPaused ?? false }
+    var mayReconnect: Bool { control?.mayReconnect ?? true }
 }

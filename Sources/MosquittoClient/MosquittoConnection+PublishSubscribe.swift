@@ -298,13 +298,14 @@ extension MosquittoConnection {
 
     func received(_ message: MQTTMessage) {
         logger.trace("message received", metadata: ["mqtt.topic": "\(message.topic)"])
-        if configuration.incomingOverflow == .pauseReading {
+        let policy = messageBuffer.policy.policy
+        if policy.overflow == .pauseReading {
             // Never dropped: the network thread stops reading above the high-water mark instead
             // (`IncomingFlowControl`); a finished buffer means the client is being destroyed.
             _ = messageBuffer.append(message)
             return
         }
-        if !messageBuffer.push(message, maxWait: configuration.backpressureTimeout) {
+        if !messageBuffer.push(message, maxWait: policy.backpressureTimeout) {
             let dropped = messageBuffer.droppedCount
             // Rate-limited: the 1st, 2nd, 4th, 8th … drop, then every 1000th.
             if dropped > 0 && ((dropped & (dropped - 1)) == 0 || dropped % 1000 == 0) {

@@ -144,7 +144,7 @@ final class MosquittoConnection: Sendable {
         var logger = logger
         logger[metadataKey: "mqtt.client_id"] = "\(configuration.clientID)"
         self.logger = logger
-        self.messageBuffer = MessageBuffer(capacity: configuration.messageBufferSize)
+        self.messageBuffer = MessageBuffer(policy: .init(configuration))
         self.session = Locked(
             Session(machine: Machine(policy: configuration.reconnect, drainTimeout: configuration.shutdownDrainTimeout)))
         self.callbacks = Locked(CallbackRecord(publishes: InFlightWindow(limit: configuration.maxInFlight)))

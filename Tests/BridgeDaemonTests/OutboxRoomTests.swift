@@ -66,4 +66,29 @@ import Testing
         #expect(outbox.pending == 4)
         #expect(!outbox.isWaitingForRoom)
     }
+
+    /// Issue 26: a reload that moves the MQTT → Pusher overflow default changes the policy in place.
+    /// A producer waiting for room under `backpressure` goes on (and the outbox drops the oldest)
+    /// once the policy is `drop-oldest`; back to `backpressure`, producers wait again.
+    @Test func aPolicyChangedInPlaceReleasesAWaitingProducerAndTakesEffectAtOnce() async throws {
+        let outbox = try Self.outbox(maxMessages: 2)
+        _ = outbox.append(contentsOf: (0..<2).map(OutboxTests.item))
+        let waiting = Task {
+            await outbox.waitForRoom(messages: 1, bytes: 10)
+            return outbox.append(contentsOf: [OutboxTests.item(2)])
+        }
+        while !outbox.isWaitingForRoom { await Task.yield() }
+        outbox.changeOverflow(to: .dropOldest)
+        #expect(outbox.overflow == .dropOldest)
+        #expect(await waiting.value == [OutboxAdmission(dropped: 1)])
+        #expect(outbox.pending == 2)
+        #expect(await outbox.next(max: 10).map(\.item.event.data) == ["m1", "m2"])
+
+        outbox.changeOverflow(to: .backpressure)
+        #expect(outbox.overflow == .backpressure)
+        let blocked = Task { await outbox.waitForRoom(messages: 1, bytes: 10) }
+        while !outbox.isWaitingForRoom { await Task.yield() }
+        outbox.close()
+        await blocked.value
+    }
 }

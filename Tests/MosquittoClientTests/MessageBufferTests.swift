@@ -98,6 +98,34 @@ import Testing
         #expect(topics == ["t/1", "t/2"])
         #expect(buffer.count == 0)
     }
+
+    /// Issue 26: `MQTTClient.applyIncomingFlow(of:)` changes the policy while the network thread
+    /// may wait for room. Switched to `pauseReading`, a producer blocked on a full buffer stores the
+    /// message instead of dropping it; the policy's version counts the change (the network thread
+    /// rebuilds its flow control on it); a policy set again unchanged is no change.
+    @Test func aPolicyChangedToPauseReadingReleasesABlockedProducerWithoutADrop() {
+        let buffer = MessageBuffer(capacity: 1)
+        #expect(buffer.push(message(0), maxWait: .zero))
+        let pushed = Locked<Bool?>(nil)
+        let producerDone = DispatchSemaphore(value: 0)
+        let next = message(1)
+        DispatchQueue.global().async {
+            let ok = buffer.push(next, maxWait: .seconds(30))
+            pushed.withLock { $0 = ok }
+            producerDone.signal()
+        }
+        let before = buffer.policy.version
+        let pause = MessageBuffer.Policy(overflow: .pauseReading, capacity: 1, byteCapacity: 1 << 20, backpressureTimeout: .seconds(5))
+        buffer.setPolicy(pause)
+        #expect(producerDone.wait(timeout: .now() + 10) == .success)
+        #expect(pushed.withLock { $0 } == true)
+        #expect(buffer.droppedCount == 0)
+        #expect(buffer.count == 2)
+        #expect(buffer.policy.version == before + 1)
+        #expect(buffer.capacity == 1)
+        buffer.setPolicy(pause)
+        #expect(buffer.policy.version == before + 1)
+    }
 }
 
 extension MQTTMessageStream.AsyncIterator {

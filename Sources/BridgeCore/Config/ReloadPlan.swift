@@ -3,11 +3,12 @@
 public struct ReloadPlan: Sendable {
     /// Same settings: untouched, connections kept.
     public var unchanged: [String]
-    /// Only rules, presence mirrors or `[bridge.webhooks]` changed: swapped in place, connections kept.
+    /// Only rules, presence mirrors or `[bridge.webhooks]` changed: swapped in place, connections
+    /// kept — also when the rules move the MQTT → Pusher overflow default (no `overflow` key, and
+    /// the rules now read a different QoS class; docs/contract.md §7.6): the buffer takes the new
+    /// policy in place.
     public var rulesChanged: [BridgeSettings] = []
-    /// Connection, reconnect, buffer or cluster settings changed, or the MQTT → Pusher overflow policy that
-    /// follows from the rules (no `overflow` key, and the rules now read a different QoS class;
-    /// docs/contract.md §7.6): the bridge restarts, so that its buffer takes the new policy.
+    /// Connection, reconnect, buffer or cluster settings changed: the bridge restarts.
     public var restarted: [BridgeSettings] = []
     /// New bridges, started.
     public var added: [BridgeSettings]
@@ -26,8 +27,7 @@ public struct ReloadPlan: Sendable {
         for name in diff.changed {
             guard let previous = old.bridge(named: name), let settings = new.bridge(named: name) else { continue }
             if previous.pusher == settings.pusher, previous.mqtt == settings.mqtt,
-                previous.reconnect == settings.reconnect, previous.buffer == settings.buffer,
-                previous.mqttToPusherOverflow == settings.mqttToPusherOverflow, previous.cluster == settings.cluster
+                previous.reconnect == settings.reconnect, previous.buffer == settings.buffer, previous.cluster == settings.cluster
             {
                 rulesChanged.append(settings)
             } else {

@@ -17,13 +17,13 @@ extension BridgeRuntime {
     func consumeMQTT() async {
         var actions: [Action] = []
         var events: [OutgoingPusher] = []
-        let backpressure = toPusher.overflow == .backpressure
         while true {
             let arrived = await mqtt.messages.next(max: 64)
             if arrived.isEmpty { return }
             let burst = clusterMessagesTaken(from: arrived)  // membership messages are not for the rules
             let receivedAt = UTCTimestamp.now()
-            if backpressure {
+            // Read per burst: a reload may change the policy in place (BridgeRuntime.applyRules).
+            if toPusher.overflow == .backpressure {
                 // Wait for room instead of dropping; meanwhile the MQTT client's buffer fills and it
                 // stops reading from the broker (docs/contract.md §7.6). Before routing, so that what
                 // the machine counts as received reaches the outbox at once (the counter identity);

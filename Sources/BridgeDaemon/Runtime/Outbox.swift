@@ -18,29 +18,6 @@ struct OutboxEntry<Item: OutboxItem>: Sendable {
     var item: Item
 }
 
-/// What happened to a message offered to an ``Outbox``.
-struct OutboxAdmission: Sendable, Equatable {
-    /// Messages dropped by the overflow policy (the offered one included, for drop-newest).
-    var dropped = 0
-    /// The spool refused the message (closed, or over its payload limit): it was not stored. A full
-    /// or failing disk is not this: the spool degrades and the message waits in memory.
-    var spoolFailed = false
-
-    init(dropped: Int = 0, spoolFailed: Bool = false) {
-        self.dropped = dropped
-        self.spoolFailed = spoolFailed
-    }
-
-    /// What the backlog's decision means for the counters.
-    init(_ admission: BacklogAdmission) {
-        switch admission {
-        case .stored: self.init()
-        case .storedDroppingOldest(_, let dropped): self.init(dropped: dropped.count)
-        case .droppedNewest, .droppedOversize: self.init(dropped: 1)
-        }
-    }
-}
-
 /// The queue of one bridge direction: BridgeCore's ``DeliveryBacklog`` (bounded by count and
 /// bytes with the configured overflow policy, in memory or spooled to disk with `persist = true`)
 /// plus what the daemon needs around it: a lock, and an async wait for the one consumer.
@@ -117,8 +94,6 @@ final class Outbox<Item: OutboxItem>: Sendable {
     static var freshByteLimit: Int { 256 * 1024 }
 
     let name: String
-    /// The overflow policy in force (``waitForRoom(messages:bytes:)`` is for `backpressure`).
-    let overflow: BufferOverflowPolicy
     private let state: Locked<State>
     private let logger: Logger
     private let flushSpool: @Sendable (SpoolSyncPoint) async throws -> Void
@@ -135,7 +110,6 @@ final class Outbox<Item: OutboxItem>: Sendable {
         flushSpool: @escaping @Sendable (SpoolSyncPoint) async throws -> Void = { try await $0.flushOnSyncThread() }
     ) throws {
         self.name = name
-        self.overflow = overflow
         self.logger = logger
         self.flushSpool = flushSpool
         if let spoolDirectory {
@@ -148,6 +122,21 @@ final class Outbox<Item: OutboxItem>: Sendable {
         } else {
             state = Locked(State(backlog: DeliveryBacklog(limits: limits, overflow: overflow), spool: nil))
         }
+    }
+
+    /// The overflow policy in force (``waitForRoom(messages:bytes:)`` is for `backpressure`).
+    var overflow: BufferOverflowPolicy { state.withLock { $0.backlog.overflow } }
+
+    /// Changes the overflow policy in place (a reload); a producer waiting for room under
+    /// `backpressure` goes on when the new policy drops instead.
+    func changeOverflow(to overflow: BufferOverflowPolicy) {
+        let producer = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.backlog.overflow = overflow
+            guard overflow != .backpressure, let waiter = state.roomWaiter else { return nil }
+            state.roomWaiter = nil
+            return waiter.continuation
+        }
+        producer?.resume()
     }
 
     /// Messages not yet acknowledged (waiting or in flight).

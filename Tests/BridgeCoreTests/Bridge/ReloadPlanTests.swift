@@ -50,18 +50,21 @@ import Testing
             + "[[bridge.rule]]\nname = \"m\"\nfrom = \"mqtt\"\ntopic = \"in/+\"\nchannel = \"c-{1}\"\nevent = \"e\"\nqos = \(qos)\n"
     }
 
-    /// docs/contract.md §7.6: without an `overflow` key the MQTT → Pusher policy follows the rules'
-    /// QoS, so a rules-only edit that moves it (QoS 0 → 1: drop-oldest → backpressure) must restart
-    /// the bridge, or its buffer would keep the old policy.
-    @Test func aRuleChangeThatMovesTheDefaultOverflowPolicyRestartsTheBridge() throws {
+    /// docs/contract.md §3, §7.6: without an `overflow` key the MQTT → Pusher policy follows the
+    /// rules' QoS; a rules-only edit that moves it (QoS 0 → 1: drop-oldest → backpressure) keeps the
+    /// connections, and the runtime changes the buffer's policy in place (issue 26: it used to
+    /// restart the bridge, which dropped both connections and raced the spool's lock).
+    @Test func aRuleChangeThatMovesTheDefaultOverflowPolicyKeepsTheConnections() throws {
         let qos0 = try Self.config(Self.mqttRule(qos: 0))
         let qos1 = try Self.config(Self.mqttRule(qos: 1))
         #expect(qos0.bridges[0].mqttToPusherOverflow == .dropOldest)
         #expect(qos1.bridges[0].mqttToPusherOverflow == .backpressure)
         let up = ReloadPlan(old: qos0, new: qos1)
-        #expect(up.restarted.map(\.name) == ["b"])
-        #expect(up.rulesChanged.isEmpty)
-        #expect(ReloadPlan(old: qos1, new: qos0).restarted.map(\.name) == ["b"])
+        #expect(up.rulesChanged.map(\.name) == ["b"])
+        #expect(up.rulesChanged.first?.mqttToPusherOverflow == .backpressure)
+        #expect(up.restarted.isEmpty)
+        #expect(ReloadPlan(old: qos1, new: qos0).rulesChanged.map(\.name) == ["b"])
+        #expect(ReloadPlan(old: qos1, new: qos0).restarted.isEmpty)
         // With the policy set in the file, the same edit keeps the connections.
         let set0 = try Self.config(Self.mqttRule(qos: 0, overflow: "drop-newest"))
         let set1 = try Self.config(Self.mqttRule(qos: 1, overflow: "drop-newest"))
