@@ -248,4 +248,55 @@ struct ZeroSeriesTests {
         #expect(!kinds.isEmpty)
         #expect(kinds.isSubset(of: Set(BridgeMetrics.errorKinds)), "not registered: \(kinds.subtracting(BridgeMetrics.errorKinds))")
     }
+
+    /// Issue 26: a rules-only reload registers the new rules' series but must not reset the running
+    /// bridge's gauges: `connection_up` read 0 after every such reload while both sides were up.
+    @Test func aRulesOnlyReloadKeepsTheGaugesOfTheRunningBridge() throws {
+        func settings(_ extra: String) throws -> BridgeSettings {
+            let text = """
+                [[bridge]]
+                name = "g"
+                [bridge.pusher]
+                key = "k"
+                app_id = "1"
+                secret = "s"
+                [bridge.mqtt]
+                host = "127.0.0.1"
+                [[bridge.rule]]
+                name = "a"
+                from = "mqtt"
+                topic = "t/+"
+                channel = "c-{1}"
+                event = "e"
+                \(extra)
+                """
+            return try #require(
+                ConfigLoader.parse(
+                    text, file: "b.conf", environment: .init(variables: [:], readFile: { _ in nil }, fileExists: { _ in false })
+                )
+                .bridges.first)
+        }
+        let metrics = BridgeMetrics()
+        metrics.registerZeroSeries(for: try settings(""))
+        metrics.connectionUp(bridge: "g", side: .pusher).record(1)
+        metrics.connectionUp(bridge: "g", side: .mqtt).record(1)
+        metrics.buffered(bridge: "g", direction: .mqttToPusher).record(7)
+        let throttled =
+            "[[bridge.rule]]\nname = \"b\"\nfrom = \"mqtt\"\ntopic = \"u/+\"\nchannel = \"d-{1}\"\nevent = \"e\"\nthrottle = \"1s\""
+        metrics.registerZeroSeries(for: try settings(throttled), keepingReadings: true)
+        let scrape = String(decoding: metrics.render(), as: UTF8.self)
+        for needle in [
+            #"pusher_mqtt_bridge_connection_up{bridge="g",side="pusher"} 1"#,
+            #"pusher_mqtt_bridge_connection_up{bridge="g",side="mqtt"} 1"#,
+            #"pusher_mqtt_bridge_buffered_messages{bridge="g",direction="mqtt_to_pusher"} 7"#,
+            #"pusher_mqtt_bridge_throttle_targets{bridge="g",rule="b"} 0"#,
+            #"pusher_mqtt_bridge_messages_total{bridge="g",rule="b",direction="mqtt_to_pusher",outcome="coalesced"} 0"#,
+        ] {
+            #expect(scrape.contains(needle), "missing \(needle)")
+        }
+        // A new runtime (start, or a restart) starts from zero: nothing is connected yet.
+        metrics.registerZeroSeries(for: try settings(throttled))
+        #expect(
+            String(decoding: metrics.render(), as: UTF8.self).contains(#"pusher_mqtt_bridge_connection_up{bridge="g",side="pusher"} 0"#))
+    }
 }

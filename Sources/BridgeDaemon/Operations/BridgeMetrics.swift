@@ -155,16 +155,22 @@ public final class BridgeMetrics: Sendable {
     /// sides' connection and reconnect series, both buffers, every error kind, and for each rule
     /// the outcomes it can have (`filtered` with `where`, `coalesced` with `throttle`,
     /// `unchanged` with `on_change`), plus the per-bridge `unmatched` and `suppressed` series.
-    /// Called at start and after a reload (new rules get their series; old ones stay).
-    public func registerZeroSeries(for bridge: BridgeSettings) {
+    /// Called when a bridge's runtime is made (its gauges start at zero: nothing is connected yet)
+    /// and after a rules-only reload with `keepingReadings` (new rules get their series; the gauges
+    /// of the running bridge keep what they read — a reload must not show a live connection as
+    /// down; issue 26).
+    public func registerZeroSeries(for bridge: BridgeSettings, keepingReadings: Bool = false) {
         let name = bridge.name
+        func zero(_ gauge: CoreMetrics.Gauge) {
+            if !keepingReadings { gauge.record(0) }
+        }
         for side in [Side.pusher, .mqtt] {
             _ = reconnects(bridge: name, side: side)
-            connectionUp(bridge: name, side: side).record(0)
+            zero(connectionUp(bridge: name, side: side))
         }
         for direction in [Direction.pusherToMQTT, .mqttToPusher] {
-            buffered(bridge: name, direction: direction).record(0)
-            spoolDegraded(bridge: name, direction: direction).record(0)
+            zero(buffered(bridge: name, direction: direction))
+            zero(spoolDegraded(bridge: name, direction: direction))
             _ = received(bridge: name, direction: direction)
             _ = messages(bridge: name, rule: "", direction: direction, outcome: .unmatched)
         }
@@ -178,7 +184,7 @@ public final class BridgeMetrics: Sendable {
             for outcome in outcomes { _ = messages(bridge: name, rule: rule, direction: direction, outcome: outcome) }
             if conditions.shapesRate {
                 _ = throttleTargetsFull(bridge: name, rule: rule)
-                throttleTargets(bridge: name, rule: rule).record(0)
+                zero(throttleTargets(bridge: name, rule: rule))
             }
         }
         for mqttRule in bridge.mqttToPusherRules { rule(mqttRule.name, .mqttToPusher, mqttRule.conditions, extra: [.suppressed]) }
@@ -191,8 +197,8 @@ public final class BridgeMetrics: Sendable {
             _ = discoverySkipped(bridge: name, rule: discovery.name)
         }
         if bridge.cluster != nil {
-            clusterMembers(bridge: name).record(0)
-            clusterChannelsHeld(bridge: name).record(0)
+            zero(clusterMembers(bridge: name))
+            zero(clusterChannelsHeld(bridge: name))
             _ = clusterTakeovers(bridge: name)
             for confirmed in [true, false] { _ = clusterHandovers(bridge: name, confirmed: confirmed) }
         }
