@@ -185,34 +185,43 @@ import Testing
 /// Every labelled metric family has its zero series from the first scrape (docs/contract.md §5.7).
 @Suite("Metrics: zero series")
 struct ZeroSeriesTests {
-    @Test func everyFamilyAndRuleOutcomeIsInTheFirstScrape() throws {
+    /// Bridge `name` with `rules` (a `[[bridge.rule]]` list).
+    static func bridge(_ name: String, rules: String) throws -> BridgeSettings {
         let text = """
             [[bridge]]
-            name = "f"
+            name = "\(name)"
             [bridge.pusher]
             key = "k"
             app_id = "1"
             secret = "s"
             [bridge.mqtt]
             host = "127.0.0.1"
-            [[bridge.rule]]
-            name = "hot"
-            from = "mqtt"
-            topic = "t/+"
-            channel = "c-{1}"
-            event = "e"
-            where = "/t > 1"
-            throttle = "1s"
-            [[bridge.rule]]
-            name = "p"
-            from = "pusher"
-            channel = "c"
-            topic = "x/{event}"
-            on_change = true
+            \(rules)
             """
-        let settings = try #require(
+        return try #require(
             ConfigLoader.parse(text, file: "b.conf", environment: .init(variables: [:], readFile: { _ in nil }, fileExists: { _ in false }))
                 .bridges.first)
+    }
+
+    @Test func everyFamilyAndRuleOutcomeIsInTheFirstScrape() throws {
+        let settings = try Self.bridge(
+            "f",
+            rules: """
+                [[bridge.rule]]
+                name = "hot"
+                from = "mqtt"
+                topic = "t/+"
+                channel = "c-{1}"
+                event = "e"
+                where = "/t > 1"
+                throttle = "1s"
+                [[bridge.rule]]
+                name = "p"
+                from = "pusher"
+                channel = "c"
+                topic = "x/{event}"
+                on_change = true
+                """)
         let metrics = BridgeMetrics()
         metrics.registerZeroSeries(for: settings)
         let scrape = String(decoding: metrics.render(), as: UTF8.self)
@@ -253,28 +262,8 @@ struct ZeroSeriesTests {
     /// bridge's gauges: `connection_up` read 0 after every such reload while both sides were up.
     @Test func aRulesOnlyReloadKeepsTheGaugesOfTheRunningBridge() throws {
         func settings(_ extra: String) throws -> BridgeSettings {
-            let text = """
-                [[bridge]]
-                name = "g"
-                [bridge.pusher]
-                key = "k"
-                app_id = "1"
-                secret = "s"
-                [bridge.mqtt]
-                host = "127.0.0.1"
-                [[bridge.rule]]
-                name = "a"
-                from = "mqtt"
-                topic = "t/+"
-                channel = "c-{1}"
-                event = "e"
-                \(extra)
-                """
-            return try #require(
-                ConfigLoader.parse(
-                    text, file: "b.conf", environment: .init(variables: [:], readFile: { _ in nil }, fileExists: { _ in false })
-                )
-                .bridges.first)
+            try Self.bridge(
+                "g", rules: "[[bridge.rule]]\nname = \"a\"\nfrom = \"mqtt\"\ntopic = \"t/+\"\nchannel = \"c-{1}\"\nevent = \"e\"\n" + extra)
         }
         let metrics = BridgeMetrics()
         metrics.registerZeroSeries(for: try settings(""))

@@ -20,6 +20,7 @@ import paho.mqtt.client as mqtt
 from conftest import bridge_config
 from harness import MQTTCollector, free_port, http_get, metric_value, publish, pusher_connections, wait_until
 from test_flow import PUSHER_TO_MQTT, PysherListener, wait_bridge_subscribed
+from test_operations import NotifySocket
 
 MQTT_TO_PUSHER_QOS1 = """
 [[bridge.rule]]
@@ -207,8 +208,9 @@ def test_a_bridge_that_cannot_start_is_retried_and_reported(pusher, broker, work
     """Its spool's lock is held by another process: the reload cannot start it; `/readyz` says so
     until the lock is free, then the retry starts it."""
     port = free_port()
+    notify = NotifySocket(str(workdir / "notify.sock"))
     base = with_metrics(bridge_config(pusher, broker, workdir, PUSHER_TO_MQTT), port)
-    bridge = bridges(base)
+    bridge = bridges(base, env={"NOTIFY_SOCKET": notify.path})
     collector = MQTTCollector(broker.port, ["dash/prices/#"])
     wait_until(lambda: ready(port), 15, 0.05, "the bridge to be ready")
 
@@ -235,6 +237,9 @@ def test_a_bridge_that_cannot_start_is_retried_and_reported(pusher, broker, work
         assert metric_value(text, 'pusher_mqtt_bridge_errors_total{bridge="e2e",kind="start"}') >= 1
         assert not both_up(port)
         assert bridge.running()
+        # STATUS= (sent when it changes, checked every second) names it too.
+        wait_until(lambda: any("e2e: not running: cannot start" in m and "in use by another spool" in m
+                               for m in notify.seen("STATUS=")), 5, 0.05, "STATUS= naming the bridge")
         # Retried with the backoff (max_delay 2 s): still refused while the lock is held.
         wait_until(lambda: bridge.log().count("cannot start bridge; retrying") >= 2, 20, 0.05, "a retry")
         assert http_get(f"http://127.0.0.1:{port}/readyz")[0] == 503
