@@ -205,50 +205,47 @@ def pusher_socket_ids(pusher) -> set[str]:
 
 
 def test_a_bridge_that_cannot_start_is_retried_and_reported(pusher, broker, workdir, bridges):
-    """Its spool's lock is held by another process: the reload cannot start it; `/readyz` says so
-    until the lock is free, then the retry starts it."""
+    """A reload adds a bridge whose spool's lock another process holds: it cannot start; `/readyz`,
+    STATUS=, the log and errors_total say so until the lock is free, then a retry starts it."""
     port = free_port()
     notify = NotifySocket(str(workdir / "notify.sock"))
     base = with_metrics(bridge_config(pusher, broker, workdir, PUSHER_TO_MQTT), port)
     bridge = bridges(base, env={"NOTIFY_SOCKET": notify.path})
-    collector = MQTTCollector(broker.port, ["dash/prices/#"])
+    collector = MQTTCollector(broker.port, ["dash/prices/#", "second/#"])
     wait_until(lambda: ready(port), 15, 0.05, "the bridge to be ready")
 
-    lock_path = workdir / "state" / "e2e" / "pusher_to_mqtt.spool" / "lock"
-    # Taken while the bridge holds it: wait for the restart to release it, then hold it.
-    holder = os.open(lock_path, os.O_RDWR)
-    bridge.write_config(base.replace('keepalive = "5s"', 'keepalive = "6s"'))
-    bridge.send_signal(signal.SIGHUP)
-
-    def take_lock() -> bool:
-        try:
-            fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            return False
-
-    wait_until(take_lock, 20, 0.001, "the old bridge to release its spool")
+    spool = workdir / "state" / "second" / "pusher_to_mqtt.spool"
+    spool.mkdir(parents=True)
+    holder = os.open(spool / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    second = bridge_config(pusher, broker, workdir, PUSHER_TO_MQTT.replace("dash/prices", "second/prices"), name="second")
+    bridge.write_config(base + second[second.index("[[bridge]]"):])
     try:
+        bridge.send_signal(signal.SIGHUP)
         wait_until(lambda: "cannot start bridge; retrying" in bridge.log(), 20, 0.05, "the failed start")
+        assert "bridge added [bridge=second]" in bridge.log()
         status, body = http_get(f"http://127.0.0.1:{port}/readyz")
-        assert status == 503
-        assert "e2e: not running: cannot start" in body and "in use by another spool" in body, body
+        assert status == 503, body
+        assert "second: not running: cannot start" in body and "in use by another spool" in body, body
+        assert not any(line.startswith("e2e:") for line in body.splitlines()), body  # the first bridge is fine
         text = metrics_text(port)
-        assert metric_value(text, 'pusher_mqtt_bridge_errors_total{bridge="e2e",kind="start"}') >= 1
-        assert not both_up(port)
-        assert bridge.running()
+        assert metric_value(text, 'pusher_mqtt_bridge_errors_total{bridge="second",kind="start"}') >= 1
+        assert metric_value(text, 'pusher_mqtt_bridge_connection_up{bridge="second",side="mqtt"}') == 0
+        assert both_up(port)  # bridge e2e
         # STATUS= (sent when it changes, checked every second) names it too.
-        wait_until(lambda: any("e2e: not running: cannot start" in m and "in use by another spool" in m
+        wait_until(lambda: any("second: not running: cannot start" in m and "in use by another spool" in m
                                for m in notify.seen("STATUS=")), 5, 0.05, "STATUS= naming the bridge")
         # Retried with the backoff (max_delay 2 s): still refused while the lock is held.
-        wait_until(lambda: bridge.log().count("cannot start bridge; retrying") >= 2, 20, 0.05, "a retry")
+        wait_until(lambda: bridge.log().count("cannot start bridge; retrying") >= 3, 20, 0.05, "the retries")
         assert http_get(f"http://127.0.0.1:{port}/readyz")[0] == 503
+        assert bridge.running()
     finally:
         fcntl.flock(holder, fcntl.LOCK_UN)
         os.close(holder)
-    wait_until(lambda: ready(port) and both_up(port), 20, 0.05, "the retry to start the bridge")
-    assert "bridge started [" in bridge.log()
+    wait_until(lambda: ready(port), 20, 0.05, "a retry to start the bridge")
+    assert "bridge started [bridge=second" in bridge.log()
     wait_bridge_subscribed(pusher, "market-data")
     pusher.http_client().trigger("market-data", "new-price", "back")
-    wait_until(lambda: collector.payloads("dash/prices/new-price") == [b"back"], 10, 0.05, "bridging after the retry")
+    wait_until(lambda: collector.payloads("second/prices/new-price") == [b"back"], 10, 0.05, "the added bridge bridging")
+    assert collector.payloads("dash/prices/new-price") == [b"back"]
     collector.close()
