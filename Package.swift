@@ -302,7 +302,7 @@ let package = Package(
         .testTarget(
             name: "BridgeDaemonTests",
             dependencies: [
-                "BridgeDaemon", "BridgeCore", "Durability", "PusherChannels", "Locking",
+                "BridgeDaemon", "BridgeCore", "Durability", "PusherChannels", "MQTTVocabulary", "Locking",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -86,6 +86,11 @@ public final class Daemon: Sendable {
         do {
             // Opening spools can fail: that is fatal at start.
             runtimes = try configuration.bridges.map { try makeRuntime($0, daemon: configuration.daemon) }
+        } catch let refused as ClientSettingsRefused {
+            // A client refuses what the loader let through: still an invalid config, which the
+            // unit does not restart (docs/contract.md §3), not a failure to retry.
+            logger.critical("invalid config: \(configPath)", metadata: ["error": "\(refused)"])
+            return .invalidConfig
         } catch {
             logger.critical("cannot start", metadata: ["error": "\(error)"])
             return .failure

@@ -75,7 +75,7 @@ public enum MQTTIncomingOverflow: Sendable, Hashable {
 /// | `protocolVersion` | `.v5` | |
 /// | `cleanSession` | `false` | persistent session: the broker queues QoS ≥ 1 for us while we are away |
 /// | `sessionExpiry` | 1 hour | MQTT 5 only, sent on every CONNECT when `cleanSession` is false (docs/mqtt-notes.md §4) |
-/// | `keepAlive` | 30 s | whole seconds, at least 5 (libmosquitto's minimum) |
+/// | `keepAlive` | 30 s | 5…65535 s (libmosquitto's limits, `MQTTClientLimits.keepAlive`) |
 /// | `username`, `password` | `nil` | never logged |
 /// | `tls` | `nil` (plain TCP) | |
 /// | `will` | `nil` | |
@@ -164,19 +164,20 @@ public struct MQTTConfiguration: Sendable {
         self.shutdownDrainTimeout = shutdownDrainTimeout
     }
 
-    /// Problems that make this configuration unusable, as sentences; empty when valid.
+    /// Problems that make this configuration unusable, as sentences; empty when valid. The limits
+    /// of values that come from `bridges.conf` are `MQTTClientLimits`', which the config loader
+    /// checks too: `check` refuses what this refuses.
     public var problems: [String] {
         var found: [String] = []
+        func add(_ name: String, _ problem: String?) {
+            if let problem { found.append("\(name) \(problem)") }
+        }
         if host.isEmpty { found.append("host must not be empty") }
-        if !(1...65535).contains(port) { found.append("port must be between 1 and 65535") }
-        if clientID.isEmpty { found.append("client_id must not be empty") }
-        if clientID.utf8.count > 65535 { found.append("client_id is longer than 65535 bytes") }
-        if keepAlive < .seconds(5) || keepAlive > .seconds(65535) {
-            found.append("keepalive must be between 5s and 65535s")
-        }
-        if sessionExpiry < .zero || sessionExpiry.seconds > Double(UInt32.max) {
-            found.append("session_expiry must be between 0 and 4294967295 seconds")
-        }
+        add("port", MQTTClientLimits.portProblem(port))
+        add("client_id", MQTTClientLimits.clientIDProblem(clientID))
+        add("keepalive", MQTTClientLimits.keepAliveProblem(keepAlive))
+        add("session_expiry", MQTTClientLimits.sessionExpiryProblem(sessionExpiry))
+        if let username { add("username", MQTTClientLimits.usernameProblem(username)) }
         if !(1...65535).contains(maxInFlight) { found.append("max_in_flight must be between 1 and 65535") }
         if messageBufferSize < 1 { found.append("message_buffer_size must be at least 1") }
         if messageBufferBytes < 1 { found.append("message_buffer_bytes must be at least 1") }
@@ -187,11 +188,7 @@ public struct MQTTConfiguration: Sendable {
                 found.append("tls: cert_file and key_file must be given together")
             }
         }
-        if let will {
-            if will.topic.isEmpty || will.topic.contains("+") || will.topic.contains("#") {
-                found.append("will topic must be a non-empty topic without wildcards")
-            }
-        }
+        if let will { add("will topic", MQTTClientLimits.topicNameProblem(will.topic)) }
         found.append(contentsOf: reconnect.problems.map { "reconnect: \($0)" })
         return found
     }

@@ -214,3 +214,13 @@ func subscriptionOptions(_ subscription: MQTTSubscription) -> Int32 {
     }
     return options
 }
+
+extension MosquittoCode {
+    /// libmosquitto's own check of an MQTT string's characters (`mosquitto_validate_utf8`, which
+    /// `mosquitto_new`, `mosquitto_username_pw_set`, `mosquitto_will_set`, publishes and
+    /// subscriptions call). `MQTTClientLimits.stringProblem` states the same rule for
+    /// `MQTTConfiguration.problems` and the config loader; MosquittoClientTests compares the two.
+    static func acceptsCharacters(of text: String) -> Bool {
+        text.withCString { mosquitto_validate_utf8($0, Int32(text.utf8.count)) } == success
+    }
+}

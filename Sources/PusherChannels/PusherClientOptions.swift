@@ -1,4 +1,5 @@
 import Backoff
+import PusherProtocol
 
 /// Everything a ``PusherClient`` needs to know, with PusherSwift's reach and defaults.
 public struct PusherClientOptions: Sendable {
@@ -104,16 +105,21 @@ public struct PusherClientOptions: Sendable {
         return "\(scheme)://\(hostName):\(port)/app/\(key)?protocol=7&client=\(clientName)&version=\(clientVersion)"
     }
 
-    /// Problems that make these options unusable, as sentences; empty when valid.
+    /// Problems that make these options unusable, as sentences; empty when valid. The limits of
+    /// values that come from `bridges.conf` are `PusherClientLimits`', which the config loader
+    /// checks too: `check` refuses what the bridge's start refuses.
     public var problems: [String] {
         var found = reconnectPolicy.problems
+        func add(_ name: String, _ problem: String?) {
+            if let problem { found.append("\(name) \(problem)") }
+        }
         if key.isEmpty { found.append("key must not be empty") }
-        if activityTimeout <= .zero { found.append("activity timeout must be greater than 0") }
-        if pongTimeout <= .zero { found.append("pong timeout must be greater than 0") }
+        add("activity_timeout", PusherClientLimits.activityTimeoutProblem(activityTimeout))
+        add("pong_timeout", PusherClientLimits.pongTimeoutProblem(pongTimeout))
         if maxFrameSize < 16 * 1024 { found.append("max frame size must be at least 16 KiB") }
         if case .host(let name, let port) = host {
             if name.isEmpty { found.append("host must not be empty") }
-            if let port, !(1...65535).contains(port) { found.append("port must be between 1 and 65535") }
+            if let port { add("port", PusherClientLimits.portProblem(port)) }
         }
         return found
     }

@@ -106,3 +106,29 @@ def test_a_file_that_crashes_the_parser_at_start_is_refused_with_78(pusher, brok
     assert result.returncode == 78, result.stderr[-2000:]
     assert f"{bad}: error: the config parser crashed on this file (signal 6 (SIGABRT))" in result.stderr
     assert "is_value_terminator" in result.stderr, "the parser's own line is shown"
+
+
+def test_a_keepalive_the_mqtt_client_refuses_is_refused_by_check_and_run_alike(pusher, broker, workdir):
+    """Issue 26, defect 2: libmosquitto takes a keep-alive of 5…65535 s. `check` used to accept
+    `keepalive = "3s"`, and `run` then exited 1 ("cannot start"). Both now refuse the file with
+    exit 78 and the same line naming the key's position (docs/contract.md §3)."""
+    config = bridge_config(pusher, broker, workdir, PUSHER_TO_MQTT).replace('keepalive = "5s"', 'keepalive = "3s"')
+    bad = workdir / "keepalive.conf"
+    bad.write_text(config)
+    line = config.splitlines().index('keepalive = "3s"') + 1
+    expected = (f"{bad}:{line}: error: bridge.e2e.mqtt.keepalive: "
+                "must be between 5s and 65535s (the MQTT client's limits)")
+    bridge_bin = binary("BRIDGE_BIN", "pusher-mqtt-bridge")
+
+    check = subprocess.run([bridge_bin, "check", "--config", str(bad)], capture_output=True, text=True, timeout=30)
+    assert check.returncode == 78, check.stdout[-2000:] + check.stderr[-2000:]
+    assert check.stderr.splitlines() == [expected]
+
+    run = subprocess.run([bridge_bin, "run", "--config", str(bad)], capture_output=True, text=True, timeout=30)
+    assert run.returncode == 78, run.stderr[-2000:]
+    assert run.stderr.splitlines() == [expected]
+
+    # The limit itself is accepted by both.
+    good = workdir / "keepalive-5s.conf"
+    good.write_text(config.replace('keepalive = "3s"', 'keepalive = "5s"'))
+    assert subprocess.run([bridge_bin, "check", "--config", str(good)], capture_output=True, timeout=30).returncode == 0

@@ -37,6 +37,19 @@ extension BridgeSettings {
         return BridgeLastWill(topic: cluster.memberTopic(cluster.instance), payload: [])
     }
 
+    /// The topics this daemon publishes to whatever the messages: its status, the dead letters, and
+    /// in a cluster its member record (the Will), heartbeats and held reports. The loader and the
+    /// start of a bridge both check them against `MQTTClientLimits`.
+    public var fixedMQTTTopics: [String] {
+        var topics = [effectiveStatusTopic] + (mqtt.deadLetterTopic.map { [$0] } ?? [])
+        if let cluster {
+            topics += [
+                cluster.memberTopic(cluster.instance), cluster.heartbeatTopic(cluster.instance), cluster.heldTopic(cluster.instance),
+            ]
+        }
+        return topics
+    }
+
     /// Whether echoes of the bridge's own publishes are recognised by digest (docs/contract.md §5.4)
     /// rather than prevented by No Local: with MQTT 3.1.1, and in a cluster (shared subscriptions have no No Local).
     public var guardsAgainstEchoesByDigest: Bool { mqtt.protocolVersion == .v311 || cluster != nil }

@@ -32,7 +32,7 @@ extension LoadContext {
         }
         var membershipTopic: String?
         if let topic = reader.nonEmptyString("membership_topic") {
-            if let problem = TopicName.problem(with: topic) {
+            if let problem = Self.mqttTopicProblem(topic) {
                 report(reader.path.key("membership_topic"), problem)
             } else if topic.hasPrefix("$") {
                 report(reader.path.key("membership_topic"), "topics starting with '$' are reserved for the broker")

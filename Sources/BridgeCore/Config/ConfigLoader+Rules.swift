@@ -1,3 +1,4 @@
+import MQTTVocabulary
 import PusherProtocol
 import TOMLKit
 
@@ -110,14 +111,20 @@ extension LoadContext {
         if literal.utf8.contains(0) { return "topic contains a NUL character" }
         if MQTTTopicText.isReserved(template.literalPrefix) { return "topics starting with '$' are reserved for the broker" }
         if literal.utf8.count > TopicFilter.maximumLength { return "topic is longer than \(TopicFilter.maximumLength) bytes" }
-        return nil
+        return MQTTClientLimits.stringProblem(literal).map { "topic \($0)" }
     }
 
     private func readMQTTRule(_ reader: TableReader) -> MQTTToPusherRule? {
         var filter: TopicFilter?
         if let source = reader.nonEmptyString("topic", required: true) {
             switch TopicFilter.parse(source) {
-            case .success(let parsed): filter = parsed
+            case .success(let parsed):
+                // What the MQTT client refuses to subscribe to (MQTTClientLimits), beyond MQTT's own rules.
+                if let problem = MQTTClientLimits.stringProblem(source) {
+                    report(reader.path.key("topic"), "topic filter \(problem)")
+                } else {
+                    filter = parsed
+                }
             case .failure(let problem): report(reader.path.key("topic"), problem.description)
             }
         }

@@ -170,6 +170,7 @@ extension LoadContext {
             name: name, pusher: pusher, mqtt: mqtt, reconnect: reconnect, buffer: buffer, rules: rules, presence: presence,
             webhooks: webhooks, cluster: cluster)
         checkCredentials(bridge, path: reader.path)
+        checkDerivedMQTTIdentity(bridge, path: reader.path)
         return bridge
     }
 
@@ -274,13 +275,28 @@ extension LoadContext {
         if !settings.authHeaders.isEmpty, reader.has("auth_endpoint") == false {
             report(reader.path.key("auth_headers"), "auth_headers only apply with auth_endpoint")
         }
-        if let timeout = reader.duration("activity_timeout", minimum: .seconds(1)) { settings.activityTimeout = timeout }
-        if let timeout = reader.duration("pong_timeout", minimum: .milliseconds(100)) { settings.pongTimeout = timeout }
+        // The Pusher client's own limits (PusherClientLimits, checked again when the client is made).
+        if let timeout = reader.duration("activity_timeout") {
+            if let problem = PusherClientLimits.activityTimeoutProblem(timeout) {
+                report(reader.path.key("activity_timeout"), problem)
+            } else {
+                settings.activityTimeout = timeout
+            }
+        }
+        if let timeout = reader.duration("pong_timeout") {
+            if let problem = PusherClientLimits.pongTimeoutProblem(timeout) {
+                report(reader.path.key("pong_timeout"), problem)
+            } else {
+                settings.pongTimeout = timeout
+            }
+        }
         if let masterKey = reader.secret("encryption_master_key_base64") {
             let keyPath = reader.path.key(
                 reader.has("encryption_master_key_base64") ? "encryption_master_key_base64" : "encryption_master_key_base64_file")
-            if let decoded = Self.base64Decoded(masterKey.value), decoded.count == 32 {
-                settings.encryptionMasterKey = masterKey
+            // Kept as decoded here, without the spaces around it: the client decodes the kept text again.
+            let trimmed = masterKey.value.trimmingSpaces()
+            if let decoded = Self.base64Decoded(trimmed), decoded.count == 32 {
+                settings.encryptionMasterKey = Secret(trimmed)
             } else {
                 report(keyPath, "must be the base64 encoding of exactly 32 bytes")
             }
@@ -305,7 +321,7 @@ extension LoadContext {
     }
 
     static func base64Decoded(_ text: String) -> [UInt8]? {
-        guard let data = Data(base64Encoded: text.trimmingSpaces()) else { return nil }
+        guard let data = Data(base64Encoded: text) else { return nil }
         return [UInt8](data)
     }
 
@@ -322,39 +338,47 @@ extension LoadContext {
             report(reader.path.key(reader.has("cert_file") ? "cert_file" : "key_file"), "cert_file and key_file must be set together")
         }
         settings.tlsInsecure = reader.bool("tls_insecure") ?? false
+        // The MQTT client's own limits (MQTTClientLimits, checked again when the client is made):
+        // whatever `run` would refuse, `check` refuses here, at the key.
         if let clientID = reader.nonEmptyString("client_id") {
-            if clientID.utf8.count > 65535 {
-                report(reader.path.key("client_id"), "is longer than 65535 bytes")
+            if let problem = MQTTClientLimits.clientIDProblem(clientID) {
+                report(reader.path.key("client_id"), problem)
             } else {
                 settings.clientID = clientID
             }
         }
-        settings.username = reader.nonEmptyString("username")
+        if let username = reader.nonEmptyString("username") {
+            if let problem = MQTTClientLimits.usernameProblem(username) {
+                report(reader.path.key("username"), problem)
+            } else {
+                settings.username = username
+            }
+        }
         settings.password = reader.secret("password")
-        if settings.password != nil, settings.username == nil {
+        if settings.password != nil, !reader.has("username") {
             report(reader.path.key(reader.has("password") ? "password" : "password_file"), "a password needs a username")
         }
         if let level = reader.int("protocol", in: 4...5) {
             settings.protocolVersion = level == 5 ? .v5 : .v311
         }
         settings.cleanSession = reader.bool("clean_session") ?? false
-        if let keepalive = reader.duration("keepalive", minimum: .seconds(1)) {
-            if keepalive > .seconds(65535) {
-                report(reader.path.key("keepalive"), "MQTT keepalive is at most 65535s")
+        if let keepalive = reader.duration("keepalive", allowZero: true) {
+            if let problem = MQTTClientLimits.keepAliveProblem(keepalive) {
+                report(reader.path.key("keepalive"), problem)
             } else {
                 settings.keepalive = keepalive
             }
         }
         if let expiry = reader.duration("session_expiry", allowZero: true) {
-            if expiry > .seconds(Int64(UInt32.max)) {
-                report(reader.path.key("session_expiry"), "MQTT session expiry is at most 4294967295s")
+            if let problem = MQTTClientLimits.sessionExpiryProblem(expiry) {
+                report(reader.path.key("session_expiry"), problem)
             } else {
                 settings.sessionExpiry = expiry
             }
         }
         for key in ["status_topic", "dead_letter_topic"] {
             guard let topic = reader.nonEmptyString(key) else { continue }
-            if let problem = TopicName.problem(with: topic) {
+            if let problem = Self.mqttTopicProblem(topic) {
                 report(reader.path.key(key), problem)
             } else if key == "status_topic" {
                 settings.statusTopic = topic
@@ -417,7 +441,7 @@ extension LoadContext {
         }
         let topic = reader.nonEmptyString("topic", required: true)
         if let topic {
-            if let problem = TopicName.problem(with: topic) {
+            if let problem = Self.mqttTopicProblem(topic) {
                 report(reader.path.key("topic"), problem)
                 valid = false
             } else if reader.has("channel_prefix") {

@@ -22,7 +22,7 @@ extension LoadContext {
         let prefix = reader.nonEmptyString("topic_prefix", required: true)
         var usablePrefix: String?
         if let prefix {
-            if let problem = TopicName.problem(with: prefix) {
+            if let problem = Self.mqttTopicProblem(prefix) {
                 report(reader.path.key("topic_prefix"), problem)
             } else if prefix.contains("{") {
                 report(reader.path.key("topic_prefix"), "takes no placeholders; webhooks go to \(prefix)/channels/<channel>/…")

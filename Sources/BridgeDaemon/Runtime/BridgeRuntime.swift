@@ -94,9 +94,7 @@ final class BridgeRuntime: Service, Sendable {
         rest = try ClientSettings.restClient(settings, logger: logger)
         let cluster = settings.cluster.map { BridgeCluster(settings: $0, bridge: settings) }
         self.cluster = cluster
-        mqtt = try MQTTClient(
-            configuration: ClientSettings.mqttConfiguration(settings, willUserProperties: cluster?.willUserProperties ?? []),
-            logger: logger)
+        mqtt = try ClientSettings.mqttClient(settings, willUserProperties: cluster?.willUserProperties ?? [], logger: logger)
         let limits = BufferLimits(maxMessages: settings.buffer.maxMessages, maxBytes: settings.buffer.maxBytes)
         func spool(_ direction: MessageDirection) -> String? {
             guard settings.buffer.persist else { return nil }

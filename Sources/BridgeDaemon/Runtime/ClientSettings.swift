@@ -4,23 +4,39 @@ import Logging
 import MQTTVocabulary
 import MosquittoClient
 import PusherChannels
+import PusherProtocol
 
-/// A bridge's settings as the two clients' configurations.
+/// Settings that one of a bridge's clients refuses when the bridge starts: an invalid config
+/// (exit 78, docs/contract.md §3), not a run-time failure. The config loader checks the same
+/// limits (`MQTTClientLimits`, `PusherClientLimits`), so `check` refuses such a file first and
+/// this is only what slipped past it (Tests/BridgeDaemonTests/StartValidationTests.swift looks
+/// for such slips, key by key).
+public struct ClientSettingsRefused: Error, CustomStringConvertible {
+    /// The bridge whose settings were refused.
+    public var bridge: String
+    /// The client's words.
+    public var message: String
+
+    public var description: String { "bridge \(bridge): \(message)" }
+}
+
+/// A bridge's settings as the two clients' configurations, and the clients made from them: what
+/// `BridgeRuntime` starts with (and `tap`, `trigger`).
 enum ClientSettings {
-    static func pusherOptions(_ settings: BridgeSettings) throws -> PusherClientOptions {
+    static func pusherOptions(_ settings: BridgeSettings) throws(ClientSettingsRefused) -> PusherClientOptions {
         let p = settings.pusher
         let authorization: PusherAuthorization
         if let endpoint = p.authEndpoint {
             authorization = .endpoint(url: endpoint, headers: p.authHeaders)
         } else if let secret = p.secret {
             authorization = .inline(
-                try PusherInlineSigner(
-                    key: p.key, secret: secret.value, userID: p.userID, userInfoJSON: p.userInfoJSON,
+                try signer(
+                    settings, key: p.key, secret: secret.value, userID: p.userID, userInfoJSON: p.userInfoJSON,
                     encryptionMasterKeyBase64: p.encryptionMasterKey?.value))
         } else {
             authorization = .none
         }
-        return PusherClientOptions(
+        let options = PusherClientOptions(
             key: p.key,
             host: p.cluster.map { .cluster($0) } ?? .host(p.host, port: p.port),
             encrypted: p.useTLS,
@@ -30,22 +46,53 @@ enum ClientSettings {
             reconnectPolicy: settings.reconnect,
             authorization: authorization
         )
+        let problems = options.problems
+        guard problems.isEmpty else {
+            throw ClientSettingsRefused(
+                bridge: settings.name, message: "invalid Pusher configuration: " + problems.joined(separator: "; "))
+        }
+        return options
     }
 
-    static func restClient(_ settings: BridgeSettings, logger: Logger) throws -> PusherHTTPClient? {
+    static func restClient(_ settings: BridgeSettings, logger: Logger) throws(ClientSettingsRefused) -> PusherHTTPClient? {
         let p = settings.pusher
         guard let appID = p.appID, let secret = p.secret else { return nil }
+        if let problem = PusherClientLimits.portProblem(p.restPort) {
+            throw ClientSettingsRefused(bridge: settings.name, message: "invalid Pusher configuration: rest_port \(problem)")
+        }
         // Events for private-encrypted- channels are encrypted with the channel's key, derived
         // from the master key (docs/pusher-protocol.md §1, "Encrypted channels").
         var masterKey: [UInt8]?
         if let base64 = p.encryptionMasterKey?.value {
-            masterKey = try PusherInlineSigner(key: p.key, secret: secret.value, encryptionMasterKeyBase64: base64).encryptionMasterKey
+            masterKey = try signer(settings, key: p.key, secret: secret.value, encryptionMasterKeyBase64: base64).encryptionMasterKey
         }
         return PusherHTTPClient(
             appID: appID, key: p.key, secret: secret.value,
             host: p.cluster.map { .cluster($0) } ?? .host(p.restHost, port: p.restPort),
             encrypted: p.useTLS, caFile: p.caFile, maxEventBytes: p.maxEventBytes, encryptionMasterKey: masterKey, logger: logger
         )
+    }
+
+    /// The MQTT client, made (not connected) as the bridge starts it. Throws
+    /// ``ClientSettingsRefused`` for `MQTTConfiguration.problems` and options libmosquitto refuses
+    /// (a TLS file it cannot open, …), the `MQTTError` when the library itself fails.
+    static func mqttClient(_ settings: BridgeSettings, willUserProperties: [MQTTUserProperty] = [], logger: Logger) throws -> MQTTClient {
+        let configuration = mqttConfiguration(settings, willUserProperties: willUserProperties)
+        // The topics every bridge publishes to (the loader checks them too): one the client refuses
+        // would fail on every publish.
+        for topic in settings.fixedMQTTTopics {
+            guard let problem = MQTTClientLimits.topicNameProblem(topic) else { continue }
+            let shown = topic.utf8.count > 80 ? "\(topic.prefix(60))… (\(topic.utf8.count) bytes)" : topic
+            throw ClientSettingsRefused(bridge: settings.name, message: "invalid MQTT configuration: topic \"\(shown)\" \(problem)")
+        }
+        let client: MQTTClient
+        do {
+            client = try MQTTClient(configuration: configuration, logger: logger)
+        } catch {
+            guard error.kind == .invalidConfiguration else { throw error }
+            throw ClientSettingsRefused(bridge: settings.name, message: "\(error)")
+        }
+        return client
     }
 
     /// - Parameter willUserProperties: in a cluster, the member's incarnation and start, so that the
@@ -79,5 +126,18 @@ enum ClientSettings {
             // with keepalive 5 s against the former fixed 5 s).
             backpressureTimeout: min(.seconds(5), m.keepalive / 2)
         )
+    }
+
+    /// The signer, its refusal (`PusherError.invalidArgument`) as the bridge's.
+    private static func signer(
+        _ settings: BridgeSettings, key: String, secret: String, userID: String? = nil, userInfoJSON: String? = nil,
+        encryptionMasterKeyBase64: String?
+    ) throws(ClientSettingsRefused) -> PusherInlineSigner {
+        do {
+            return try PusherInlineSigner(
+                key: key, secret: secret, userID: userID, userInfoJSON: userInfoJSON, encryptionMasterKeyBase64: encryptionMasterKeyBase64)
+        } catch {
+            throw ClientSettingsRefused(bridge: settings.name, message: "invalid Pusher configuration: \(error)")
+        }
     }
 }
