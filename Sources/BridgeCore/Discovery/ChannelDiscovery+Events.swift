@@ -101,10 +101,17 @@ extension ChannelDiscovery {
         return actions
     }
 
-    /// A `pusher:subscription_count` event or a `subscription_count` webhook: `count`
-    /// subscriptions on `channel`. Once the bridge's subscription succeeded it is one of them,
-    /// so ≤ 1 means nobody else: the channel is left. Before that, only 0 does.
+    /// A `pusher:subscription_count` event: `count` subscriptions on `channel`, counted now (Pusher
+    /// sends it to subscribers only, so after the bridge's own `subscription_succeeded`).
     public mutating func subscriptionCountChanged(_ channel: String, count: Int, now: Instant) -> [Action] {
+        subscriptionCountChanged(channel, count: count, asOf: now, now: now)
+    }
+
+    /// `count` subscriptions on `channel`, counted at `asOf` (a `subscription_count` webhook: see
+    /// ``webhookCountAsOf(timeMillis:nowMillis:now:)``; nil when unknown). Once the bridge's
+    /// subscription succeeded it is one of them, so ≤ 1 means nobody else: the channel is left.
+    /// Before that, only 0 does.
+    public mutating func subscriptionCountChanged(_ channel: String, count: Int, asOf: Instant?, now: Instant) -> [Action] {
         guard var current = held[channel] else { return [] }
         current.countsSeen = true
         held[channel] = current
@@ -113,6 +120,21 @@ extension ChannelDiscovery {
         release(channel, reason: .alone, now: now, into: &actions)
         return actions
     }
+
+    /// When a `subscription_count` webhook's counts were taken, on the daemon's clock: Pusher
+    /// makes the request at `time_ms` (`timeMillis`, its wall clock; nil when the body has none),
+    /// after holding its events for up to ``webhookBatchWindow``, so they may be that much older.
+    /// A `time_ms` ahead of `nowMillis` (the sender's clock ahead of ours) counts as now.
+    public static func webhookCountAsOf(timeMillis: Int64?, nowMillis: Int64, now: Instant) -> Instant? {
+        guard let timeMillis else { return nil }
+        // Clamped into 0...nowMillis first, so that the difference cannot overflow.
+        let behind = nowMillis - min(max(timeMillis, 0), max(nowMillis, 0))
+        return now - .milliseconds(behind) - webhookBatchWindow
+    }
+
+    /// How long Pusher holds webhook events to batch them before it makes the request (hosted
+    /// Pusher and pusher-local: 250 ms, Sources/PusherLocal/WebhookBatcher.swift).
+    public static let webhookBatchWindow: Duration = .milliseconds(250)
 
     /// The bridge's subscription to `channel` succeeded (also after a reconnect): from now on
     /// counts include the bridge.
