@@ -37,8 +37,8 @@ extension ChannelDiscovery {
             if let count {
                 current.countsSeen = true
                 held[channel] = current
-                let includesBridge = current.confirmedAt.map { $0 <= started } ?? false
-                if (includesBridge ? count - 1 : count) <= 0 {
+                // Counted when the request went out.
+                if countSaysAlone(count, asOf: started, in: current) {
                     release(channel, reason: .alone, now: now, into: &actions)
                     continue
                 }
@@ -108,17 +108,32 @@ extension ChannelDiscovery {
     }
 
     /// `count` subscriptions on `channel`, counted at `asOf` (a `subscription_count` webhook: see
-    /// ``webhookCountAsOf(timeMillis:nowMillis:now:)``; nil when unknown). Once the bridge's
-    /// subscription succeeded it is one of them, so ≤ 1 means nobody else: the channel is left.
-    /// Before that, only 0 does.
+    /// ``webhookCountAsOf(timeMillis:nowMillis:now:)``; nil when unknown). The channel is left
+    /// when the count says the bridge is alone there (``countSaysAlone(_:asOf:in:)``).
     public mutating func subscriptionCountChanged(_ channel: String, count: Int, asOf: Instant?, now: Instant) -> [Action] {
         guard var current = held[channel] else { return [] }
+        // Whenever it was taken, the server reports counts: idle_timeout no longer applies.
         current.countsSeen = true
         held[channel] = current
-        guard (current.confirmedAt == nil ? count : count - 1) <= 0 else { return [] }
+        guard countSaysAlone(count, asOf: asOf, in: current) else { return [] }
         var actions: [Action] = []
         release(channel, reason: .alone, now: now, into: &actions)
         return actions
+    }
+
+    /// Whether `count` subscriptions (users, for presence), counted at `asOf`, leave the bridge
+    /// alone in `channel`:
+    /// - its subscription took effect at or before `asOf`: the bridge is one of them, ≤ 1 is alone;
+    /// - no subscription of the bridge is in effect (not yet succeeded, or lost with the
+    ///   connection): the count is of others only, 0 is alone;
+    /// - it took effect after `asOf`, or `asOf` is unknown: the count predates the bridge's own
+    ///   subscription and says nothing about now — never alone. (A `channel_occupied` webhook comes
+    ///   with a `subscription_count` of 1, the first device alone: read after the bridge subscribed,
+    ///   that 1 is not the bridge. Pusher reports the count again once the bridge is in.)
+    func countSaysAlone(_ count: Int, asOf: Instant?, in channel: HeldChannel) -> Bool {
+        guard let confirmed = channel.confirmedAt else { return count <= 0 }
+        guard let asOf, confirmed <= asOf else { return false }
+        return count <= 1
     }
 
     /// When a `subscription_count` webhook's counts were taken, on the daemon's clock: Pusher
