@@ -5,12 +5,15 @@ official `pusher` library reach paho-mqtt on real mosquitto, and the daemon leav
 from __future__ import annotations
 
 import json
+import re
 import signal
 import threading
 import time
 import urllib.request
+from datetime import datetime
 
 import pysher
+from pusher.signature import sign
 
 from conftest import bridge_config
 from harness import MQTTCollector, PusherLocal, free_port, port_open, publish, retained, wait_until
@@ -232,4 +235,99 @@ def test_channel_occupied_webhooks_join_at_once(broker, workdir, bridges):
         assert time.monotonic() - occupied < 10  # the next poll is 60 s away
         devices.close()
     finally:
+        local.stop()
+
+
+def post_webhook(port: int, pusher_local, events: list[dict], time_ms: int) -> int:
+    """One webhook request as Pusher makes it: the events, `time_ms` (when it was made), signed
+    with the app secret by the official library's own function."""
+    body = json.dumps({"time_ms": time_ms, "events": events})
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/webhooks/e2e", data=body.encode(), method="POST")
+    request.add_header("Content-Type", "application/json")
+    request.add_header("X-Pusher-Key", pusher_local.key)
+    request.add_header("X-Pusher-Signature", sign(pusher_local.secret, body))
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return response.status
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def test_a_count_taken_before_the_bridge_subscribed_does_not_make_it_leave(broker, workdir, bridges):
+    """Issue 26, defect 3: a `subscription_count` of 1 counted while a device was alone (Pusher sends
+    it with `channel_occupied`) is not "only the bridge is left" once the bridge's own subscription
+    took effect after it, whichever order the batch has and whether it arrives before or after that
+    subscription; the poll answered just before the subscription keeps the channel too. The test
+    plays Pusher's webhooks with their `time_ms`; a count taken after the subscription still leaves."""
+    webhook_port = free_port()
+    local = PusherLocal(workdir, extra=["--activity-timeout", "2"]).start()
+    collector = devices = more = None
+    try:
+        # c: occupied before the bridge starts; its start-up poll (count 1, answered before the
+        # bridge subscribes) joins it.
+        devices = PysherDevices(local, ["private-device-c"])
+        alone_c = now_ms()
+        assert subscriptions(local).get("private-device-c") == 1
+        slow = DEVICES.replace('discovery_interval = "5s"', 'discovery_interval = "60s"')
+        config = (bridge_config(local, broker, workdir, slow, daemon=f'webhooks = "127.0.0.1:{webhook_port}"')
+                  + '\n[bridge.webhooks]\ntopic_prefix = "hooks/e2e"\n')
+        bridge = bridges(config)
+
+        def confirmed_at(channel: str) -> int | None:
+            """When (Unix ms, the bridge's log clock) the bridge's subscription to `channel` took
+            effect; logged after discovery heard of it (BridgeRuntime+PusherToMQTT.swift)."""
+            found = re.search(rf"^(\S+) debug .*: subscribed \[.*pusher\.channel={re.escape(channel)}\b", bridge.log(), re.M)
+            return int(datetime.fromisoformat(found.group(1)).timestamp() * 1000) if found else None
+
+        def confirmed(channel: str) -> bool:
+            return confirmed_at(channel) is not None
+
+        wait_until(lambda: port_open(webhook_port) and confirmed("private-device-c"), 15, 0.05,
+                   "the start-up poll to join private-device-c and its subscription to succeed")
+        collector = MQTTCollector(broker.port, ["fleet/#"])
+
+        # After the bridge's subscription: the batch made while the device was alone, both orders.
+        occupied_c = {"name": "channel_occupied", "channel": "private-device-c"}
+        count_c = {"name": "subscription_count", "channel": "private-device-c", "subscription_count": 1}
+        assert post_webhook(webhook_port, local, [occupied_c, count_c], alone_c) == 200
+        assert post_webhook(webhook_port, local, [count_c, occupied_c], alone_c) == 200
+
+        # Before the bridge's subscription: d and e join from the batch (both orders).
+        more = PysherDevices(local, ["private-device-d", "private-device-e"])
+        alone_de = now_ms()
+        occupied = {c: {"name": "channel_occupied", "channel": c} for c in ("private-device-d", "private-device-e")}
+        count = {c: {"name": "subscription_count", "channel": c, "subscription_count": 1}
+                 for c in ("private-device-d", "private-device-e")}
+        assert post_webhook(webhook_port, local, [occupied["private-device-d"], count["private-device-d"]], alone_de) == 200
+        assert post_webhook(webhook_port, local, [count["private-device-e"], occupied["private-device-e"]], alone_de) == 200
+        wait_until(lambda: confirmed("private-device-d") and confirmed("private-device-e"), 10, 0.05,
+                   "the bridge to join private-device-d and -e from the webhooks")
+        # The same counts handled after `subscribed` (as when the subscription succeeds between the
+        # two events of one batch): still no leave.
+        assert post_webhook(webhook_port, local, [count["private-device-d"]], alone_de) == 200
+        assert post_webhook(webhook_port, local, [count["private-device-e"]], alone_de) == 200
+
+        held = ["private-device-c", "private-device-d", "private-device-e"]
+        # A leave is logged before the webhook's 200 (the listener waits for discovery): none so far.
+        assert "discovered channel left" not in bridge.log()
+        assert [subscriptions(local).get(c) for c in held] == [2, 2, 2]
+        http = local.http_client()
+        for channel in held:
+            http.trigger(channel, "reading", channel[-1])
+        wait_until(lambda: all(collector.payloads(f"fleet/{c[-1]}/reading") for c in held), 10, 0.1,
+                   "a reading from c, d and e at MQTT")
+
+        # A count dated after the subscription (even allowing for Pusher's 250 ms of batching,
+        # ChannelDiscovery+Events.swift) still means what it says: told the bridge is alone in c, it
+        # leaves at once. (The device stays, so no poll can make the bridge leave c meanwhile.)
+        wait_until(lambda: now_ms() - 250 > confirmed_at("private-device-c"), 5, 0.01, "a count time past the batching")
+        assert post_webhook(webhook_port, local, [count_c], now_ms()) == 200
+        assert re.search(r"discovered channel left \[.*pusher\.channel=private-device-c\b.*reason=alone", bridge.log())
+        wait_until(lambda: subscriptions(local).get("private-device-c") == 1, 5, 0.05, "the bridge to leave c")
+        assert "private-device-d reason" not in bridge.log() and "private-device-e reason" not in bridge.log()
+    finally:
+        for closable in (collector, devices, more):
+            if closable:
+                closable.close()
         local.stop()

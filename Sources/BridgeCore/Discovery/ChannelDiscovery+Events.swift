@@ -37,8 +37,8 @@ extension ChannelDiscovery {
             if let count {
                 current.countsSeen = true
                 held[channel] = current
-                let includesBridge = current.confirmedAt.map { $0 <= started } ?? false
-                if (includesBridge ? count - 1 : count) <= 0 {
+                // Counted when the request went out.
+                if countSaysAlone(count, asOf: started, in: current) {
                     release(channel, reason: .alone, now: now, into: &actions)
                     continue
                 }
@@ -101,18 +101,55 @@ extension ChannelDiscovery {
         return actions
     }
 
-    /// A `pusher:subscription_count` event or a `subscription_count` webhook: `count`
-    /// subscriptions on `channel`. Once the bridge's subscription succeeded it is one of them,
-    /// so ≤ 1 means nobody else: the channel is left. Before that, only 0 does.
+    /// A `pusher:subscription_count` event: `count` subscriptions on `channel`, counted now (Pusher
+    /// sends it to subscribers only, so after the bridge's own `subscription_succeeded`).
     public mutating func subscriptionCountChanged(_ channel: String, count: Int, now: Instant) -> [Action] {
+        subscriptionCountChanged(channel, count: count, asOf: now, now: now)
+    }
+
+    /// `count` subscriptions on `channel`, counted at `asOf` (a `subscription_count` webhook: see
+    /// ``webhookCountAsOf(timeMillis:nowMillis:now:)``; nil when unknown). The channel is left
+    /// when the count says the bridge is alone there (``countSaysAlone(_:asOf:in:)``).
+    public mutating func subscriptionCountChanged(_ channel: String, count: Int, asOf: Instant?, now: Instant) -> [Action] {
         guard var current = held[channel] else { return [] }
+        // Whenever it was taken, the server reports counts: idle_timeout no longer applies.
         current.countsSeen = true
         held[channel] = current
-        guard (current.confirmedAt == nil ? count : count - 1) <= 0 else { return [] }
+        guard countSaysAlone(count, asOf: asOf, in: current) else { return [] }
         var actions: [Action] = []
         release(channel, reason: .alone, now: now, into: &actions)
         return actions
     }
+
+    /// Whether `count` subscriptions (users, for presence), counted at `asOf`, leave the bridge
+    /// alone in `channel`:
+    /// - its subscription took effect at or before `asOf`: the bridge is one of them, ≤ 1 is alone;
+    /// - no subscription of the bridge is in effect (not yet succeeded, or lost with the
+    ///   connection): the count is of others only, 0 is alone;
+    /// - it took effect after `asOf`, or `asOf` is unknown: the count predates the bridge's own
+    ///   subscription and says nothing about now — never alone. (A `channel_occupied` webhook comes
+    ///   with a `subscription_count` of 1, the first device alone: read after the bridge subscribed,
+    ///   that 1 is not the bridge. Pusher reports the count again once the bridge is in.)
+    func countSaysAlone(_ count: Int, asOf: Instant?, in channel: HeldChannel) -> Bool {
+        guard let confirmed = channel.confirmedAt else { return count <= 0 }
+        guard let asOf, confirmed <= asOf else { return false }
+        return count <= 1
+    }
+
+    /// When a `subscription_count` webhook's counts were taken, on the daemon's clock: Pusher
+    /// makes the request at `time_ms` (`timeMillis`, its wall clock; nil when the body has none),
+    /// after holding its events for up to ``webhookBatchWindow``, so they may be that much older.
+    /// A `time_ms` ahead of `nowMillis` (the sender's clock ahead of ours) counts as now.
+    public static func webhookCountAsOf(timeMillis: Int64?, nowMillis: Int64, now: Instant) -> Instant? {
+        guard let timeMillis else { return nil }
+        // Clamped into 0...nowMillis first, so that the difference cannot overflow.
+        let behind = nowMillis - min(max(timeMillis, 0), max(nowMillis, 0))
+        return now - .milliseconds(behind) - webhookBatchWindow
+    }
+
+    /// How long Pusher holds webhook events to batch them before it makes the request (hosted
+    /// Pusher and pusher-local: 250 ms, Sources/PusherLocal/WebhookBatcher.swift).
+    public static let webhookBatchWindow: Duration = .milliseconds(250)
 
     /// The bridge's subscription to `channel` succeeded (also after a reconnect): from now on
     /// counts include the bridge.

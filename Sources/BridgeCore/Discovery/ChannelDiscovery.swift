@@ -19,9 +19,13 @@ import Backoff
 ///   lists it (nobody there); without counts, after `idle_timeout` without an event; when its
 ///   subscription is refused; and on reload, the channels of removed or changed rules that no longer fit.
 ///
-/// A count includes the bridge only when its subscription succeeded before the count was taken
-/// (for a poll: before the request went out); a channel joined after a poll went out is not judged
-/// by that poll. A channel two prefixes take is subscribed once and left when the last lets go.
+/// Each count is dated — a poll's by when its request went out, a webhook's by its `time_ms`
+/// (less Pusher's batching), a `pusher:subscription_count` event's by its arrival, which follows
+/// the bridge's own `subscription_succeeded` — and judged against when the bridge's subscription
+/// took effect (``HeldChannel/confirmedAt``): taken after it, the count includes the bridge; taken
+/// before it, it says nothing about whether the bridge is alone and never makes it leave; with no
+/// subscription in effect, only 0 does. A channel joined after a poll went out is not judged by
+/// that poll. A channel two prefixes take is subscribed once and left when the last lets go.
 /// Channels configured exactly (`fixedChannels`) are never taken: they are subscribed anyway.
 public struct ChannelDiscovery: Sendable {
     /// The clock of the daemon's timers.

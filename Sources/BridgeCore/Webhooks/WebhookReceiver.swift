@@ -54,6 +54,8 @@ public struct WebhookAcceptance: Sendable, Equatable {
     public var digest: MessageDigest
     /// The request's events, in order (channel discovery reacts to some, docs/contract.md §7.1).
     public var events: [PusherWebhookEvent]
+    /// The body's `time_ms`, when sent: when Pusher made the request (discovery dates its counts by it).
+    public var timeMillis: Int64?
     /// The MQTT publishes, in order; each is one Pusher → MQTT arrival.
     public var publishes: [MQTTPublish]
     /// Events skipped, by outcome (`unknown_event`, `ignored`, `invalid_event`).
@@ -143,7 +145,9 @@ public struct WebhookReceiver<Instant: InstantProtocol>: Sendable where Instant.
             case .invalidEvent: skipped[.invalidEvent, default: 0] += 1
             }
         }
-        return .accepted(WebhookAcceptance(digest: digest, events: parsed.events, publishes: publishes, skipped: skipped))
+        return .accepted(
+            WebhookAcceptance(
+                digest: digest, events: parsed.events, timeMillis: parsed.timeMillis, publishes: publishes, skipped: skipped))
     }
 
     /// The publishes of an accepted request could not be stored (answered 503): forget its body,

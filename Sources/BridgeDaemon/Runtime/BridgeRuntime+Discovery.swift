@@ -140,10 +140,17 @@ extension BridgeRuntime {
         performDiscovery(discovery.machine.withLock { $0.channelOccupied(channel, now: now) })
     }
 
-    /// A `subscription_count` webhook or `pusher:subscription_count` event: `count` subscribers on `channel`.
+    /// A `pusher:subscription_count` event: `count` subscribers on `channel`, counted after the
+    /// bridge's own subscription succeeded (Pusher sends it to subscribers only).
     func discoverySubscriptionCount(_ channel: String, count: Int) {
         let now = ContinuousClock.now
         performDiscovery(discovery.machine.withLock { $0.subscriptionCountChanged(channel, count: count, now: now) })
+    }
+
+    /// A `subscription_count` webhook: `count` subscribers on `channel`, counted at `asOf` (nil: unknown).
+    func discoveryWebhookCount(_ channel: String, count: Int, asOf: ContinuousClock.Instant?) {
+        let now = ContinuousClock.now
+        performDiscovery(discovery.machine.withLock { $0.subscriptionCountChanged(channel, count: count, asOf: asOf, now: now) })
     }
 
     /// What the Pusher consumer saw, as far as discovery cares: any event keeps its channel from

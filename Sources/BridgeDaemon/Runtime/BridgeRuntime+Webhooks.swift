@@ -72,7 +72,7 @@ extension BridgeRuntime {
             if let unknown = acceptance.skipped[.unknownEvent] {
                 logger.debug("webhook events with unknown names skipped", metadata: ["events": "\(unknown)"])
             }
-            webhookEventsAccepted(acceptance.events)
+            webhookEventsAccepted(acceptance.events, timeMillis: acceptance.timeMillis)
             return WebhookReply(status: 200, text: "ok\n")
         }
     }
@@ -134,14 +134,17 @@ extension BridgeRuntime {
 
     /// Called once a request was accepted and its publishes are in the outbox.
     /// Channel discovery (docs/contract.md §7.1) reacts to `channel_occupied` (join, poll the
-    /// prefix at once) and `subscription_count` (leave when only the bridge is left).
-    func webhookEventsAccepted(_ events: [PusherWebhookEvent]) {
+    /// prefix at once) and `subscription_count` (leave when only the bridge is left), each count
+    /// dated by the request's `time_ms` (`timeMillis`).
+    func webhookEventsAccepted(_ events: [PusherWebhookEvent], timeMillis: Int64?) {
+        let nowMillis = UTCTimestamp.now().millisecondsSince1970
+        let asOf = ChannelDiscovery.webhookCountAsOf(timeMillis: timeMillis, nowMillis: nowMillis, now: .now)
         for event in events {
             switch event.kind {
             case .channelOccupied:
                 discoveryChannelOccupied(event.channel)
             case .subscriptionCount:
-                if let count = event.subscriptionCount { discoverySubscriptionCount(event.channel, count: count) }
+                if let count = event.subscriptionCount { discoveryWebhookCount(event.channel, count: count, asOf: asOf) }
             default:
                 break
             }
