@@ -36,7 +36,20 @@ extension MosquittoConnection {
         }
         switch outcome {
         case .success(.some(let early)):
-            complete(PendingPublish(id: id, qos: message.qos, completion: completion), reason: early)
+            guard case .stream = completion else {
+                complete(PendingPublish(id: id, qos: message.qos, completion: completion), reason: early)
+                break
+            }
+            // Acknowledged before it was bound: libmosquitto wrote it (and the earlier publishes
+            // queued before it, whose completions wait in `deferredCompletions`) on this thread,
+            // inside `mosquitto_publish`. It joins them, and they go out together, in order; it
+            // was delivered on its own before, ahead of them (CompletionHandlerTests).
+            callbacks.withLock {
+                $0.deferredCompletions.append(
+                    MQTTPublishCompletion(id: id, qos: message.qos, error: Self.error(forReason: early, of: id)))
+            }
+            releaseSlot()
+            flushCompletions()
         case .success(.none):
             break
         case .failure(let error):
@@ -243,17 +256,22 @@ extension MosquittoConnection {
         }
     }
 
-    /// Yields the completions collected during the last `mosquitto_loop` (network thread).
+    /// Yields the completions collected during the last `mosquitto_loop` (network thread), or
+    /// with an early one (a publishing thread). One flush at a time, taking and delivering under
+    /// `completionDelivery`, so two threads' batches cannot overtake each other. (The handler must
+    /// not publish synchronously: it would wait for this lock.)
     func flushCompletions() {
-        let batch = callbacks.withLock { record in
-            defer { record.deferredCompletions.removeAll(keepingCapacity: true) }
-            return record.deferredCompletions
-        }
-        guard !batch.isEmpty else { return }
-        if let handler = completionHandler.withLock({ $0 }) {
-            handler.handle(batch)
-        } else {
-            for completion in batch { completionsContinuation.yield(completion) }
+        completionDelivery.withLock { _ in
+            let batch = callbacks.withLock { record in
+                defer { record.deferredCompletions.removeAll(keepingCapacity: true) }
+                return record.deferredCompletions
+            }
+            guard !batch.isEmpty else { return }
+            if let handler = completionHandler.withLock({ $0 }) {
+                handler.handle(batch)
+            } else {
+                for completion in batch { completionsContinuation.yield(completion) }
+            }
         }
     }
 

@@ -107,6 +107,8 @@ final class MosquittoConnection: Sendable {
     /// Takes stream completions instead of `completions` once set (`MQTTClient.handleCompletions`);
     /// cleared when the handle is released.
     let completionHandler = Locked<CompletionHandler?>(nil)
+    /// Held by `flushCompletions` while it takes and delivers a batch: one flush at a time.
+    let completionDelivery = Locked(())
     /// The last publish's property list, for the next with the same properties (`handOver`, under `session`).
     let propertyList = Locked(PublishPropertyList())
 
