@@ -48,27 +48,13 @@ import Testing
     @Test func fullBufferBlocksTheProducerUntilTheConsumerMakesRoom() async {
         let buffer = MessageBuffer(capacity: 1)
         #expect(buffer.push(message(0), maxWait: .zero))
-        // The producer runs on its own thread, like libmosquitto's network thread.
-        let pushed = Locked<Bool?>(nil)
-        let producerDone = DispatchSemaphore(value: 0)
-        let next = message(1)
-        DispatchQueue.global().async {
-            let ok = buffer.push(next, maxWait: .seconds(10))
-            pushed.withLock { $0 = ok }
-            producerDone.signal()
-        }
+        let producer = Producer(pushing: message(1), into: buffer, maxWait: .seconds(10))
         // Give the producer time to find the buffer full; it must still be blocked.
         try? await Task.sleep(for: .milliseconds(100))
-        #expect(pushed.withLock { $0 } == nil)
+        #expect(producer.pushed == nil)
         var iterator = MQTTMessageStream(buffer: buffer).makeAsyncIterator()
         #expect(await iterator.next()?.topic == "t/0")
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            DispatchQueue.global().async {
-                producerDone.wait()
-                c.resume()
-            }
-        }
-        #expect(pushed.withLock { $0 } == true)
+        #expect(await producer.result() == true)
         #expect(await iterator.next()?.topic == "t/1")
         #expect(buffer.droppedCount == 0)
     }
@@ -103,22 +89,14 @@ import Testing
     /// may wait for room. Switched to `pauseReading`, a producer blocked on a full buffer stores the
     /// message instead of dropping it; the policy's version counts the change (the network thread
     /// rebuilds its flow control on it); a policy set again unchanged is no change.
-    @Test func aPolicyChangedToPauseReadingReleasesABlockedProducerWithoutADrop() {
+    @Test func aPolicyChangedToPauseReadingReleasesABlockedProducerWithoutADrop() async {
         let buffer = MessageBuffer(capacity: 1)
         #expect(buffer.push(message(0), maxWait: .zero))
-        let pushed = Locked<Bool?>(nil)
-        let producerDone = DispatchSemaphore(value: 0)
-        let next = message(1)
-        DispatchQueue.global().async {
-            let ok = buffer.push(next, maxWait: .seconds(30))
-            pushed.withLock { $0 = ok }
-            producerDone.signal()
-        }
+        let producer = Producer(pushing: message(1), into: buffer, maxWait: .seconds(30))
         let before = buffer.policy.version
         let pause = MessageBuffer.Policy(overflow: .pauseReading, capacity: 1, byteCapacity: 1 << 20, backpressureTimeout: .seconds(5))
         buffer.setPolicy(pause)
-        #expect(producerDone.wait(timeout: .now() + 10) == .success)
-        #expect(pushed.withLock { $0 } == true)
+        #expect(await producer.result() == true)
         #expect(buffer.droppedCount == 0)
         #expect(buffer.count == 2)
         #expect(buffer.policy.version == before + 1)
@@ -133,5 +111,34 @@ extension MQTTMessageStream.AsyncIterator {
     func nextValue() async -> MQTTMessage? {
         var copy = self
         return await copy.next()
+    }
+}
+
+/// A `push` on a thread of its own, as libmosquitto's network thread makes it.
+private final class Producer: Sendable {
+    private let outcome = Locked<Bool?>(nil)
+    private let done = DispatchSemaphore(value: 0)
+
+    init(pushing message: MQTTMessage, into buffer: MessageBuffer, maxWait: Duration) {
+        DispatchQueue.global().async { [outcome, done] in
+            let ok = buffer.push(message, maxWait: maxWait)
+            outcome.withLock { $0 = ok }
+            done.signal()
+        }
+    }
+
+    /// What `push` returned; nil while it still waits.
+    var pushed: Bool? { outcome.withLock { $0 } }
+
+    /// Waits (off the cooperative pool: blocking one of its threads starves the tests beside it)
+    /// until `push` has returned, and returns what it returned.
+    func result() async -> Bool? {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global().async { [done] in
+                done.wait()
+                continuation.resume()
+            }
+        }
+        return pushed
     }
 }
