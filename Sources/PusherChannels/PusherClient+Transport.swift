@@ -75,6 +75,7 @@ extension PusherClient {
                 url: options.url,
                 configuration: configuration,
                 tlsConfiguration: tlsConfiguration,
+                eventLoopGroup: eventLoopGroup,
                 logger: logger
             ) { inbound, outbound, _ in
                 try await withThrowingTaskGroup(of: Void.self) { group in
