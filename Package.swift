@@ -83,7 +83,8 @@ let package = Package(
             name: "PusherChannels",
             dependencies: [
                 "PusherProtocol", "Backoff", "CSodium", "Locking",
-                .product(name: "WSClient", package: "swift-websocket"),
+                .product(name: "WSCore", package: "swift-websocket"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
@@ -241,6 +242,7 @@ let package = Package(
             name: "PusherChannelsTests",
             dependencies: [
                 "PusherChannels", "PusherLocal", "PusherProtocol", "Backoff", "Locking",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

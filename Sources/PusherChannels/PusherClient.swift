@@ -7,7 +7,6 @@ import NIOSSL
 import NIOWebSocket
 import PusherProtocol
 import ServiceLifecycle
-import WSClient
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
