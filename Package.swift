@@ -262,12 +262,12 @@ let package = Package(
         .testTarget(
             name: "PusherLocalTests",
             dependencies: [
-                "PusherLocal", "PusherProtocol", "Locking",
+                "PusherLocal", "PusherProtocol", "Locking", "PusherChannels",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "WSClient", package: "swift-websocket"),
+                .product(name: "WSCore", package: "swift-websocket"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
