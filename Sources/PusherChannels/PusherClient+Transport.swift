@@ -2,7 +2,7 @@ import Logging
 import NIOCore
 import NIOWebSocket
 import PusherProtocol
-import WSClient
+import WSCore
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -65,16 +65,18 @@ extension PusherClient {
                 if state.transportID == transportID { state.outgoing = nil }
             }
         }
-        var configuration = WebSocketClientConfiguration(maxFrameSize: options.maxFrameSize, closeTimeout: .seconds(2))
-        configuration.validateUTF8 = true
-        configuration.sniHostname = options.tlsServerName
+        let configuration = PusherWebSocket.Configuration(
+            maxFrameSize: options.maxFrameSize, closeTimeout: .seconds(2), validateUTF8: true, sniHostname: options.tlsServerName)
         let maxFrameSize = options.maxFrameSize
         logger.debug("Pusher opening connection", metadata: ["pusher.url": "\(options.url)"])
         do {
-            let closeFrame = try await WebSocketClient.connect(
+            // Our connection set-up around swift-websocket's WebSocket (PusherWebSocket.swift): its
+            // own client loses a close sent together with the 101 response.
+            let closeFrame = try await PusherWebSocket.connect(
                 url: options.url,
                 configuration: configuration,
                 tlsConfiguration: tlsConfiguration,
+                eventLoopGroup: eventLoopGroup,
                 logger: logger
             ) { inbound, outbound, _ in
                 try await withThrowingTaskGroup(of: Void.self) { group in

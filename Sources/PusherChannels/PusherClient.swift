@@ -2,11 +2,11 @@ import Locking
 import Logging
 import NIOCore
 import NIOHTTP1
+import NIOPosix
 import NIOSSL
 import NIOWebSocket
 import PusherProtocol
 import ServiceLifecycle
-import WSClient
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -47,6 +47,8 @@ public final class PusherClient: Service, Sendable {
     let timerWakeUpContinuation: AsyncStream<Void>.Continuation
     let tlsConfiguration: TLSConfiguration?
     let connectionPool: PusherHTTPConnectionPool
+    /// Where the WebSocket runs: NIO's shared group, or a test's own (to hold its loop).
+    let eventLoopGroup: any EventLoopGroup
 
     /// Work for a child task of ``run()``.
     enum Work: Sendable {
@@ -104,12 +106,18 @@ public final class PusherClient: Service, Sendable {
     ///   - connectionPool: used for auth endpoints; defaults to ``PusherHTTPConnectionPool/shared``.
     ///   - logger: swift-log logger; metadata keys `pusher.channel`, `pusher.event`,
     ///     `pusher.socket_id`, `pusher.state`, `pusher.close_code`.
-    public init(
+    public convenience init(
         options: PusherClientOptions, connectionPool: PusherHTTPConnectionPool = .shared, logger: Logger = Logger(label: "pusher")
     ) {
+        self.init(options: options, connectionPool: connectionPool, eventLoopGroup: MultiThreadedEventLoopGroup.singleton, logger: logger)
+    }
+
+    /// A client whose WebSocket runs on `eventLoopGroup`.
+    init(options: PusherClientOptions, connectionPool: PusherHTTPConnectionPool, eventLoopGroup: any EventLoopGroup, logger: Logger) {
         self.options = options
         self.logger = logger
         self.connectionPool = connectionPool
+        self.eventLoopGroup = eventLoopGroup
         var generator = SystemRandomNumberGenerator()
         let machine = PusherConnectionStateMachine(
             configuration: .init(options: options),

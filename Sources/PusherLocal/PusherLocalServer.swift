@@ -279,21 +279,13 @@ struct ConnectionHandler: Sendable {
     /// How long a connection may take to finish its close handshake once the server shuts down.
     static let shutdownGrace: Duration = .seconds(2)
 
-    /// How long a refused connection stays open between `pusher:error` and the close frame.
-    ///
-    /// Hosted Pusher also sends `pusher:error` before closing. The pause matters: a close frame
-    /// (and the TCP half-close swift-websocket does right after it) arriving together with the
-    /// 101 response is lost by swift-websocket's `WebSocketClient`, which then waits forever
-    /// (seen here with WSClient 1.6.2, about one connection in five). 100 ms was not always
-    /// enough on a loaded machine (load ~8: the client read all three at once, a CI rehearsal
-    /// failed `refusedConnectionsAreReported`); 300 ms costs nothing in a development server.
-    static let refusalPause: Duration = .milliseconds(300)
-
-    /// Refuses a just-upgraded connection: `pusher:error` with the code, a short pause, then
-    /// the close frame with the same code (docs/pusher-protocol.md §1, "Close codes").
+    /// Refuses a just-upgraded connection: `pusher:error` with the code, then at once the close
+    /// frame with the same code (docs/pusher-protocol.md §1, "Close codes"), as hosted Pusher does.
+    /// Both usually reach the client with the 101 response and the FIN (swift-websocket's server
+    /// half-closes right after its close frame): clients must cope, and PusherChannels does
+    /// (Sources/PusherChannels/README.md, "The WebSocket connection").
     static func refuse(_ outbound: WebSocketOutboundWriter, code: UInt16, reason: String) async {
         try? await outbound.write(.text(ServerFrame.error(reason, code: Int(code))))
-        try? await Task.sleep(for: refusalPause)
         try? await outbound.close(WebSocketErrorCode(codeNumber: Int(code)), reason: reason)
     }
 

@@ -41,10 +41,7 @@ struct ServerIntegrationTests {
             }
             #expect(code == 4001)
             // pusher:error with the code comes first (as hosted Pusher does), then the close frame.
-            // swift-websocket 1.6.2's client can lose frames that arrive in the same read as its 101
-            // response (seen about once in a loaded parallel run), so the courtesy frame is checked
-            // when it arrived; the close code is what clients act on and is always required.
-            #expect(frames.count <= 1)
+            #expect(frames.count == 1)
             if let first = frames.first {
                 #expect(try ReceivedEvent(first).data?["code"] as? Int == 4001)
             }
@@ -313,7 +310,7 @@ struct ServerIntegrationTests {
                 _ = try await establish(socket)
                 #expect(try await rawRequest(running, method: "POST", target: "/pusher-local/apps/1/raw", body: "{not json").status == 200)
                 #expect(try await socket.next() == "{not json")
-                // Invalid UTF-8 is sent too (the interop suite checks the bytes; WSClient repairs them).
+                // Invalid UTF-8 is sent too (the interop suite checks the bytes; swift-websocket repairs them).
                 #expect(running.sendRaw([0x7B, 0xFF, 0xFE]) == 1)
                 #expect(try await socket.next() == "{\u{FFFD}\u{FFFD}")
                 #expect(try await rawRequest(running, method: "POST", target: "/pusher-local/apps/1/pings?answer=false").status == 200)

@@ -5,10 +5,11 @@ import Logging
 import NIOCore
 import NIOSSL
 import NIOWebSocket
+import PusherChannels
 import PusherLocal
 import PusherProtocol
 import Testing
-import WSClient
+import WSCore
 
 /// Errors of the scripted test client.
 enum TestClientError: Error, CustomStringConvertible {
@@ -139,7 +140,9 @@ func withSocket<T: Sendable>(
     return try await withThrowingTaskGroup(of: T?.self) { group in
         group.addTask {
             defer { socket.state.withLock { $0.ended = true } }
-            let close = try await WebSocketClient.connect(
+            // PusherChannels' WebSocket connection (swift-websocket's own client loses a close that
+            // arrives with the 101 response: Sources/PusherChannels/README.md).
+            let close = try await PusherWebSocket.connect(
                 url: url,
                 configuration: .init(
                     maxFrameSize: 1 << 20,
