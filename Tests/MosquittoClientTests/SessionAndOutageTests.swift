@@ -128,7 +128,11 @@ import Testing
         polite.will = MQTTWill(topic: "status/polite", payload: Array("offline".utf8), qos: .atLeastOnce, retain: false)
         let politeClient = try await S.connectedClient(polite)
         await politeClient.shutdown()
-        #expect(await S.receive(1, from: watcher, within: .milliseconds(500)).isEmpty, "a clean DISCONNECT must not fire the will")
+        // Only the polite client's will is judged: the dying client reconnects after its unclean
+        // drop, and a shutdown that lands while that CONNECT is in flight closes the new connection
+        // without DISCONNECT, so the broker rightly sends `status/dying` once more (seen once in CI).
+        let late = await S.receive(from: watcher, within: .milliseconds(500)) { $0.contains { $0.topic == "status/polite" } }
+        #expect(!late.contains { $0.topic == "status/polite" }, "a clean DISCONNECT must not fire the will")
         await watcher.shutdown()
     }
 
