@@ -28,6 +28,9 @@ struct ScriptedRequest: Sendable {
     let body: [UInt8]
 }
 
+/// The scripted servers' event loop.
+let scriptedServerLoops = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+
 /// A tiny HTTP/1.1 server on 127.0.0.1 that answers each request as the test's script says
 /// (raw bytes, so replies can be chunked, oversized or malformed) and counts connections.
 final class ScriptedHTTPServer: Sendable {
@@ -52,7 +55,9 @@ final class ScriptedHTTPServer: Sendable {
         _ body: (ScriptedHTTPServer, PusherHTTPEndpoint) async throws -> T
     ) async throws -> T {
         let server = ScriptedHTTPServer(script)
-        let listener = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        // A loop of its own (as the pools under test have: HTTPConnectionPoolTests.swift's
+        // `poolTestLoops`): the singleton's loops are kept busy by the suites beside these.
+        let listener = try await ServerBootstrap(group: scriptedServerLoops)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
                 let index = server.accepted.withLock { count in
