@@ -43,7 +43,10 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
-        .package(url: "https://github.com/hummingbird-project/swift-websocket.git", from: "1.6.2"),
+        // Up to the next minor only: PusherChannels runs WSCore's WebSocketHandler through its
+        // WSInternal SPI (Sources/PusherChannels/WebSocket/PusherWebSocket.swift), which a minor
+        // release may change; check it against WSClient's WebSocketClientChannel.handle when moving on.
+        .package(url: "https://github.com/hummingbird-project/swift-websocket.git", .upToNextMinor(from: "1.6.2")),
         // No traits: the default `FullFoundation` links all of Foundation (and through it ICU) for
         // URL-encoded-form dates, `ConfigurationSupport` swift-configuration; the daemon needs neither
         // (docs/architecture.md "What the binary links").

@@ -102,6 +102,7 @@ struct ChildProcess: Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_adddup2(&actions, writeEnd, 1)
         posix_spawn_file_actions_adddup2(&actions, writeEnd, 2)
+        Self.closeInheritedDescriptors(&actions)
 
         // The daemon's signal mask and ignored signals must not leak into the child.
         var attributes = posix_spawnattr_t()
@@ -126,6 +127,24 @@ struct ChildProcess: Sendable {
         }
         return .success((pid, readEnd))
     }
+
+    /// Adds "close every descriptor from 3 up" to `actions`, after the `dup2`s: the child gets
+    /// stdin, stdout and stderr and nothing else of ours. SwiftNIO opens its sockets without
+    /// close-on-exec, so without this a check child held every connection of the daemon open for
+    /// as long as it ran: a connection the daemon (or its peer) closed meanwhile stayed open for
+    /// the other side (issue 26: a test server's close never reached its client while a child
+    /// spawned this way lived). glibc 2.34+ (Debian 12: 2.36) has
+    /// `posix_spawn_file_actions_addclosefrom_np`, which Glibc does not import (it is `_GNU_SOURCE`),
+    /// so it is looked up by name; without it, descriptors are inherited as before.
+    static func closeInheritedDescriptors(_ actions: inout posix_spawn_file_actions_t) {
+        _ = addCloseFrom?(&actions, 3)
+    }
+
+    private typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+    private static let addCloseFrom: AddCloseFrom? = {
+        guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "posix_spawn_file_actions_addclosefrom_np") else { return nil }
+        return unsafeBitCast(symbol, to: AddCloseFrom.self)
+    }()
 
     /// Reads until end of file; false when the deadline came first.
     private static func readUntilEndOfFile(_ fd: Int32, into output: inout [UInt8], deadline: ContinuousClock.Instant) -> Bool {

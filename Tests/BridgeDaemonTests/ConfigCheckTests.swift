@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Testing
 
 @testable import BridgeDaemon
@@ -58,6 +59,18 @@ import Testing
     @Test func aMissingProgramIsNotStarted() async {
         let result = await ChildProcess(arguments: ["/nonexistent/checker"], environment: [:], timeout: .seconds(5)).run()
         #expect(result.termination == .notStarted(ENOENT))
+    }
+
+    /// The child gets stdin, stdout and stderr and none of our other descriptors: SwiftNIO's
+    /// sockets are not close-on-exec, and a child holding one kept that connection open after we
+    /// (or the peer) closed it (issue 26).
+    @Test func theChildInheritsNoSocketOfOurs() async throws {
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(socket > 2)
+        defer { close(socket) }
+        #expect(fcntl(socket, F_GETFD) & FD_CLOEXEC == 0)
+        let result = await shell("if [ -e /proc/$$/fd/\(socket) ]; then echo inherited; else echo closed; fi")
+        #expect(result.output == ["closed"])
     }
 }
 

@@ -7,6 +7,7 @@ import HummingbirdWebSocket
 import Locking
 import Logging
 import NIOCore
+import NIOPosix
 import NIOSSL
 import NIOWebSocket
 import Testing
@@ -130,8 +131,10 @@ struct TestFailure: Error, CustomStringConvertible {
 
 /// Runs a WebSocket server on 127.0.0.1 (a free port) whose every connection is played by
 /// `script`, then runs `test` with the port; the server is shut down when `test` returns or throws.
+/// It runs on `eventLoopGroup` (NIO's shared one unless a test brings its own).
 func withScriptedPusherServer(
     tls: TLSConfiguration? = nil,
+    eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
     log: ScriptLog,
     routes: (Router<BasicRequestContext>) -> Void = { _ in },
     script: @escaping @Sendable (inout ScriptedConnection) async throws -> Void,
@@ -179,6 +182,7 @@ func withScriptedPusherServer(
             runningContinuation.yield(bound)
             runningContinuation.finish()
         },
+        eventLoopGroupProvider: .shared(eventLoopGroup),
         logger: logger
     )
     try await withThrowingTaskGroup(of: Void.self) { group in

@@ -31,7 +31,7 @@ package enum PusherWebSocket {
         package var validateUTF8: Bool
         /// WebSocket pings of our own.
         package var autoPing: AutoPingSetup
-        /// The TLS server name when it is not the host (TLS forbids IP addresses in SNI).
+        /// The TLS server name (SNI and certificate check) when it is not the host.
         package var sniHostname: String?
 
         package init(
@@ -116,9 +116,10 @@ package enum PusherWebSocket {
     ) async throws -> WebSocketCloseFrame? {
         guard let address = Address(url: url) else { throw WebSocketHandshakeError("invalid WebSocket URL \(url)") }
         let sslContext = try address.secure ? NIOSSLContext(configuration: tlsConfiguration ?? .makeClientConfiguration()) : nil
-        // SNI takes a host name only; for an IP address the certificate is checked against the IP.
-        let isAddress = (try? SocketAddress(ipAddress: address.host, port: 0)) != nil
-        let serverName = configuration.sniHostname ?? (isAddress ? nil : address.host)
+        // As WebSocketClient does: the host is the TLS server name unless one is given. NIOSSL
+        // refuses an IP address there (`cannotUseIPAddressInSNI`), which the bridge reports as
+        // "set host to a DNS name" (Sources/BridgeCore/Bridge/ConnectionFailures.swift).
+        let serverName = configuration.sniHostname ?? address.host
         let maxFrameSize = configuration.maxFrameSize
         let (channel, upgraded) = try await ClientBootstrap(group: eventLoopGroup)
             .channelOption(.allowRemoteHalfClosure, value: true)

@@ -211,6 +211,12 @@ final class Mosquitto: Sendable {
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        // Nothing else of the test process: SwiftNIO's sockets are not close-on-exec, and a broker
+        // that inherited another test's connection held it open after that test closed it (its
+        // client never saw the close: issue 26's "no response within 5 s" in HTTPConnectionPoolTests).
+        // `posix_spawn_file_actions_addclosefrom_np` (glibc 2.34+) is not imported: looked up by name,
+        // as in Sources/BridgeDaemon/ConfigCheckProcess.swift.
+        _ = addCloseFrom?(&actions, 3)
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
         // The test runner's threads may block or ignore signals; the child inherits both, and a
@@ -231,6 +237,12 @@ final class Mosquitto: Sendable {
         guard rc == 0 else { throw TestFailure("posix_spawn \(executable) failed: \(String(cString: strerror(rc)))") }
         return pid
     }
+
+    private typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+    private static let addCloseFrom: AddCloseFrom? = {
+        guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "posix_spawn_file_actions_addclosefrom_np") else { return nil }
+        return unsafeBitCast(symbol, to: AddCloseFrom.self)
+    }()
 
     /// The exit status if `pid` has exited (and reaps it), else `nil`.
     static func reap(_ pid: Int32) -> Int32? {
