@@ -25,6 +25,7 @@ import signal
 import sys
 import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -115,10 +116,19 @@ class Prometheus(Process):
 
     def start(self, stdout=None):
         super().start(stdout)
-        wait_until(lambda: port_open(self.port) or not self.running(), 20, 0.1, "prometheus to listen")
+        # Prometheus listens before its storage is open and answers 503 until then; /-/ready is its
+        # own word that the API serves.
+        wait_until(lambda: self.ready() or not self.running(), 30, 0.1, "prometheus to be ready")
         if not self.running():
             raise RuntimeError("prometheus did not start:\n" + self.log())
         return self
+
+    def ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/-/ready", timeout=2) as r:
+                return r.status == 200
+        except (urllib.error.URLError, OSError):
+            return False
 
     def api(self, path: str, **params: str) -> dict:
         query = ("?" + urllib.parse.urlencode(params)) if params else ""
