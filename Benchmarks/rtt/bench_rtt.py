@@ -43,14 +43,11 @@ import types
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "Benchmarks" / "bridge"))
-sys.path.insert(0, str(REPO / "Tests" / "faults"))
 
-import bench  # noqa: E402  (Benchmarks/bridge/bench.py: receivers, BenchMosquitto, stop_all)
-from bench import BenchError, BenchMosquitto, finish_receiver, start_receiver  # noqa: E402
-from conftest import bridge_config  # noqa: E402  (Tests/e2e, put on the path by bench)
-from harness import Bridge, Process, PusherLocal, free_port, wait_until  # noqa: E402
-from netns import SERVER_ADDR, Partition  # noqa: E402
+from bridge_testkit import bench  # noqa: E402  (Benchmarks/bridge/bench.py: receivers, BenchMosquitto, stop_all)
+from bridge_testkit.bench import BenchError, BenchMosquitto, finish_receiver, start_receiver  # noqa: E402
+from bridge_testkit.harness import Bridge, Process, PusherLocal, bridge_config, free_port, wait_until  # noqa: E402
+from bridge_testkit.faults.netns import SERVER_ADDR, Partition  # noqa: E402
 
 PREFIX = "pmrtt"
 BATCH = 10  # events per batch_events (PusherLimits.batchSize)

@@ -21,9 +21,8 @@ import paho.mqtt.client as mqtt
 import pysher
 import pytest
 
-from conftest import bridge_config
-from harness import (ClusterMember, MQTTCollector, holders, metric_value, pusher_connections, retained, start_cluster,
-                     wait_until)
+from bridge_testkit.harness import (ClusterMember, MQTTCollector, bridge_config, holders, metric_value,
+                                    pusher_connections, retained, start_cluster, wait_until)
 
 GROUP = "factory"
 MEMBERSHIP = f"pusher-mqtt-bridge/cluster/{GROUP}"

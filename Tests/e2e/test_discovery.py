@@ -15,8 +15,8 @@ from datetime import datetime
 import pysher
 from pusher.signature import sign
 
-from conftest import bridge_config
-from harness import MQTTCollector, PusherLocal, free_port, port_open, publish, retained, wait_until
+from bridge_testkit.harness import (MQTTCollector, PusherLocal, bridge_config, free_port, port_open, publish, retained,
+                                    wait_until)
 
 INTERVAL = 5.0
 

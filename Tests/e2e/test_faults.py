@@ -11,9 +11,9 @@ import urllib.request
 
 import paho.mqtt.client as mqtt
 
-from conftest import bridge_config
-from harness import MQTTCollector, Mosquitto, free_port, publish, wait_until
-from test_flow import MQTT_TO_PUSHER, PUSHER_TO_MQTT, PysherListener, wait_bridge_subscribed
+from bridge_testkit.harness import MQTTCollector, Mosquitto, bridge_config, free_port, publish, wait_until
+from bridge_testkit.clients import PysherListener, wait_bridge_subscribed
+from test_flow import MQTT_TO_PUSHER, PUSHER_TO_MQTT
 
 
 def stats(pusher) -> dict:

@@ -5,51 +5,11 @@ from __future__ import annotations
 
 import json
 import signal
-import threading
 import time
 
-import pysher
 
-from conftest import bridge_config
-from harness import MQTTCollector, publish, retained, wait_until
-
-
-class PysherListener:
-    """A pysher client subscribed to one channel, recording (event, data) in arrival order."""
-
-    def __init__(self, pusher_local, channel: str, events: list[str]):
-        self.received: list[tuple[str, str]] = []
-        self.lock = threading.Lock()
-        self.subscribed = threading.Event()
-        self.client = pysher.Pusher(pusher_local.key, custom_host="127.0.0.1", port=pusher_local.port,
-                                    secure=False, secret=pusher_local.secret)
-
-        def on_connect(_data):
-            ch = self.client.subscribe(channel)
-            for e in events:
-                ch.bind(e, lambda data, e=e: self._record(e, data))
-            ch.bind("pusher_internal:subscription_succeeded", lambda _d: self.subscribed.set())
-
-        self.client.connection.bind("pusher:connection_established", on_connect)
-        self.client.connect()
-        if not self.subscribed.wait(10):
-            raise RuntimeError("pysher did not subscribe")
-
-    def _record(self, event, data):
-        with self.lock:
-            self.received.append((event, data))
-
-    def data(self) -> list[str]:
-        with self.lock:
-            return [d for _, d in self.received]
-
-    def close(self):
-        self.client.disconnect(timeout=2)  # pysher joins its thread; without a timeout it can wait ~100 s
-
-
-def wait_bridge_subscribed(pusher_local, channel: str):
-    http = pusher_local.http_client()
-    wait_until(lambda: http.channel_info(channel).get("occupied"), 15, 0.1, f"the bridge to subscribe {channel}")
+from bridge_testkit.clients import PysherListener, wait_bridge_subscribed
+from bridge_testkit.harness import MQTTCollector, bridge_config, publish, retained, wait_until
 
 
 PUSHER_TO_MQTT = """

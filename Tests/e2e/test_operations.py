@@ -4,9 +4,7 @@ sd_notify, /metrics, the tap and trigger commands, exit codes."""
 from __future__ import annotations
 
 import json
-import os
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -14,9 +12,9 @@ import urllib.request
 
 import pysher
 
-from conftest import bridge_config
-from harness import MQTTCollector, binary, free_port, publish, retained, wait_until
-from test_flow import MQTT_TO_PUSHER, PUSHER_TO_MQTT, PysherListener, wait_bridge_subscribed
+from bridge_testkit.clients import NotifySocket, PysherListener, wait_bridge_subscribed
+from bridge_testkit.harness import MQTTCollector, binary, bridge_config, free_port, publish, retained, wait_until
+from test_flow import PUSHER_TO_MQTT
 
 PRESENCE = """
 [[bridge.presence]]
@@ -92,35 +90,6 @@ qos = 1
     pusher.http_client().trigger("private-orders", "created", '{"id":7}')
     wait_until(lambda: collector.payloads("shop/orders") == [b'{"id":7}'], 10, 0.1, "private event at MQTT")
     collector.close()
-
-
-class NotifySocket:
-    """A Unix datagram socket standing in for systemd's NOTIFY_SOCKET."""
-
-    def __init__(self, path: str):
-        self.path = path
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.bind(path)
-        self.messages: list[str] = []
-        self.lock = threading.Lock()
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self):
-        while True:
-            try:
-                data = self.sock.recv(4096)
-            except OSError:
-                return
-            with self.lock:
-                self.messages.append(data.decode())
-
-    def seen(self, prefix: str) -> list[str]:
-        with self.lock:
-            return [m for m in self.messages if m.startswith(prefix)]
-
-    def all(self) -> list[str]:
-        with self.lock:
-            return list(self.messages)
 
 
 def metric(port: int, name_and_labels: str) -> float:

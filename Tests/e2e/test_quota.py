@@ -9,10 +9,10 @@ import urllib.request
 
 import paho.mqtt.client as mqtt
 
-from conftest import bridge_config
-from harness import MQTTCollector, free_port, publish, wait_until
-from test_flow import MQTT_TO_PUSHER, PysherListener
-from test_operations import NotifySocket, metric
+from bridge_testkit.harness import MQTTCollector, bridge_config, free_port, publish, wait_until
+from bridge_testkit.clients import NotifySocket, PysherListener
+from test_flow import MQTT_TO_PUSHER
+from test_operations import metric
 
 RATE = 50  # messages a second, over both channels
 SECONDS = 20

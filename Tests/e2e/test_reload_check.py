@@ -8,9 +8,9 @@ import signal
 import subprocess
 import urllib.request
 
-from conftest import bridge_config
-from harness import MQTTCollector, binary, free_port, wait_until
-from test_flow import PUSHER_TO_MQTT, wait_bridge_subscribed
+from bridge_testkit.harness import MQTTCollector, binary, bridge_config, free_port, wait_until
+from bridge_testkit.clients import wait_bridge_subscribed
+from test_flow import PUSHER_TO_MQTT
 
 # toml++ asserts `!is_value_terminator(*cp)` in parse_value on `[}`, and aborts. The loader guards
 # `[}` before toml++ sees the text, but a multi-line string ending in four quotes (TOML allows up to

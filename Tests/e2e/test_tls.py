@@ -27,9 +27,8 @@ import paho.mqtt.client as mqtt
 import pysher
 import pytest
 
-from conftest import bridge_config
-from harness import (BrokerTLS, ClientTLS, MQTTCollector, Mosquitto, PusherLocal, TestCA, free_port, publish,
-                     wait_until)
+from bridge_testkit.harness import (BrokerTLS, ClientTLS, MQTTCollector, Mosquitto, PusherLocal, TestCA, bridge_config,
+                                    free_port, publish, wait_until)
 
 RULES = """
 [[bridge.rule]]

@@ -38,15 +38,12 @@ import types
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "e2e"))
 
-from checker import Expectation, counter_identity, hold_runs, loss_windows  # noqa: E402
-from conftest import bridge_config  # noqa: E402
-from harness import ClusterMember, Mosquitto, PusherLocal, free_port, http_get, wait_until  # noqa: E402
-from proxy import HTTPFaultProxy, TCPFaultProxy  # noqa: E402
-from rig import bridge_rules, close_in_reverse, start_without_port_check  # noqa: E402
-from traffic import MQTTReceiver, MQTTSender, PusherSender, PysherReceiver, tag_of  # noqa: E402
+from bridge_testkit.faults.checker import Expectation, counter_identity, hold_runs, loss_windows  # noqa: E402
+from bridge_testkit.harness import ClusterMember, Mosquitto, PusherLocal, bridge_config, free_port, http_get, wait_until  # noqa: E402
+from bridge_testkit.faults.proxy import HTTPFaultProxy, TCPFaultProxy  # noqa: E402
+from bridge_testkit.faults.rig import bridge_rules, close_in_reverse, start_without_port_check  # noqa: E402
+from bridge_testkit.faults.traffic import MQTTReceiver, MQTTSender, PusherSender, PysherReceiver, tag_of  # noqa: E402
 
 INSTANCES = ("a", "b", "c")
 GROUP = "faults"
@@ -73,7 +70,7 @@ class BrokerCut:
         self.partition, self.port, self.cut = partition, broker_port, False
 
     def _rules(self, op: str):
-        from netns import SERVER_ADDR
+        from bridge_testkit.faults.netns import SERVER_ADDR
         ns = self.partition.exec_prefix(self.partition.bridge_ns)
         for chain, direction in (("INPUT", "--sport"), ("OUTPUT", "--dport")):
             address = "-s" if chain == "INPUT" else "-d"
@@ -169,7 +166,7 @@ class ClusterRig:
         self.processes.append(self.pusher)
         self.pusher.start()
         if self.netns:
-            from netns import SERVER_ADDR
+            from bridge_testkit.faults.netns import SERVER_ADDR
             self.mqtt_proxy = TCPFaultProxy(self.broker.port, name="mqtt-ns", upstream_netns=self.netns.server_ns)
             self.ws_proxy = TCPFaultProxy(self.pusher.port, name="ws-ns", upstream_netns=self.netns.server_ns)
             self.http_proxy = None
@@ -246,7 +243,7 @@ class ClusterRig:
 
     def cluster_metrics(self) -> str:
         """members / held / takeovers / handovers (confirmed, unconfirmed) per instance."""
-        from checker import parse_samples
+        from bridge_testkit.faults.checker import parse_samples
         out = []
         for name, m in self.members.items():
             samples = [(n, lb, v) for n, lb, v in parse_samples(self.metrics_text(m)) if lb.get("bridge") == "faults"]
@@ -345,7 +342,7 @@ def run_cluster_row(matrix: types.ModuleType, row, base: Path, inject, rate: flo
     observations: list[str] = []
     try:
         if netns:
-            from netns import Partition
+            from bridge_testkit.faults.netns import Partition
             partition = Partition(prefix="pmbc").__enter__()
         rig = ClusterRig(base / row.name, row.name, rate, netns=partition)
         rig.start()

@@ -18,7 +18,6 @@ and the proxy passes every request that is not a channel query. Five more channe
 
 from __future__ import annotations
 
-import sys
 import time
 import traceback
 import types
@@ -26,16 +25,13 @@ import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "e2e"))
 
 import paho.mqtt.client as mqtt  # noqa: E402
 
-from checker import Expectation, counter_identity  # noqa: E402
-from conftest import bridge_config  # noqa: E402
-from harness import Bridge, Mosquitto, PusherLocal, free_port, wait_until  # noqa: E402
-from proxy import HTTPFaultProxy  # noqa: E402
-from traffic import PusherSender, Recorder, tag_of  # noqa: E402
+from bridge_testkit.faults.checker import Expectation, counter_identity  # noqa: E402
+from bridge_testkit.harness import Bridge, Mosquitto, PusherLocal, bridge_config, free_port, wait_until  # noqa: E402
+from bridge_testkit.faults.proxy import HTTPFaultProxy  # noqa: E402
+from bridge_testkit.faults.traffic import PusherSender, Recorder, tag_of  # noqa: E402
 
 PREFIX = "private-device-"
 HELD = [f"{PREFIX}{n:03d}" for n in range(10)]
@@ -160,7 +156,7 @@ def discovery_api_failures(matrix: types.ModuleType):
 
 
 def run(matrix: types.ModuleType, row, base: Path):
-    from test_fleet import FleetClient, HoldMonitor
+    from bridge_testkit.fleet import FleetClient, HoldMonitor
 
     started = time.monotonic()
     workdir = base / row.name

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
 
-from checker import (Expectation, classify, counter_identity, hold_runs, loss_windows, parse_samples, parse_tag,  # noqa: E402
+from bridge_testkit.faults.checker import (Expectation, classify, counter_identity, hold_runs, loss_windows, parse_samples, parse_tag,  # noqa: E402
                      recovery_time, summarize)
 
 

@@ -3,12 +3,11 @@ processes (Tests/e2e/test_webhooks.py's `run_webhook_outage`), not the Rig's tra
 
 from __future__ import annotations
 
-import sys
 import time
 import traceback
 from pathlib import Path
 
-from rig import judge_direction
+from bridge_testkit.faults.rig import judge_direction
 
 REQUESTS = 300
 
@@ -22,8 +21,7 @@ def webhook_outage_row(row, base: Path):
     webhooks_total and the counter identity (docs/contract.md §7.6)."""
     from matrix import Result, describe, fmt_dir
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
-    from test_webhooks import run_webhook_outage
+    from bridge_testkit.webhooks import run_webhook_outage
 
     started = time.monotonic()
     observations: list[str] = []

@@ -5,6 +5,7 @@ import logging
 import queue
 import threading
 import time
+import types
 
 import pusher
 import pusher.errors
@@ -12,7 +13,7 @@ import pusher.http
 import pysher
 import pytest
 
-import pusher_local
+from bridge_testkit.harness import PusherLocal, binary
 
 TIMEOUT = 10
 
@@ -36,7 +37,7 @@ def close(client):
 
 
 def subscription_count(server, channel_name):
-    status, body = server.control("GET", "stats")
+    status, body = server.app_control("GET", "stats")
     assert status == 200, body
     return json.loads(body)["subscriptions"].get(channel_name, 0)
 
@@ -70,13 +71,13 @@ def raw_signed(client, method, path, params):
     return core.http.send_request(pusher.http.Request(core, method, path, params))
 
 
-def test_ready_line_gives_a_free_port_and_sigterm_exits_zero():
-    server = pusher_local.start()
+def test_ready_line_gives_a_free_port_and_sigterm_exits_zero(tmp_path):
+    server = PusherLocal(tmp_path).start()
     try:
         assert server.port > 0
         assert server.process.poll() is None
     finally:
-        assert pusher_local.stop(server.process) == 0
+        assert server.stop() == 0
 
 
 def test_public_channel_receives_events_from_the_official_library(pusher_server):
@@ -211,7 +212,7 @@ def test_batch_trigger_and_channel_info(pusher_server):
 def test_control_disconnect_closes_pysher_with_the_code(pusher_server):
     client = connect_pysher(pusher_server)
     try:
-        status, body = pusher_server.control("POST", "disconnect?code=4200")
+        status, body = pusher_server.app_control("POST", "disconnect?code=4200")
         assert status == 200 and json.loads(body) == {"closed": 1}
         deadline = time.monotonic() + TIMEOUT
         while client.connection.state == "connected" and time.monotonic() < deadline:
@@ -221,37 +222,37 @@ def test_control_disconnect_closes_pysher_with_the_code(pusher_server):
         close(client)
 
 
-def test_several_apps_and_no_control_flag():
-    server = pusher_local.start(extra_args=["--app", "2:second-key:second-secret", "--no-control"])
+def test_several_apps_and_no_control_flag(tmp_path):
+    server = PusherLocal(tmp_path, extra=["--app", "2:second-key:second-secret", "--no-control"]).start()
     try:
-        other = pusher_local.PusherLocal(host=server.host, port=server.port, app_id="2", key="second-key",
-                                         secret="second-secret", process=server.process)
+        other = types.SimpleNamespace(host=server.host, port=server.port, app_id="2", key="second-key",
+                                      secret="second-secret")
         client = connect_pysher(other)
         close(client)
-        status, _ = server.control("GET", "stats")
+        status, _ = server.app_control("GET", "stats")
         assert status == 404
         official(other).trigger("any", "e", "d")
         with pytest.raises(pusher.errors.PusherBadAuth):
             official(other, secret=server.secret).trigger("any", "e", "d")
     finally:
-        assert pusher_local.stop(server.process) == 0
+        assert server.stop() == 0
 
 
 def test_bad_flags_exit_64():
     import subprocess
-    result = subprocess.run([str(pusher_local.binary_path()), "--app", "missing-parts"], capture_output=True, text=True)
+    result = subprocess.run([binary("PUSHER_LOCAL_BIN", "pusher-local"), "--app", "missing-parts"], capture_output=True, text=True)
     assert result.returncode == 64
     assert "ID:KEY:SECRET" in result.stderr
 
 
-def test_sigterm_with_a_connected_client_that_never_answers_exits_zero_quickly():
+def test_sigterm_with_a_connected_client_that_never_answers_exits_zero_quickly(tmp_path):
     import websocket
-    server = pusher_local.start()
+    server = PusherLocal(tmp_path).start()
     ws = websocket.create_connection(server.ws_url, timeout=10)
     try:
         assert json.loads(ws.recv())["event"] == "pusher:connection_established"
         started = time.monotonic()
-        assert pusher_local.stop(server.process, timeout=8) == 0
+        assert server.stop(timeout=8) == 0
         assert time.monotonic() - started < 5
     finally:
         ws.close(timeout=0.5)

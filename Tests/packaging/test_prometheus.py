@@ -34,9 +34,8 @@ import pysher
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "Tests" / "e2e"))
 
-from harness import Bridge, Mosquitto, MQTTCollector, Process, PusherLocal, free_port, port_open, publish, wait_until  # noqa: E402
+from bridge_testkit.harness import Bridge, Mosquitto, MQTTCollector, Process, PusherLocal, free_port, port_open, publish, wait_until  # noqa: E402
 
 ALERTS = REPO / "contrib" / "prometheus" / "alerts.yml"
 DASHBOARD = REPO / "contrib" / "grafana" / "pusher-mqtt-bridge.json"

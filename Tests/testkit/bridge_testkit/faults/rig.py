@@ -13,14 +13,11 @@ import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "e2e"))
 
-from checker import Expectation, classify, counter_identity, recovery_time, summarize  # noqa: E402
-from conftest import bridge_config  # noqa: E402
-from harness import Bridge, Mosquitto, PusherLocal, free_port, wait_until  # noqa: E402
-from proxy import HTTPFaultProxy, TCPFaultProxy  # noqa: E402
-from traffic import MQTTReceiver, MQTTSender, PusherSender, PysherReceiver  # noqa: E402
+from bridge_testkit.faults.checker import Expectation, classify, counter_identity, recovery_time, summarize  # noqa: E402
+from bridge_testkit.harness import Bridge, Mosquitto, PusherLocal, bridge_config, free_port, wait_until  # noqa: E402
+from bridge_testkit.faults.proxy import HTTPFaultProxy, TCPFaultProxy  # noqa: E402
+from bridge_testkit.faults.traffic import MQTTReceiver, MQTTSender, PusherSender, PysherReceiver  # noqa: E402
 
 P2M_CHANNELS = ["faults-a", "faults-b"]
 M2P_TOPICS = ["faults/m2p/a", "faults/m2p/b"]
@@ -97,7 +94,7 @@ class Rig:
         self.pusher.start()
 
         if self.netns:
-            from netns import SERVER_ADDR
+            from bridge_testkit.faults.netns import SERVER_ADDR
             srv = self.netns.server_ns
             # The test's own clients reach the servers through proxies that connect from inside
             # the server namespace; the bridge reaches them over the veth pair.
@@ -261,7 +258,7 @@ class Rig:
 
     def api_received(self) -> dict[str, list[tuple[int, float]]]:
         """MQTT -> Pusher as the Pusher HTTP API accepted it (recorded by the HTTP proxy)."""
-        from traffic import tag_of
+        from bridge_testkit.faults.traffic import tag_of
         out: dict[str, list[tuple[int, float]]] = {}
         for channel, data, at in self.http_proxy.events():
             topic = M2P_CHANNELS.get(channel)
@@ -295,7 +292,7 @@ def close_in_reverse(closers: list, processes: list):
 
 def start_without_port_check(p):
     """Start a harness process without its 127.0.0.1 port check (it listens in another namespace)."""
-    from harness import Process
+    from bridge_testkit.harness import Process
     Process.start(p)
 
 

@@ -1,0 +1,78 @@
+"""Third-party clients the suites and the fault matrix share: a pysher listener, and a stand-in for
+systemd's NOTIFY_SOCKET."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import pysher
+
+from bridge_testkit.harness import wait_until
+
+
+class PysherListener:
+    """A pysher client subscribed to one channel, recording (event, data) in arrival order."""
+
+    def __init__(self, pusher_local, channel: str, events: list[str]):
+        self.received: list[tuple[str, str]] = []
+        self.lock = threading.Lock()
+        self.subscribed = threading.Event()
+        self.client = pysher.Pusher(pusher_local.key, custom_host="127.0.0.1", port=pusher_local.port,
+                                    secure=False, secret=pusher_local.secret)
+
+        def on_connect(_data):
+            ch = self.client.subscribe(channel)
+            for e in events:
+                ch.bind(e, lambda data, e=e: self._record(e, data))
+            ch.bind("pusher_internal:subscription_succeeded", lambda _d: self.subscribed.set())
+
+        self.client.connection.bind("pusher:connection_established", on_connect)
+        self.client.connect()
+        if not self.subscribed.wait(10):
+            raise RuntimeError("pysher did not subscribe")
+
+    def _record(self, event, data):
+        with self.lock:
+            self.received.append((event, data))
+
+    def data(self) -> list[str]:
+        with self.lock:
+            return [d for _, d in self.received]
+
+    def close(self):
+        self.client.disconnect(timeout=2)  # pysher joins its thread; without a timeout it can wait ~100 s
+
+
+def wait_bridge_subscribed(pusher_local, channel: str):
+    http = pusher_local.http_client()
+    wait_until(lambda: http.channel_info(channel).get("occupied"), 15, 0.1, f"the bridge to subscribe {channel}")
+
+
+class NotifySocket:
+    """A Unix datagram socket standing in for systemd's NOTIFY_SOCKET."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(path)
+        self.messages: list[str] = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self):
+        while True:
+            try:
+                data = self.sock.recv(4096)
+            except OSError:
+                return
+            with self.lock:
+                self.messages.append(data.decode())
+
+    def seen(self, prefix: str) -> list[str]:
+        with self.lock:
+            return [m for m in self.messages if m.startswith(prefix)]
+
+    def all(self) -> list[str]:
+        with self.lock:
+            return list(self.messages)
