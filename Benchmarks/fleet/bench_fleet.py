@@ -47,10 +47,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 
-import websocket  # noqa: E402  (websocket-client)
+import websocket  # (websocket-client)
 
-from bridge_testkit.harness import Bridge, Mosquitto, PusherLocal, bridge_config, free_port, wait_until  # noqa: E402
-from bridge_testkit.fleet import fleet_rule  # noqa: E402  (the e2e test's rule: one definition of the fleet)
+from bridge_testkit.harness import Bridge, Mosquitto, PusherLocal, bridge_config, free_port, wait_until
+from bridge_testkit.fleet import fleet_rule  # (the e2e test's rule: one definition of the fleet)
 
 PREFIX = "private-device-"
 PER_CONNECTION = 500

@@ -40,10 +40,10 @@ import time
 from pathlib import Path
 
 
-from bridge_testkit import bench  # noqa: E402  (Benchmarks/bridge/bench.py: processes, receivers, load sources)
-from bridge_testkit.bench import (M2P_CHANNEL, M2P_CHANNELS, M2P_TOPIC, P2M_CHANNEL, P2M_TOPIC, REPO, STARTED, BenchError, BenchMosquitto,  # noqa: E402
-                   finish_receiver, stop_all)
-from bridge_testkit.harness import Bridge, MQTTCollector, PusherLocal, bridge_config, publish  # noqa: E402
+from bridge_testkit import bench  # (processes, receivers, load sources)
+from bridge_testkit.bench import (M2P_CHANNEL, M2P_CHANNELS, M2P_TOPIC, P2M_CHANNEL, P2M_TOPIC, REPO, STARTED,
+                                  BenchError, BenchMosquitto, finish_receiver, stop_all)
+from bridge_testkit.harness import Bridge, MQTTCollector, PusherLocal, bridge_config, publish
 
 
 SIZE = 100

@@ -41,8 +41,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 
-from bench_memory import bench_commit, daemon_config, start_and_settle, status_kb, write_results  # noqa: E402
-from bridge_testkit.harness import Bridge, Mosquitto, PusherLocal, free_port  # noqa: E402
+from bench_memory import bench_commit, daemon_config, start_and_settle, status_kb, write_results
+from bridge_testkit.harness import Bridge, Mosquitto, PusherLocal, free_port
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 TOP_SYMBOLS = 25  # the largest resident symbols kept per module in resident-code.json

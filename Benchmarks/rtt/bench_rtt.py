@@ -44,10 +44,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 
-from bridge_testkit import bench  # noqa: E402  (Benchmarks/bridge/bench.py: receivers, BenchMosquitto, stop_all)
-from bridge_testkit.bench import BenchError, BenchMosquitto, finish_receiver, start_receiver  # noqa: E402
-from bridge_testkit.harness import Bridge, Process, PusherLocal, bridge_config, free_port, wait_until  # noqa: E402
-from bridge_testkit.faults.netns import SERVER_ADDR, Partition  # noqa: E402
+from bridge_testkit import bench  # (receivers, BenchMosquitto, stop_all)
+from bridge_testkit.bench import BenchError, BenchMosquitto, finish_receiver, start_receiver
+from bridge_testkit.harness import Bridge, Process, PusherLocal, bridge_config, free_port, wait_until
+from bridge_testkit.faults.netns import SERVER_ADDR, Partition
 
 PREFIX = "pmrtt"
 BATCH = 10  # events per batch_events (PusherLimits.batchSize)

@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 
-from bridge_testkit import bench  # noqa: E402
+from bridge_testkit import bench
 
 
 def main() -> int:

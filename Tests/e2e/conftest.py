@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 
-from bridge_testkit.harness import Bridge, Mosquitto, PusherLocal  # noqa: E402
+from bridge_testkit.harness import Bridge, Mosquitto, PusherLocal
 
 
 @pytest.fixture

@@ -16,19 +16,12 @@ import pysher
 from pusher.signature import sign
 
 from bridge_testkit.harness import (MQTTCollector, PusherLocal, bridge_config, free_port, port_open, publish, retained,
-                                    wait_until)
+                                    rule, wait_until)
 
 INTERVAL = 5.0
 
-DEVICES = """
-[[bridge.rule]]
-name = "devices"
-from = "pusher"
-channel_prefix = "private-device-"
-events = ["reading"]
-topic = "fleet/{suffix}/{event}"
-discovery_interval = "5s"
-"""
+DEVICES = rule("devices", "pusher", channel_prefix="private-device-", events=["reading"], topic="fleet/{suffix}/{event}",
+               discovery_interval="5s")
 
 CHANNELS = [f"private-device-{n:03d}" for n in range(1, 6)]
 

@@ -7,11 +7,10 @@ import json
 import signal
 import threading
 import time
-import urllib.request
 
 import paho.mqtt.client as mqtt
 
-from bridge_testkit.harness import MQTTCollector, Mosquitto, bridge_config, free_port, publish, wait_until
+from bridge_testkit.harness import MQTTCollector, bridge_config, free_port, publish, readyz, rule, wait_until
 from bridge_testkit.clients import PysherListener, wait_bridge_subscribed
 from test_flow import MQTT_TO_PUSHER, PUSHER_TO_MQTT
 
@@ -36,12 +35,15 @@ def flows(pusher, collector, channel="market-data", event="new-price", topic="da
     return time.monotonic() - start
 
 
-def readyz(port: int) -> int:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
-            return r.status
-    except urllib.error.HTTPError as e:
-        return e.code
+def reconnect_after(pusher, code: int, timeout: float) -> float:
+    """Seconds from pusher-local closing the bridge's connection with `code` until the bridge has
+    connected again and subscribed market-data."""
+    opened = stats(pusher)["connections_opened"]
+    assert pusher.control("POST", f"/pusher-local/apps/{pusher.app_id}/disconnect?code={code}")[0] == 200
+    start = time.monotonic()
+    wait_until(lambda: stats(pusher)["connections_opened"] > opened and stats(pusher)["subscriptions"].get("market-data"),
+               timeout, 0.02, f"reconnect after {code}")
+    return time.monotonic() - start
 
 
 def test_reconnects_at_once_after_4200_and_backs_off_after_4100(pusher, broker, workdir, bridges):
@@ -52,21 +54,11 @@ def test_reconnects_at_once_after_4200_and_backs_off_after_4100(pusher, broker, 
     wait_bridge_subscribed(pusher, "market-data")
     flows(pusher, collector)
 
-    opened = stats(pusher)["connections_opened"]
-    assert pusher.control("POST", f"/pusher-local/apps/{pusher.app_id}/disconnect?code=4200")[0] == 200
-    start = time.monotonic()
-    wait_until(lambda: stats(pusher)["connections_opened"] > opened and stats(pusher)["subscriptions"].get("market-data"), 5, 0.02,
-               "reconnect after 4200")
-    immediate = time.monotonic() - start
+    immediate = reconnect_after(pusher, 4200, 5)
     assert immediate < 1.0, f"4200 must reconnect at once (took {immediate:.2f}s)"
     flows(pusher, collector)
 
-    opened = stats(pusher)["connections_opened"]
-    assert pusher.control("POST", f"/pusher-local/apps/{pusher.app_id}/disconnect?code=4100")[0] == 200
-    start = time.monotonic()
-    wait_until(lambda: stats(pusher)["connections_opened"] > opened and stats(pusher)["subscriptions"].get("market-data"), 10, 0.02,
-               "reconnect after 4100")
-    backoff = time.monotonic() - start
+    backoff = reconnect_after(pusher, 4100, 10)
     assert backoff >= 1.5, f"4100 must back off (initial_delay 2 s ± 20 %), reconnected after {backoff:.2f}s"
     flows(pusher, collector)
     collector.close()
@@ -77,10 +69,10 @@ def test_4001_does_not_hot_loop_and_is_not_ready(pusher, broker, workdir, bridge
     config = bridge_config(pusher, broker, workdir, PUSHER_TO_MQTT).replace('metrics = ""', f'metrics = "127.0.0.1:{metrics_port}"')
     bridge = bridges(config)
     wait_bridge_subscribed(pusher, "market-data")
-    wait_until(lambda: readyz(metrics_port) == 200, 10, 0.1, "/readyz 200")
+    wait_until(lambda: readyz(metrics_port)[0] == 200, 10, 0.1, "/readyz 200")
     pusher.control("POST", f"/pusher-local/apps/{pusher.app_id}/refuse?code=4001")
     pusher.control("POST", f"/pusher-local/apps/{pusher.app_id}/disconnect?code=4001")
-    wait_until(lambda: readyz(metrics_port) == 503, 5, 0.1, "/readyz 503 after 4001")
+    wait_until(lambda: readyz(metrics_port)[0] == 503, 5, 0.1, "/readyz 503 after 4001")
     opened = stats(pusher)["connections_opened"]
     time.sleep(4)
     attempts = stats(pusher)["connections_opened"] - opened
@@ -88,7 +80,7 @@ def test_4001_does_not_hot_loop_and_is_not_ready(pusher, broker, workdir, bridge
     assert attempts <= 3, f"{attempts} connection attempts in 4 s after 4001"
     assert "4001" in bridge.log()
     pusher.control("POST", f"/pusher-local/apps/{pusher.app_id}/accept")
-    wait_until(lambda: readyz(metrics_port) == 200, 10, 0.1, "/readyz 200 once the server accepts again")
+    wait_until(lambda: readyz(metrics_port)[0] == 200, 10, 0.1, "/readyz 200 once the server accepts again")
 
 
 def test_pong_timeout_reconnects(pusher, broker, workdir, bridges):
@@ -215,23 +207,8 @@ def test_sigkill_then_restart_delivers_the_spool(pusher, broker, workdir, bridge
 
 def test_bidirectional_pair_crosses_exactly_once(pusher, broker, workdir, bridges):
     for protocol in (5, 4):
-        rules = """
-[[bridge.rule]]
-name = "room-out"
-from = "pusher"
-channel = "room"
-events = ["message"]
-topic = "room/messages"
-qos = 1
-
-[[bridge.rule]]
-name = "room-in"
-from = "mqtt"
-topic = "room/messages"
-channel = "room"
-event = "message"
-qos = 1
-"""
+        rules = (rule("room-out", "pusher", channel="room", events=["message"], topic="room/messages", qos=1)
+                 + rule("room-in", "mqtt", topic="room/messages", channel="room", event="message", qos=1))
         bridge = bridges(bridge_config(pusher, broker, workdir, rules, name=f"pair{protocol}", protocol=protocol), name=f"pair{protocol}")
         collector = MQTTCollector(broker.port, ["room/messages"], client_id=f"pair-sub-{protocol}")
         listener = PysherListener(pusher, "room", ["message"])

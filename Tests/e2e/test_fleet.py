@@ -17,9 +17,9 @@ import time
 import urllib.request
 
 
-from bridge_testkit.fleet import (INTERVAL, JOIN_SLACK, LEAVE_SLACK, PREFIX, FleetClient, HoldMonitor, close_all, device,
-                                 fleet_rule, occupied_at, occupy)
-from bridge_testkit.harness import MQTTCollector, PusherLocal, bridge_config, free_port, wait_until
+from bridge_testkit.fleet import (INTERVAL, JOIN_SLACK, LEAVE_SLACK, PREFIX, FleetClient, HoldMonitor, close_all,
+                                  device, fleet_rule, occupied_at, occupy)
+from bridge_testkit.harness import MQTTCollector, PusherLocal, bridge_config, free_port, http_get, wait_until
 
 def metrics(port: int) -> dict[str, float]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
@@ -43,7 +43,7 @@ def start_fleet_bridge(bridges, pusher, broker, workdir, rules: str) -> int:
     metrics_port = free_port()
     config = bridge_config(pusher, broker, workdir, rules).replace('metrics = ""', f'metrics = "127.0.0.1:{metrics_port}"')
     bridge = bridges(config)
-    wait_until(lambda: not bridge.running() or port_answers(metrics_port), 15, 0.1, "the daemon's /metrics")
+    wait_until(lambda: not bridge.running() or http_get(f"http://127.0.0.1:{metrics_port}/metrics")[0] == 200, 15, 0.1, "the daemon's /metrics")
     assert bridge.running(), f"the daemon refused the fleet config or exited:\n{bridge.log()[-3000:]}"
     wait_until(lambda: stats(pusher).get("connections", 0) >= 1, 10, 0.1, "the daemon's Pusher connection")
     return metrics_port
@@ -52,14 +52,6 @@ def start_fleet_bridge(bridges, pusher, broker, workdir, rules: str) -> int:
 def stats(pusher_local) -> dict:
     status, body = pusher_local.control("GET", f"/pusher-local/apps/{pusher_local.app_id}/stats")
     return json.loads(body) if status == 200 else {}
-
-
-def port_answers(port: int) -> bool:
-    try:
-        metrics(port)
-        return True
-    except OSError:
-        return False
 
 
 def trigger_readings(pusher_local, channels: list[str], count: int):

@@ -9,30 +9,13 @@ import time
 
 
 from bridge_testkit.clients import PysherListener, wait_bridge_subscribed
-from bridge_testkit.harness import MQTTCollector, bridge_config, publish, retained, wait_until
+from bridge_testkit.harness import MQTTCollector, bridge_config, publish, retained, rule, wait_until
 
 
-PUSHER_TO_MQTT = """
-[[bridge.rule]]
-name = "prices"
-from = "pusher"
-channel = "market-data"
-events = ["new-price"]
-topic = "dash/prices/{event}"
-qos = 1
-payload = "data"
-"""
-
-MQTT_TO_PUSHER = """
-[[bridge.rule]]
-name = "temperatures"
-from = "mqtt"
-topic = "sensors/+/temperature"
-channel = "sensor-{1}"
-event = "temperature"
-qos = 1
-payload = "data"
-"""
+PUSHER_TO_MQTT = rule("prices", "pusher", channel="market-data", events=["new-price"], topic="dash/prices/{event}", qos=1,
+                      payload="data")
+MQTT_TO_PUSHER = rule("temperatures", "mqtt", topic="sensors/+/temperature", channel="sensor-{1}", event="temperature",
+                      qos=1, payload="data")
 
 
 def test_pusher_to_mqtt_1000_in_order_byte_exact(pusher, broker, workdir, bridges):
@@ -92,16 +75,7 @@ def test_last_will_offline_on_sigkill(pusher, broker, workdir, bridges):
 
 
 def test_mqtt_to_pusher_as_client_events(pusher, broker, workdir, bridges):
-    rules = """
-[[bridge.rule]]
-name = "chat"
-from = "mqtt"
-topic = "chat/+"
-channel = "private-chat"
-event = "client-{1}"
-via = "client-event"
-qos = 1
-"""
+    rules = rule("chat", "mqtt", topic="chat/+", channel="private-chat", event="client-{1}", via="client-event", qos=1)
     bridges(bridge_config(pusher, broker, workdir, rules))
     listener = PysherListener(pusher, "private-chat", ["client-hello"])
     # The bridge's own connection must be subscribed before it may send client events.

@@ -13,8 +13,9 @@ import urllib.request
 import pysher
 
 from bridge_testkit.clients import NotifySocket, PysherListener, wait_bridge_subscribed
-from bridge_testkit.harness import MQTTCollector, binary, bridge_config, free_port, publish, retained, wait_until
+from bridge_testkit.harness import MQTTCollector, binary, bridge_config, free_port, publish, retained, rule, wait_until
 from test_flow import PUSHER_TO_MQTT
+from test_reload_check import EXTRA_RULE
 
 PRESENCE = """
 [[bridge.presence]]
@@ -76,14 +77,7 @@ def test_presence_members_become_retained_and_ghosts_are_cleared(pusher, broker,
 
 
 def test_private_channel_with_inline_signing(pusher, broker, workdir, bridges):
-    rules = """
-[[bridge.rule]]
-name = "orders"
-from = "pusher"
-channel = "private-orders"
-topic = "shop/orders"
-qos = 1
-"""
+    rules = rule("orders", "pusher", channel="private-orders", topic="shop/orders", qos=1)
     bridges(bridge_config(pusher, broker, workdir, rules))
     collector = MQTTCollector(broker.port, ["shop/#"])
     wait_bridge_subscribed(pusher, "private-orders")
@@ -122,14 +116,7 @@ def test_sd_notify_reload_metrics_and_sigterm(pusher, broker, workdir, bridges):
     # SIGHUP adds a rule; neither connection is dropped.
     opened = json.loads(pusher.control("GET", f"/pusher-local/apps/{pusher.app_id}/stats")[1])["connections_opened"]
     mqtt_connects = bridge.log().count("mqtt connected")
-    bridge.write_config(config + """
-[[bridge.rule]]
-name = "alerts"
-from = "pusher"
-channel = "alerts"
-topic = "dash/alerts/{event}"
-qos = 1
-""")
+    bridge.write_config(config + EXTRA_RULE)
     bridge.send_signal(signal.SIGHUP)
     wait_until(lambda: notify.seen("RELOADING=1"), 5, 0.05, "RELOADING=1")
     wait_until(lambda: len(notify.seen("READY=1")) >= 2, 5, 0.05, "READY=1 after the reload")
@@ -183,15 +170,7 @@ def test_encrypted_channel_both_ways_through_tap(pusher, broker, workdir, bridge
     """MQTT -> private-encrypted channel: the bridge encrypts (key derived from the master key);
     `tap` with the same config decrypts. The server only ever sees ciphertext."""
     master = "OHRXNUZRTG5pUTFzQlFGd3J3N3Q2VFZFc0paZDEweVk="  # the official test vector's 32-byte key
-    rules = """
-[[bridge.rule]]
-name = "secret-in"
-from = "mqtt"
-topic = "vault/+"
-channel = "private-encrypted-vault"
-event = "{1}"
-qos = 1
-"""
+    rules = rule("secret-in", "mqtt", topic="vault/+", channel="private-encrypted-vault", event="{1}", qos=1)
     config = bridge_config(pusher, broker, workdir, rules, extra_pusher=f'encryption_master_key_base64 = "{master}"')
     bridges(config)
     config_path = workdir / "tap.conf"

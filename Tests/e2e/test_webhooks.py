@@ -16,7 +16,7 @@ import time
 import pytest
 
 from bridge_testkit.webhooks import (NAME, PREFIX, books_balance, metric, post, run_webhook_outage, sign, signed_post,
-                                    webhook_config)
+                                     webhook_config)
 from bridge_testkit.harness import Bridge, MQTTCollector, PusherLocal, free_port, port_open, retained, wait_until
 
 def start_bridge(bridges, config: str, webhook_port: int, metrics_port: int) -> Bridge:

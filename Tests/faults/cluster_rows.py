@@ -39,11 +39,12 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-from bridge_testkit.faults.checker import Expectation, counter_identity, hold_runs, loss_windows  # noqa: E402
-from bridge_testkit.harness import ClusterMember, Mosquitto, PusherLocal, bridge_config, free_port, http_get, wait_until  # noqa: E402
-from bridge_testkit.faults.proxy import HTTPFaultProxy, TCPFaultProxy  # noqa: E402
-from bridge_testkit.faults.rig import bridge_rules, close_in_reverse, start_without_port_check  # noqa: E402
-from bridge_testkit.faults.traffic import MQTTReceiver, MQTTSender, PusherSender, PysherReceiver, tag_of  # noqa: E402
+from bridge_testkit.faults.netns import Cut
+from bridge_testkit.faults.checker import Expectation, counter_identity, hold_runs, loss_windows
+from bridge_testkit.harness import ClusterMember, Mosquitto, PusherLocal, bridge_config, free_port, http_get, wait_until
+from bridge_testkit.faults.proxy import HTTPFaultProxy, TCPFaultProxy
+from bridge_testkit.faults.rig import bridge_rules, close_in_reverse, start_without_port_check
+from bridge_testkit.faults.traffic import MQTTReceiver, MQTTSender, PusherSender, PysherReceiver, tag_of
 
 INSTANCES = ("a", "b", "c")
 GROUP = "faults"
@@ -62,7 +63,7 @@ instance = "${{BRIDGE_INSTANCE}}"
 """ + bridge_rules(CHANNELS)
 
 
-class BrokerCut:
+class BrokerCut(Cut):
     """Instance a's namespace loses the broker only (pusher-local stays reachable): iptables DROP of
     the broker's port inside the bridge namespace of a netns.Partition."""
 
@@ -76,15 +77,6 @@ class BrokerCut:
             address = "-s" if chain == "INPUT" else "-d"
             subprocess.run(ns + ["iptables", op, chain, address, SERVER_ADDR, "-p", "tcp", direction, str(self.port), "-j", "DROP"],
                            check=True, capture_output=True, timeout=15)
-
-    def drop(self):
-        self._rules("-A")
-        self.cut = True
-
-    def restore(self):
-        if self.cut:
-            self._rules("-D")
-            self.cut = False
 
 
 class HoldSampler(threading.Thread):

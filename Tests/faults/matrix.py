@@ -28,12 +28,12 @@ from pathlib import Path
 from typing import Callable
 
 
-from bridge_testkit.faults.checker import Expectation  # noqa: E402
-import cluster_rows  # noqa: E402
-import fleet_rows  # noqa: E402
-from bridge_testkit.faults import rig as rig_module  # noqa: E402
-from bridge_testkit.faults.rig import EXTRA_RULE, Rig, judge_direction  # noqa: E402
-from webhook_rows import webhook_outage_row  # noqa: E402
+from bridge_testkit.faults.checker import Expectation
+import cluster_rows
+import fleet_rows
+from bridge_testkit.faults import rig as rig_module
+from bridge_testkit.faults.rig import EXTRA_RULE, Rig, judge_direction
+from webhook_rows import webhook_outage_row
 
 RATE = float(os.environ.get("FAULTS_RATE", "200"))
 WARMUP_S = 3.0

@@ -30,10 +30,10 @@ import time
 from pathlib import Path
 
 
-from bridge_testkit.faults import rig as rig_module  # noqa: E402
-from bridge_testkit.faults.checker import Expectation  # noqa: E402
-from matrix import blackhole, broker_restarts, mqtt_to_pusher_overload, pusher_closes, pusher_quota  # noqa: E402
-from bridge_testkit.faults.rig import EXTRA_RULE, Rig, judge_direction  # noqa: E402
+from bridge_testkit.faults import rig as rig_module
+from bridge_testkit.faults.checker import Expectation
+from matrix import blackhole, broker_restarts, mqtt_to_pusher_overload, pusher_closes, pusher_quota
+from bridge_testkit.faults.rig import EXTRA_RULE, Rig, judge_direction
 
 MINUTES = float(os.environ.get("SOAK_MINUTES", "30"))
 RATE = float(os.environ.get("SOAK_RATE", "200"))

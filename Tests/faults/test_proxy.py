@@ -10,7 +10,7 @@ import threading
 import pytest
 
 
-from bridge_testkit.faults.proxy import HTTPFaultProxy, TCPFaultProxy  # noqa: E402
+from bridge_testkit.faults.proxy import HTTPFaultProxy, TCPFaultProxy
 
 
 @pytest.fixture

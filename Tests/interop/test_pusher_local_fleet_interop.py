@@ -13,7 +13,7 @@ import pusher
 import pytest
 
 from bridge_testkit.harness import PusherLocal, binary
-from test_pusher_local_interop import TIMEOUT, close, connect_pysher, official, subscribe, subscription_count
+from test_pusher_local_interop import TIMEOUT, close, connect_pysher, official, pysher_clients, subscribe, subscription_count
 
 
 class WebhookReceiver:
@@ -241,16 +241,11 @@ def test_pysher_subscribers_hear_the_subscription_count(app):
 
 
 def test_pysher_hears_no_counts_without_the_flag(pusher_server):
-    watcher = connect_pysher(pusher_server)
-    other = connect_pysher(pusher_server)
-    try:
+    with pysher_clients(pusher_server, None, None) as (watcher, other):
         _, counts = subscribe(pusher_server, watcher, "private-device-1", "pusher_internal:subscription_count")
         subscribe(pusher_server, other, "private-device-1")
         with pytest.raises(queue.Empty):
             counts.get(timeout=0.5)
-    finally:
-        close(watcher)
-        close(other)
 
 
 def test_channel_lists_with_subscription_count_through_the_official_library(pusher_server):
@@ -293,9 +288,7 @@ def test_bad_flags_are_refused_with_a_clear_message(args, message):
 def test_connections_endpoint_lists_each_pysher_connection_with_its_channels(pusher_server):
     """`GET /pusher-local/apps/ID/connections` (the cluster tests' proof of who holds a channel):
     pysher's own socket ids, their channels sorted, the presence user id, the peer address."""
-    a = connect_pysher(pusher_server, user_data={"user_id": "ann"})
-    b = connect_pysher(pusher_server)
-    try:
+    with pysher_clients(pusher_server, {"user_id": "ann"}, None) as (a, b):
         for channel in ("zeta", "private-room", "presence-team"):
             subscribe(pusher_server, a, channel)
         subscribe(pusher_server, b, "zeta")
@@ -308,9 +301,6 @@ def test_connections_endpoint_lists_each_pysher_connection_with_its_channels(pus
         assert records[b.connection.socket_id]["channels"] == ["zeta"]
         assert "user_id" not in records[b.connection.socket_id]
         assert all(r["remote"].startswith("127.0.0.1:") for r in records.values())
-    finally:
-        close(a)
-        close(b)
     deadline = time.monotonic() + TIMEOUT
     while json.loads(pusher_server.app_control("GET", "connections")[1]):
         assert time.monotonic() < deadline, "closed connections are still listed"

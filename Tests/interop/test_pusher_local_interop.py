@@ -1,5 +1,6 @@
 """pusher-local against third-party clients: pysher (WebSocket) and the official `pusher`
 library (signed HTTP API)."""
+import contextlib
 import json
 import logging
 import queue
@@ -27,6 +28,19 @@ def connect_pysher(server, user_data=None):
     client.connect()
     assert connected.wait(TIMEOUT), "pysher did not receive pusher:connection_established"
     return client
+
+
+@contextlib.contextmanager
+def pysher_clients(server, *user_data):
+    """One connected pysher client per `user_data` (None: none), closed when the block ends."""
+    clients = []
+    try:
+        for data in user_data:
+            clients.append(connect_pysher(server, data))
+        yield clients
+    finally:
+        for client in clients:
+            close(client)
 
 
 def close(client):
@@ -119,9 +133,8 @@ def test_wrong_subscription_auth_gets_pusher_error_and_the_connection_stays(push
 
 
 def test_presence_members_added_and_removed_reach_other_clients(pusher_server):
-    alice = connect_pysher(pusher_server, {"user_id": "alice", "user_info": {"name": "Alice"}})
-    bob = connect_pysher(pusher_server, {"user_id": "bob", "user_info": {"name": "Bob"}})
-    try:
+    alice_data = {"user_id": "alice", "user_info": {"name": "Alice"}}
+    with pysher_clients(pusher_server, alice_data, {"user_id": "bob", "user_info": {"name": "Bob"}}) as (alice, bob):
         _, alice_events = subscribe(pusher_server, alice, "presence-room", "pusher_internal:member_added", "pusher_internal:member_removed")
         subscribe(pusher_server, bob, "presence-room")
         event, data = alice_events.get(timeout=TIMEOUT)
@@ -135,30 +148,20 @@ def test_presence_members_added_and_removed_reach_other_clients(pusher_server):
         event, data = alice_events.get(timeout=TIMEOUT)
         assert event == "pusher_internal:member_removed"
         assert json.loads(data) == {"user_id": "bob"}
-    finally:
-        close(alice)
-        close(bob)
 
 
 def test_socket_id_exclusion(pusher_server):
-    sender = connect_pysher(pusher_server)
-    other = connect_pysher(pusher_server)
-    try:
+    with pysher_clients(pusher_server, None, None) as (sender, other):
         _, sender_events = subscribe(pusher_server, sender, "prices", "tick")
         _, other_events = subscribe(pusher_server, other, "prices", "tick")
         official(pusher_server).trigger("prices", "tick", "1", socket_id=sender.connection.socket_id)
         assert other_events.get(timeout=TIMEOUT) == ("tick", "1")
         with pytest.raises(queue.Empty):
             sender_events.get(timeout=0.5)
-    finally:
-        close(sender)
-        close(other)
 
 
 def test_client_events_reach_others_but_not_the_sender(pusher_server):
-    sender = connect_pysher(pusher_server)
-    other = connect_pysher(pusher_server)
-    try:
+    with pysher_clients(pusher_server, None, None) as (sender, other):
         sender_channel, sender_events = subscribe(pusher_server, sender, "private-chat", "client-typing")
         _, other_events = subscribe(pusher_server, other, "private-chat", "client-typing")
         sender_channel.trigger("client-typing", {"who": "sender"})
@@ -167,9 +170,6 @@ def test_client_events_reach_others_but_not_the_sender(pusher_server):
         assert json.loads(data) == {"who": "sender"}
         with pytest.raises(queue.Empty):
             sender_events.get(timeout=0.5)
-    finally:
-        close(sender)
-        close(other)
 
 
 def test_wrongly_signed_request_gets_401(pusher_server):

@@ -49,8 +49,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from bridge_testkit.harness import (REPO, Bridge, MQTTCollector, Mosquitto, Process, PusherLocal, bridge_config,
-                                    publish, wait_until)
+from bridge_testkit.harness import REPO, Bridge, MQTTCollector, Mosquitto, Process, PusherLocal, bridge_config, publish
 
 
 SIZES = [100, 1024, 8192]

@@ -12,14 +12,19 @@ from bridge_testkit.harness import wait_until
 
 
 class PysherListener:
-    """A pysher client subscribed to one channel, recording (event, data) in arrival order."""
+    """A pysher client subscribed to one channel, recording (event, data) in arrival order. With
+    `ca_file` it connects over wss://, verifying pusher-local's certificate against that CA."""
 
-    def __init__(self, pusher_local, channel: str, events: list[str]):
+    def __init__(self, pusher_local, channel: str, events: list[str], ca_file=None):
         self.received: list[tuple[str, str]] = []
         self.lock = threading.Lock()
         self.subscribed = threading.Event()
         self.client = pysher.Pusher(pusher_local.key, custom_host="127.0.0.1", port=pusher_local.port,
-                                    secure=False, secret=pusher_local.secret)
+                                    secure=ca_file is not None, secret=pusher_local.secret)
+        if ca_file is not None:
+            # pysher hands socket_kwargs to websocket-client's run_forever; sslopt keeps verification
+            # on (CERT_REQUIRED, host name checked) and trusts the test CA.
+            self.client.connection.socket_kwargs["sslopt"] = {"ca_certs": str(ca_file)}
 
         def on_connect(_data):
             ch = self.client.subscribe(channel)
@@ -30,7 +35,7 @@ class PysherListener:
         self.client.connection.bind("pusher:connection_established", on_connect)
         self.client.connect()
         if not self.subscribed.wait(10):
-            raise RuntimeError("pysher did not subscribe")
+            raise RuntimeError("pysher did not subscribe" + (" over wss" if ca_file is not None else ""))
 
     def _record(self, event, data):
         with self.lock:

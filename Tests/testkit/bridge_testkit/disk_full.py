@@ -14,19 +14,11 @@ from pathlib import Path
 import paho.mqtt.client as mqtt
 
 from bridge_testkit.clients import NotifySocket
-from bridge_testkit.harness import Bridge, Mosquitto, PusherLocal, bridge_config, free_port, wait_until
+from bridge_testkit.harness import Bridge, Mosquitto, PusherLocal, bridge_config, free_port, rule, wait_until
 
 CHANNEL = "disk-full"
 STREAM = f"p2m/{CHANNEL}"
-RULE = f"""
-[[bridge.rule]]
-name = "disk"
-from = "pusher"
-channel = "{CHANNEL}"
-events = ["tagged"]
-topic = "disk/{{channel}}"
-qos = 1
-"""
+RULE = rule("disk", "pusher", channel=CHANNEL, events=["tagged"], topic="disk/{channel}", qos=1)
 LIVE_EVENTS = 10
 DEGRADED = 'pusher_mqtt_bridge_spool_degraded{bridge="disk",direction="pusher_to_mqtt"}'
 # Log lines about the degraded spool (Sources/BridgeDaemon/Runtime/Outbox.swift).

@@ -395,6 +395,15 @@ def json_lines(text: str) -> list[dict]:
     return out
 
 
+def rule(name: str, source: str, **fields) -> str:
+    """One `[[bridge.rule]]` table (docs/configuration.md): `name`, `from = source`, then `fields` in
+    their order, each a TOML value (strings quoted, lists as arrays, numbers bare). Placeholders
+    such as `{channel}` or `{1}` are written as they are."""
+    lines = ["", "[[bridge.rule]]", f'name = "{name}"', f'from = "{source}"']
+    lines += [f"{key} = {json.dumps(value)}" for key, value in fields.items()]
+    return "\n".join(lines) + "\n"
+
+
 def bridge_config(pusher: PusherLocal, broker: Mosquitto, workdir: Path, rules: str = "", *,
                   name: str = "e2e", protocol: int = 5, extra_pusher: str = "", extra_mqtt: str = "",
                   daemon: str = "", buffer: str = "") -> str:
@@ -463,6 +472,11 @@ def http_get(url: str, timeout: float = 3) -> tuple[int, str]:
         return e.code, e.read().decode(errors="replace")
     except OSError as e:
         return 0, str(e)
+
+
+def readyz(port: int) -> tuple[int, str]:
+    """(status, body) of the daemon's /readyz on `port`; (0, reason) while nothing answers."""
+    return http_get(f"http://127.0.0.1:{port}/readyz", timeout=2)
 
 
 def metric_value(text: str, series: str) -> float | None:

@@ -14,10 +14,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-from bridge_testkit.faults.checker import Expectation, classify, counter_identity, recovery_time, summarize  # noqa: E402
-from bridge_testkit.harness import Bridge, Mosquitto, PusherLocal, bridge_config, free_port, wait_until  # noqa: E402
-from bridge_testkit.faults.proxy import HTTPFaultProxy, TCPFaultProxy  # noqa: E402
-from bridge_testkit.faults.traffic import MQTTReceiver, MQTTSender, PusherSender, PysherReceiver  # noqa: E402
+from bridge_testkit.faults.checker import Expectation, classify, counter_identity, recovery_time, summarize
+from bridge_testkit.harness import Bridge, Mosquitto, PusherLocal, bridge_config, free_port, rule, wait_until
+from bridge_testkit.faults.proxy import HTTPFaultProxy, TCPFaultProxy
+from bridge_testkit.faults.traffic import MQTTReceiver, MQTTSender, PusherSender, PysherReceiver
 
 P2M_CHANNELS = ["faults-a", "faults-b"]
 M2P_TOPICS = ["faults/m2p/a", "faults/m2p/b"]
@@ -26,23 +26,9 @@ M2P_CHANNELS = {"faults-m2p-a": "faults/m2p/a", "faults-m2p-b": "faults/m2p/b"}
 def bridge_rules(p2m_channels: list[str]) -> str:
     """One Pusher -> MQTT rule per channel (`faults/p2m/<channel>`) and the MQTT -> Pusher rule
     (`faults/m2p/+` -> `faults-m2p-<level>`): the rows' traffic (also the cluster rows')."""
-    return "".join(f"""
-[[bridge.rule]]
-name = "p2m-{c}"
-from = "pusher"
-channel = "{c}"
-events = ["tagged"]
-topic = "faults/p2m/{{channel}}"
-qos = 1
-""" for c in p2m_channels) + """
-[[bridge.rule]]
-name = "m2p"
-from = "mqtt"
-topic = "faults/m2p/+"
-channel = "faults-m2p-{1}"
-event = "tagged"
-qos = 1
-"""
+    return "".join(rule(f"p2m-{c}", "pusher", channel=c, events=["tagged"], topic="faults/p2m/{channel}", qos=1)
+                   for c in p2m_channels) + rule("m2p", "mqtt", topic="faults/m2p/+", channel="faults-m2p-{1}",
+                                                 event="tagged", qos=1)
 
 
 RULES = bridge_rules(P2M_CHANNELS)
