@@ -34,7 +34,6 @@ import sys
 import time
 from pathlib import Path
 
-
 from bridge_testkit import bench  # (processes, receivers, load sources)
 from bridge_testkit.bench import (M2P_CHANNEL, M2P_CHANNELS, M2P_TOPIC, P2M_CHANNEL, P2M_TOPIC, STARTED, Bench,
                                   BenchError, ProcessSampler, finish_receiver, stop_all)

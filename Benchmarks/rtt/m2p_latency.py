@@ -24,7 +24,6 @@ import statistics
 import sys
 from pathlib import Path
 
-
 from bridge_testkit import bench
 
 

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-
 from bridge_testkit.harness import Bridge, Mosquitto, PusherLocal
 
 

@@ -10,8 +10,8 @@ import time
 
 import paho.mqtt.client as mqtt
 
-from bridge_testkit.harness import MQTTCollector, bridge_config, free_port, publish, readyz, rule, wait_until
 from bridge_testkit.clients import PysherListener, wait_bridge_subscribed
+from bridge_testkit.harness import MQTTCollector, bridge_config, free_port, publish, readyz, rule, wait_until
 from test_flow import MQTT_TO_PUSHER, PUSHER_TO_MQTT
 
 

@@ -16,7 +16,6 @@ import json
 import time
 import urllib.request
 
-
 from bridge_testkit.fleet import (INTERVAL, JOIN_SLACK, LEAVE_SLACK, PREFIX, FleetClient, HoldMonitor, close_all,
                                   device, fleet_rule, occupied_at, occupy)
 from bridge_testkit.harness import MQTTCollector, PusherLocal, bridge_config, free_port, http_get, wait_until

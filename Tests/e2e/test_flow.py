@@ -7,7 +7,6 @@ import json
 import signal
 import time
 
-
 from bridge_testkit.clients import PysherListener, wait_bridge_subscribed
 from bridge_testkit.harness import MQTTCollector, bridge_config, publish, retained, rule, wait_until
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import paho.mqtt.client as mqtt
 
-from bridge_testkit.harness import MQTTCollector, bridge_config, free_port, publish, wait_until
 from bridge_testkit.clients import PysherListener, wait_bridge_subscribed
+from bridge_testkit.harness import MQTTCollector, bridge_config, free_port, publish, wait_until
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

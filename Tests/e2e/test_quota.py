@@ -8,8 +8,8 @@ import time
 
 import paho.mqtt.client as mqtt
 
-from bridge_testkit.harness import MQTTCollector, bridge_config, free_port, publish, readyz, wait_until
 from bridge_testkit.clients import NotifySocket, PysherListener
+from bridge_testkit.harness import MQTTCollector, bridge_config, free_port, publish, readyz, wait_until
 from test_flow import MQTT_TO_PUSHER
 from test_operations import metric
 

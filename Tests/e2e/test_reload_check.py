@@ -8,8 +8,8 @@ import signal
 import subprocess
 import urllib.request
 
-from bridge_testkit.harness import MQTTCollector, binary, bridge_config, free_port, http_get, rule, wait_until
 from bridge_testkit.clients import wait_bridge_subscribed
+from bridge_testkit.harness import MQTTCollector, binary, bridge_config, free_port, http_get, rule, wait_until
 from test_flow import PUSHER_TO_MQTT
 
 # toml++ asserts `!is_value_terminator(*cp)` in parse_value on `[}`, and aborts. The loader guards

@@ -17,9 +17,9 @@ import time
 
 import paho.mqtt.client as mqtt
 
+from bridge_testkit.clients import NotifySocket, PysherListener, wait_bridge_subscribed
 from bridge_testkit.harness import (MQTTCollector, bridge_config, free_port, http_get, metric_value, publish,
                                     pusher_connections, wait_until)
-from bridge_testkit.clients import NotifySocket, PysherListener, wait_bridge_subscribed
 from test_flow import PUSHER_TO_MQTT
 MQTT_TO_PUSHER_QOS1 = """
 [[bridge.rule]]

@@ -29,10 +29,10 @@ HERE = Path(__file__).resolve().parent
 import paho.mqtt.client as mqtt
 
 from bridge_testkit.faults.checker import Expectation, counter_identity
-from bridge_testkit.harness import Bridge, Mosquitto, PusherLocal, bridge_config, free_port, rule, wait_until
 from bridge_testkit.faults.proxy import HTTPFaultProxy
 from bridge_testkit.faults.rig import close_in_reverse
 from bridge_testkit.faults.traffic import PusherSender, Recorder, tag_of
+from bridge_testkit.harness import Bridge, Mosquitto, PusherLocal, bridge_config, free_port, rule, wait_until
 
 PREFIX = "private-device-"
 HELD = [f"{PREFIX}{n:03d}" for n in range(10)]

@@ -27,12 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-
+from bridge_testkit.faults import rig as rig_module
 from bridge_testkit.faults.checker import Expectation
+from bridge_testkit.faults.rig import EXTRA_RULE, Rig, judge_direction
+
+# The rows of their own, beside this script.
 import cluster_rows
 import fleet_rows
-from bridge_testkit.faults import rig as rig_module
-from bridge_testkit.faults.rig import EXTRA_RULE, Rig, judge_direction
 from webhook_rows import webhook_outage_row
 
 RATE = float(os.environ.get("FAULTS_RATE", "200"))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-
-
 from bridge_testkit.faults.checker import (Expectation, classify, counter_identity, hold_runs, loss_windows,
                                            parse_samples, parse_tag, recovery_time, summarize)
 

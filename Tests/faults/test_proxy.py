@@ -9,7 +9,6 @@ import threading
 
 import pytest
 
-
 from bridge_testkit.faults.proxy import HTTPFaultProxy, TCPFaultProxy
 
 

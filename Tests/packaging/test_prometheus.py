@@ -32,8 +32,8 @@ from pathlib import Path
 import pytest
 
 from bridge_testkit.clients import PysherListener
-from bridge_testkit.harness import (REPO, Bridge, MQTTCollector, Mosquitto, Process, PusherLocal, free_port, port_open,
-                                    publish, rule, wait_until)
+from bridge_testkit.harness import (REPO, Bridge, MQTTCollector, Mosquitto, Process, PusherLocal, bridge_tables,
+                                    free_port, port_open, publish, rule, wait_until)
 
 ALERTS = REPO / "contrib" / "prometheus" / "alerts.yml"
 DASHBOARD = REPO / "contrib" / "grafana" / "pusher-mqtt-bridge.json"
@@ -138,27 +138,6 @@ class Prometheus(Process):
         return [a for a in self.api("alerts")["alerts"] if a["labels"]["alertname"] == name]
 
 
-def connections(name: str, pusher: PusherLocal, broker: Mosquitto) -> str:
-    """A `[[bridge]]` named `name` with its Pusher and MQTT tables (the MQTT table left open)."""
-    return f"""[[bridge]]
-name = "{name}"
-
-[bridge.pusher]
-key = "{pusher.key}"
-app_id = "{pusher.app_id}"
-secret = "{pusher.secret}"
-host = "127.0.0.1"
-port = {pusher.port}
-tls = false
-
-[bridge.mqtt]
-host = "127.0.0.1"
-port = {broker.port}
-client_id = "bridge-{name}"
-keepalive = "5s"
-"""
-
-
 def config(pusher: PusherLocal, broker: Mosquitto, workdir: Path, metrics_port: int) -> str:
     return f"""
 [daemon]
@@ -168,7 +147,7 @@ webhooks = "127.0.0.1:{free_port()}"
 state_dir = "{workdir / 'state'}"
 shutdown_grace = "2s"
 
-{connections("prom", pusher, broker)}
+{bridge_tables("prom", pusher, broker, mqtt_lines='keepalive = "5s"')}
 clean_session = false
 
 [bridge.reconnect]
@@ -188,7 +167,7 @@ persist = true
 topic_prefix = "prom/webhooks"
 
 # A one-member cluster (docs/contract.md §7.4): the cluster families are on the dashboard too.
-{connections("promcluster", pusher, broker)}
+{bridge_tables("promcluster", pusher, broker, mqtt_lines='keepalive = "5s"')}
 
 {rule("levels", "pusher", channel="levels", topic="prom/levels/{event}")}
 [bridge.cluster]

@@ -404,19 +404,11 @@ def rule(name: str, source: str, **fields) -> str:
     return "\n".join(lines) + "\n"
 
 
-def bridge_config(pusher: PusherLocal, broker: Mosquitto, workdir: Path, rules: str = "", *,
-                  name: str = "e2e", protocol: int = 5, extra_pusher: str = "", extra_mqtt: str = "",
-                  daemon: str = "", buffer: str = "") -> str:
-    """A bridges.conf for one bridge between the given pusher-local and mosquitto."""
-    return f"""
-[daemon]
-log_level = "debug"
-metrics = ""
-state_dir = "{workdir / 'state'}"
-shutdown_grace = "5s"
-{daemon}
-
-[[bridge]]
+def bridge_tables(name: str, pusher, broker, pusher_lines: str = "", mqtt_lines: str = "") -> str:
+    """A `[[bridge]]` named `name` with its `[bridge.pusher]` and `[bridge.mqtt]` tables for a plain
+    pusher-local and mosquitto on 127.0.0.1 (client id `bridge-<name>`); `pusher_lines` and
+    `mqtt_lines` end each table (the MQTT table is left open for more)."""
+    return f"""[[bridge]]
 name = "{name}"
 
 [bridge.pusher]
@@ -426,16 +418,30 @@ secret = "{pusher.secret}"
 host = "127.0.0.1"
 port = {pusher.port}
 tls = false
-activity_timeout = "2s"
-pong_timeout = "1s"
-{extra_pusher}
-
+{pusher_lines}
 [bridge.mqtt]
 host = "127.0.0.1"
 port = {broker.port}
 client_id = "bridge-{name}"
-protocol = {protocol}
-clean_session = false
+{mqtt_lines}
+"""
+
+
+def bridge_config(pusher: PusherLocal, broker: Mosquitto, workdir: Path, rules: str = "", *,
+                  name: str = "e2e", protocol: int = 5, extra_pusher: str = "", extra_mqtt: str = "",
+                  daemon: str = "", buffer: str = "") -> str:
+    """A bridges.conf for one bridge between the given pusher-local and mosquitto."""
+    tables = bridge_tables(name, pusher, broker, f'activity_timeout = "2s"\npong_timeout = "1s"\n{extra_pusher}\n',
+                           f"protocol = {protocol}")
+    return f"""
+[daemon]
+log_level = "debug"
+metrics = ""
+state_dir = "{workdir / 'state'}"
+shutdown_grace = "5s"
+{daemon}
+
+{tables}clean_session = false
 keepalive = "5s"
 status_topic = "pusher-mqtt-bridge/{name}/status"
 dead_letter_topic = "pusher-mqtt-bridge/{name}/dead-letter"

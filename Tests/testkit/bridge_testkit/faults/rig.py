@@ -15,9 +15,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 from bridge_testkit.faults.checker import Expectation, classify, counter_identity, recovery_time, summarize
-from bridge_testkit.harness import Bridge, Mosquitto, PusherLocal, bridge_config, free_port, rule, wait_until
 from bridge_testkit.faults.proxy import HTTPFaultProxy, TCPFaultProxy
-from bridge_testkit.faults.traffic import MQTTReceiver, MQTTSender, PusherSender, PysherReceiver
+from bridge_testkit.faults.traffic import MQTTReceiver, MQTTSender, PusherSender, PysherReceiver, tag_of
+from bridge_testkit.harness import Bridge, Mosquitto, PusherLocal, bridge_config, free_port, rule, wait_until
 
 P2M_CHANNELS = ["faults-a", "faults-b"]
 M2P_TOPICS = ["faults/m2p/a", "faults/m2p/b"]
@@ -45,7 +45,70 @@ qos = 1
 """
 
 
-class Rig:
+class Traffic:
+    """Tagged traffic both ways through a rig, and its receivers: Pusher -> MQTT on `p2m_channels`
+    (the official library sending, a paho-mqtt QoS 1 subscriber with a persistent session counting),
+    MQTT -> Pusher on M2P_TOPICS (counted at the Pusher HTTP API through the rig's `http_proxy`, or
+    at a pysher subscriber without one). The rig provides `client_broker_port`, `client_pusher_port`,
+    `pusher`, `http_proxy`, `rate`, `uid` and `closers`."""
+
+    p2m_channels: list[str] = P2M_CHANNELS
+
+    def start_traffic(self):
+        self.receiver = MQTTReceiver(self.client_broker_port, "faults/p2m/#", client_id=f"recv-{self.uid}")
+        self.closers.append(self.receiver.close)
+        self.pysher = PysherReceiver("127.0.0.1", self.client_pusher_port, self.pusher.key, M2P_CHANNELS)
+        self.closers.append(self.pysher.close)
+        self.m2p = MQTTSender(self.client_broker_port, M2P_TOPICS, client_id=f"send-{self.uid}", rate=self.rate)
+        self.closers.append(self.m2p.close)
+        self.p2m = PusherSender("127.0.0.1", self.client_pusher_port, self.pusher.app_id, self.pusher.key,
+                                self.pusher.secret, self.p2m_channels, rate=self.rate)
+        self.traffic_started()
+        self.m2p.start()
+        self.p2m.start()
+
+    def traffic_started(self):
+        """Called once the senders exist, before they start (a rig's own samplers)."""
+
+    def stop_traffic(self, drain_timeout: float = 30):
+        self.p2m.stop()
+        self.m2p.stop()
+        sent_p2m, sent_m2p = self.p2m.sent.count(), self.m2p.sent.count()
+
+        def all_in():
+            return (len({(s, q) for s, v in self.receiver.received.snapshot().items() for q, _ in v}) >= sent_p2m
+                    and len({(s, q) for s, v in self.m2p_received().items() for q, _ in v}) >= sent_m2p)
+
+        # Until everything arrived, or nothing more arrived for 4 s (what is missing then is lost:
+        # rows with an expected loss need not wait for the whole drain timeout).
+        deadline = time.monotonic() + drain_timeout
+        last_counts, last_change = None, time.monotonic()
+        while time.monotonic() < deadline and not all_in():
+            counts = (self.receiver.received.count(), sum(len(v) for v in self.m2p_received().values()))
+            if counts != last_counts:
+                last_counts, last_change = counts, time.monotonic()
+            elif time.monotonic() - last_change >= 4.0:
+                break
+            time.sleep(0.2)
+        time.sleep(1.0)  # late duplicates
+
+    def m2p_received(self) -> dict[str, list[tuple[int, float]]]:
+        """MQTT -> Pusher arrivals the row is judged on: what the HTTP API accepted, or the pysher
+        receiver's when the bridge does not go through the HTTP proxy (partition rows)."""
+        return self.pysher.received.snapshot() if self.http_proxy is None else self.api_received()
+
+    def api_received(self) -> dict[str, list[tuple[int, float]]]:
+        """MQTT -> Pusher as the Pusher HTTP API accepted it (recorded by the HTTP proxy)."""
+        out: dict[str, list[tuple[int, float]]] = {}
+        for channel, data, at in self.http_proxy.events():
+            topic = M2P_CHANNELS.get(channel)
+            seq = tag_of(data) if isinstance(data, str) else None
+            if topic is not None and seq is not None:
+                out.setdefault(f"m2p/{topic}", []).append((seq, at))
+        return out
+
+
+class Rig(Traffic):
     """Everything one row needs. `netns` = a netns.Partition for the partition row."""
 
     def __init__(self, workdir: Path, name: str, rate: float = 200, netns=None):
@@ -201,57 +264,6 @@ class Rig:
         self.bridge.kill()
         time.sleep(down)
         self.bridge.start()
-
-    # ---- traffic ---------------------------------------------------------------------------
-    def start_traffic(self):
-        self.receiver = MQTTReceiver(self.client_broker_port, "faults/p2m/#", client_id=f"recv-{self.uid}")
-        self.closers.append(self.receiver.close)
-        self.pysher = PysherReceiver("127.0.0.1", self.client_pusher_port, self.pusher.key, M2P_CHANNELS)
-        self.closers.append(self.pysher.close)
-        self.m2p = MQTTSender(self.client_broker_port, M2P_TOPICS, client_id=f"send-{self.uid}", rate=self.rate)
-        self.closers.append(self.m2p.close)
-        self.p2m = PusherSender("127.0.0.1", self.client_pusher_port, self.pusher.app_id, self.pusher.key,
-                                self.pusher.secret, P2M_CHANNELS, rate=self.rate)
-        self.m2p.start()
-        self.p2m.start()
-
-    def stop_traffic(self, drain_timeout: float = 30):
-        self.p2m.stop()
-        self.m2p.stop()
-        sent_p2m, sent_m2p = self.p2m.sent.count(), self.m2p.sent.count()
-
-        def all_in():
-            return (len({(s, q) for s, v in self.receiver.received.snapshot().items() for q, _ in v}) >= sent_p2m
-                    and len({(s, q) for s, v in self.m2p_received().items() for q, _ in v}) >= sent_m2p)
-
-        # Until everything arrived, or nothing more arrived for 4 s (what is missing then is lost:
-        # rows with an expected loss need not wait for the whole drain timeout).
-        deadline = time.monotonic() + drain_timeout
-        last_counts, last_change = None, time.monotonic()
-        while time.monotonic() < deadline and not all_in():
-            counts = (self.receiver.received.count(), sum(len(v) for v in self.m2p_received().values()))
-            if counts != last_counts:
-                last_counts, last_change = counts, time.monotonic()
-            elif time.monotonic() - last_change >= 4.0:
-                break
-            time.sleep(0.2)
-        time.sleep(1.0)  # late duplicates
-
-    def m2p_received(self) -> dict[str, list[tuple[int, float]]]:
-        """MQTT -> Pusher arrivals the row is judged on: what the HTTP API accepted, or the pysher
-        receiver's when the bridge does not go through the HTTP proxy (partition row)."""
-        return self.pysher.received.snapshot() if self.http_proxy is None else self.api_received()
-
-    def api_received(self) -> dict[str, list[tuple[int, float]]]:
-        """MQTT -> Pusher as the Pusher HTTP API accepted it (recorded by the HTTP proxy)."""
-        from bridge_testkit.faults.traffic import tag_of
-        out: dict[str, list[tuple[int, float]]] = {}
-        for channel, data, at in self.http_proxy.events():
-            topic = M2P_CHANNELS.get(channel)
-            seq = tag_of(data) if isinstance(data, str) else None
-            if topic is not None and seq is not None:
-                out.setdefault(f"m2p/{topic}", []).append((seq, at))
-        return out
 
     def close(self):
         # The daemon first (while its servers are still there, so it stops quickly), then the
