@@ -13,8 +13,8 @@ import threading
 import time
 from pathlib import Path
 
-import websocket
 
+from bridge_testkit.clients import raw_subscriber
 from bridge_testkit.harness import PusherLocal
 
 
@@ -31,10 +31,7 @@ def main():
     connections = int(sys.argv[2]) if len(sys.argv) > 2 else 4
     server = PusherLocal(Path(tempfile.mkdtemp(prefix="pusher-local-bench-")), extra=["--log-level", "warning"]).start()
     try:
-        ws = websocket.create_connection(server.ws_url, timeout=30)
-        ws.recv()
-        ws.send(json.dumps({"event": "pusher:subscribe", "data": {"channel": "bench"}}))
-        ws.recv()
+        ws = raw_subscriber(server, "bench")
         path = f"/apps/{server.app_id}/batch_events"
         body = json.dumps({"batch": [{"name": "tick", "channel": "bench", "data": json.dumps({"n": i, "pad": "x" * 60})}
                                      for i in range(10)]}).encode()

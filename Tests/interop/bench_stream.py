@@ -15,8 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-import websocket
-
+from bridge_testkit.clients import raw_subscriber
 from bridge_testkit.harness import PusherLocal
 
 
@@ -25,10 +24,7 @@ def main():
     size = int(sys.argv[2]) if len(sys.argv) > 2 else 100
     server = PusherLocal(Path(tempfile.mkdtemp(prefix="pusher-local-bench-")), extra=["--log-level", "warning"]).start()
     try:
-        ws = websocket.create_connection(server.ws_url, timeout=30)
-        json.loads(ws.recv())  # connection_established
-        ws.send(json.dumps({"event": "pusher:subscribe", "data": {"channel": "bench"}}))
-        json.loads(ws.recv())  # subscription_succeeded
+        ws = raw_subscriber(server, "bench")
         result = {}
 
         def trigger():

@@ -1,10 +1,13 @@
-"""Third-party clients the suites and the fault matrix share: a pysher listener, and a stand-in for
-systemd's NOTIFY_SOCKET."""
+"""Third-party clients the suites and the fault matrix share: a pysher listener, a raw websocket-client
+subscriber, and a stand-in for systemd's NOTIFY_SOCKET."""
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
+
+import websocket
 
 import pysher
 
@@ -47,6 +50,16 @@ class PysherListener:
 
     def close(self):
         self.client.disconnect(timeout=2)  # pysher joins its thread; without a timeout it can wait ~100 s
+
+
+def raw_subscriber(pusher_local, channel: str, timeout: float = 30) -> websocket.WebSocket:
+    """A websocket-client connection to pusher-local subscribed to a public `channel` (its
+    connection_established and subscription_succeeded read), for reading frames undecoded."""
+    ws = websocket.create_connection(pusher_local.ws_url, timeout=timeout)
+    json.loads(ws.recv())  # pusher:connection_established
+    ws.send(json.dumps({"event": "pusher:subscribe", "data": {"channel": channel}}))
+    json.loads(ws.recv())  # pusher_internal:subscription_succeeded
+    return ws
 
 
 def wait_bridge_subscribed(pusher_local, channel: str):
