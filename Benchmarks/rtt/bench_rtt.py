@@ -3,7 +3,7 @@
     sudo .venv/bin/python Benchmarks/rtt/bench_rtt.py --bin-dir .build/release --tools-dir .build/bench-tools
         [--runs 3] [--rtts 20,50,100] [--lanes 8,32] [--channels 1,10,100] [--quick] [--out Benchmarks/results/rtt]
 
-Needs root: it makes two network namespaces of its own with `ip netns` (Tests/faults/netns.py,
+Needs root: it makes two network namespaces of its own with `ip netns` (Tests/testkit/bridge_testkit/faults/netns.py,
 prefix `pmrtt`), joined by one veth pair on 10.213.0.1/30 and 10.213.0.2/30 that exists only
 inside them; nothing in the root namespace (addresses, routes, firewall, qdiscs) is touched.
 

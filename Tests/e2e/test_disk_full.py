@@ -8,7 +8,8 @@ again with `second_events`, but this time the filler is deleted while the broker
 the spool resumes with the memory tail written to it, which a SIGKILL of the daemon proves (Pusher
 has no replay: after the restart those events can only come from the spool).
 
-`run_disk_full` is also the `disk-full` row of the fault matrix (Tests/faults/matrix.py)."""
+`run_disk_full` (Tests/testkit/bridge_testkit/disk_full.py) is also the `disk-full` row of the fault matrix
+(Tests/faults/matrix.py)."""
 
 from __future__ import annotations
 

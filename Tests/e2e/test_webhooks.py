@@ -2,7 +2,7 @@
 listener, requests signed the way the official `pusher` library signs and checks them, paho-mqtt
 subscribers, and pusher-local's own webhooks triggered by pysher clients joining a presence channel.
 
-`run_webhook_outage` is also the `webhooks-broker-outage` row of the fault matrix
+`run_webhook_outage` (Tests/testkit/bridge_testkit/webhooks.py) is also the `webhooks-broker-outage` row of the fault matrix
 (Tests/faults/webhook_rows.py)."""
 
 from __future__ import annotations

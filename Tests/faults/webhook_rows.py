@@ -1,5 +1,6 @@
 """Fault-matrix rows for webhooks in (docs/contract.md §7.2). Custom rows: each runs its own
-processes (Tests/e2e/test_webhooks.py's `run_webhook_outage`), not the Rig's traffic."""
+processes (`run_webhook_outage`, Tests/testkit/bridge_testkit/webhooks.py, which Tests/e2e/test_webhooks.py
+runs too), not the Rig's traffic."""
 
 from __future__ import annotations
 
