@@ -10,7 +10,7 @@ import time
 
 import pysher
 
-from bridge_testkit.harness import wait_until
+from bridge_testkit.harness import rule, wait_until
 
 PREFIX = "private-device-"
 INTERVAL = 5.0  # discovery_interval of the rules below (the contract's minimum)
@@ -23,17 +23,8 @@ def device(n: int) -> str:
 
 
 def fleet_rule(max_channels: int = 1000, interval: str = "5s") -> str:
-    return f"""
-[[bridge.rule]]
-name = "devices"
-from = "pusher"
-channel_prefix = "{PREFIX}"
-events = ["reading"]
-topic = "fleet/{{suffix}}/{{event}}"
-qos = 1
-discovery_interval = "{interval}"
-max_channels = {max_channels}
-"""
+    return rule("devices", "pusher", channel_prefix=PREFIX, events=["reading"], topic="fleet/{suffix}/{event}", qos=1,
+                discovery_interval=interval, max_channels=max_channels)
 
 
 class FleetClient:
