@@ -153,12 +153,19 @@ def test_broker_restart_mid_stream_loses_nothing_either_way(pusher, broker, work
 
     http = pusher.http_client()
     n = 300
+    published = []
     for i in range(n):
         if i == n // 3:
             broker.stop(signal.SIGTERM)  # mosquitto saves sessions and queued messages
             broker.start()
+            # paho sends a publish as soon as its socket is back, before the CONNACK after which it
+            # resends what it queued while disconnected: publishing before it has reconnected would
+            # reorder the test's own messages at the source. Wait for it (and its earlier messages'
+            # acknowledgements) first; the bridge's own reconnect is what this test is about.
+            wait_until(lambda: pub.is_connected() and all(m.is_published() for m in published), 20, 0.01,
+                       "the test's publisher back, its earlier messages acknowledged")
         http.trigger("market-data", "new-price", f"p2m:{i}")
-        pub.publish("sensors/kitchen/temperature", f"m2p:{i}", qos=1)
+        published.append(pub.publish("sensors/kitchen/temperature", f"m2p:{i}", qos=1))
         time.sleep(0.01)
 
     expected_p2m = [f"p2m:{i}".encode() for i in range(n)]
