@@ -36,6 +36,7 @@ test-swift:
 
 # Third-party clients (pysher, pusher, paho-mqtt) against our binaries.
 test-interop:
+	@scripts/setup.sh --python-only
 	@if ls Tests/interop/test_*.py >/dev/null 2>&1; then
 		PUSHER_LOCAL_BIN="$(BIN_DIR)/pusher-local" BRIDGE_BIN="$(BIN_DIR)/pusher-mqtt-bridge" \
 		  .venv/bin/python -m pytest Tests/interop -q -p no:cacheprovider
@@ -43,13 +44,17 @@ test-interop:
 		echo "test-interop: no Python test files yet"
 	fi
 
-# The daemon end to end: real mosquitto, real pusher-local, third-party clients.
+# The daemon end to end: real mosquitto, real pusher-local, third-party clients. The pytest targets
+# run `setup.sh --python-only` first (a no-op when .venv is current): they import bridge_testkit
+# (Tests/testkit), which it installs.
 test-e2e:
+	@scripts/setup.sh --python-only
 	PUSHER_LOCAL_BIN="$(BIN_DIR)/pusher-local" BRIDGE_BIN="$(BIN_DIR)/pusher-mqtt-bridge" \
 	  .venv/bin/python -m pytest Tests/e2e -q -p no:cacheprovider --durations=5
 
 # The fault matrix's checker and proxies on their own (no daemon, < 2 s); part of `make test`.
 test-faults-unit:
+	@scripts/setup.sh --python-only
 	.venv/bin/python -m pytest Tests/faults/test_checker.py Tests/faults/test_proxy.py -q -p no:cacheprovider
 
 # The fault matrix (RELIABILITY.md): every row, or FAULTS=row1,row2. Not part of `make test`.

@@ -6,7 +6,7 @@
 #
 # NEEDS ROOT: pusher-local runs in a network namespace of the benchmark's own, joined to the
 # bridge's namespace by a veth pair (10.213.0.1/30 ↔ 10.213.0.2/30, only inside the pair) with
-# `tc netem` delay; nothing in the root namespace is changed (Tests/faults/netns.py, prefix pmrtt).
+# `tc netem` delay; nothing in the root namespace is changed (Tests/testkit/bridge_testkit/faults/netns.py, prefix pmrtt).
 #
 #   RUNS=3            runs per cell (medians are reported)
 #   RTTS=20,50,100    added round-trip times, ms (half on each end of the veth pair)

@@ -3,7 +3,9 @@
 #   - Debian packages: libmosquitto-dev, libsodium-dev, zlib1g-dev, libssl-dev (build);
 #     mosquitto, mosquitto-clients, openssl (run/tests); python3-venv (test tools); systemd (unit checks)
 #   - a Python virtualenv in .venv with the third-party clients the interop tests use
-#     (Tests/interop/requirements.txt: pysher, pusher, paho-mqtt, pytest).
+#     (Tests/interop/requirements.txt: pysher, pusher, paho-mqtt, pytest) and the project's own
+#     test harness, Tests/testkit (the bridge_testkit package, installed editable: every suite and
+#     benchmark script imports it by name).
 #   - with --faults (used by `make faults` / `make soak` only): iptables and iproute2 for the
 #     network-partition row of the fault matrix (Tests/faults), on top of everything above.
 #   - with --valgrind (used by `make bench-instructions` only): valgrind, for callgrind's counts.
@@ -44,12 +46,14 @@ fi
 
 if [ "$want_python" = 1 ]; then
   req=Tests/interop/requirements.txt
+  testkit=Tests/testkit
   stamp=.venv/.requirements.sha256
-  sum=$(sha256sum "$req" | cut -d' ' -f1)
+  sum=$(cat "$req" "$testkit/pyproject.toml" | sha256sum | cut -d' ' -f1)
   if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$sum" ]; then
     echo "setup: creating .venv with $(grep -cvE '^\s*(#|$)' "$req") Python test packages"
     python3 -m venv .venv
     .venv/bin/pip install -q --disable-pip-version-check -r "$req"
+    .venv/bin/pip install -q --disable-pip-version-check -e "$testkit"
     echo "$sum" > "$stamp"
   fi
 fi

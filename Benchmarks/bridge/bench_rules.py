@@ -34,11 +34,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import bench  # noqa: E402  (Benchmarks/bridge/bench.py: processes, receivers, load sources)
-from bench import (M2P_CHANNEL, M2P_CHANNELS, M2P_TOPIC, P2M_CHANNEL, P2M_TOPIC, STARTED, Bench,  # noqa: E402
-                   BenchError, ProcessSampler, finish_receiver, stop_all)
+from bridge_testkit import bench  # (processes, receivers, load sources)
+from bridge_testkit.bench import (M2P_CHANNEL, M2P_CHANNELS, M2P_TOPIC, P2M_CHANNEL, P2M_TOPIC, STARTED, Bench,
+                                  BenchError, ProcessSampler, finish_receiver, stop_all)
 
 GOAL_RATIO = 1.15  # issue 14: B within 15 % of A
 

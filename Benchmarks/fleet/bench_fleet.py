@@ -46,13 +46,11 @@ import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "Tests" / "e2e"))
 
-import websocket  # noqa: E402  (websocket-client)
+import websocket  # (websocket-client)
 
-from conftest import bridge_config  # noqa: E402
-from harness import Bridge, Mosquitto, PusherLocal, free_port, wait_until  # noqa: E402
-from test_fleet import fleet_rule  # noqa: E402  (the e2e test's rule: one definition of the fleet)
+from bridge_testkit.harness import Bridge, Mosquitto, PusherLocal, bridge_config, free_port, wait_until
+from bridge_testkit.fleet import fleet_rule  # (the e2e test's rule: one definition of the fleet)
 
 PREFIX = "private-device-"
 PER_CONNECTION = 500

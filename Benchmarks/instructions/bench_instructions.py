@@ -39,14 +39,11 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bridge"))
+from bridge_testkit import bench  # (processes, receivers, load sources)
+from bridge_testkit.bench import (M2P_CHANNEL, M2P_CHANNELS, M2P_TOPIC, P2M_CHANNEL, P2M_TOPIC, REPO, STARTED,
+                                  BenchError, BenchMosquitto, finish_receiver, stop_all)
+from bridge_testkit.harness import Bridge, MQTTCollector, PusherLocal, bridge_config, publish
 
-import bench  # noqa: E402  (Benchmarks/bridge/bench.py: processes, receivers, load sources)
-from bench import (M2P_CHANNEL, M2P_CHANNELS, M2P_TOPIC, P2M_CHANNEL, P2M_TOPIC, REPO, STARTED, BenchError, BenchMosquitto,  # noqa: E402
-                   finish_receiver, stop_all)
-from harness import Bridge, MQTTCollector, PusherLocal, publish  # noqa: E402
-
-from conftest import bridge_config  # noqa: E402
 
 SIZE = 100
 

@@ -48,12 +48,10 @@ import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "Tests" / "e2e"))
 
-import paho.mqtt.client as mqtt  # noqa: E402
+import paho.mqtt.client as mqtt
 
-from conftest import bridge_config  # noqa: E402
-from harness import Bridge, Mosquitto, PusherLocal, free_port, wait_until  # noqa: E402
+from bridge_testkit.harness import Bridge, Mosquitto, PusherLocal, bridge_config, free_port, wait_until
 
 CELLS = ["p2m-spool", "p2m-memory", "m2p-spool", "m2p-memory"]
 P2M_CHANNEL = "memory-p2m"

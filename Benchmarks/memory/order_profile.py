@@ -27,11 +27,9 @@ import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "Tests" / "e2e"))
-sys.path.insert(0, str(REPO / "Benchmarks" / "memory"))
 
-import bench_memory  # noqa: E402
-from harness import Bridge, Mosquitto, PusherLocal, free_port, wait_until  # noqa: E402
+import bench_memory
+from bridge_testkit.harness import Bridge, Mosquitto, PusherLocal, free_port, wait_until
 
 # `fn=(12) name`, `cfn=(12) name`: callgrind's compressed names (the name is given once per id).
 NAMED = re.compile(r"^c?fn=\((\d+)\) (.+)$")

@@ -40,11 +40,9 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "Tests" / "e2e"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_memory import bench_commit, daemon_config, start_and_settle, status_kb, write_results  # noqa: E402
-from harness import Bridge, Mosquitto, PusherLocal, free_port  # noqa: E402
+from bench_memory import bench_commit, daemon_config, start_and_settle, status_kb, write_results
+from bridge_testkit.harness import Bridge, Mosquitto, PusherLocal, free_port
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 TOP_SYMBOLS = 25  # the largest resident symbols kept per module in resident-code.json

@@ -3,7 +3,7 @@
     sudo .venv/bin/python Benchmarks/rtt/bench_rtt.py --bin-dir .build/release --tools-dir .build/bench-tools
         [--runs 3] [--rtts 20,50,100] [--lanes 8,32] [--channels 1,10,100] [--quick] [--out Benchmarks/results/rtt]
 
-Needs root: it makes two network namespaces of its own with `ip netns` (Tests/faults/netns.py,
+Needs root: it makes two network namespaces of its own with `ip netns` (Tests/testkit/bridge_testkit/faults/netns.py,
 prefix `pmrtt`), joined by one veth pair on 10.213.0.1/30 and 10.213.0.2/30 that exists only
 inside them; nothing in the root namespace (addresses, routes, firewall, qdiscs) is touched.
 
@@ -43,14 +43,11 @@ import types
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "Benchmarks" / "bridge"))
-sys.path.insert(0, str(REPO / "Tests" / "faults"))
 
-import bench  # noqa: E402  (Benchmarks/bridge/bench.py: receivers, BenchMosquitto, stop_all)
-from bench import BenchError, BenchMosquitto, finish_receiver, start_receiver  # noqa: E402
-from conftest import bridge_config  # noqa: E402  (Tests/e2e, put on the path by bench)
-from harness import Bridge, Process, PusherLocal, free_port, wait_until  # noqa: E402
-from netns import SERVER_ADDR, Partition  # noqa: E402
+from bridge_testkit import bench  # (receivers, BenchMosquitto, stop_all)
+from bridge_testkit.bench import BenchError, BenchMosquitto, finish_receiver, start_receiver
+from bridge_testkit.harness import Bridge, Process, PusherLocal, bridge_config, free_port, wait_until
+from bridge_testkit.faults.netns import SERVER_ADDR, Partition
 
 PREFIX = "pmrtt"
 BATCH = 10  # events per batch_events (PusherLimits.batchSize)

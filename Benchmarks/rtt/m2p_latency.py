@@ -24,9 +24,7 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bridge"))
-
-import bench  # noqa: E402
+from bridge_testkit import bench
 
 
 def main() -> int:

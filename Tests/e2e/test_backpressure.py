@@ -24,8 +24,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from conftest import bridge_config
-from harness import REPO, free_port, wait_until
+from bridge_testkit.harness import REPO, bridge_config, free_port, wait_until
 
 RULE = """
 [[bridge.rule]]

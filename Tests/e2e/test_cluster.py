@@ -21,9 +21,8 @@ import paho.mqtt.client as mqtt
 import pysher
 import pytest
 
-from conftest import bridge_config
-from harness import (ClusterMember, MQTTCollector, holders, metric_value, pusher_connections, retained, start_cluster,
-                     wait_until)
+from bridge_testkit.harness import (ClusterMember, MQTTCollector, bridge_config, holders, metric_value,
+                                    pusher_connections, retained, rule, start_cluster, wait_until)
 
 GROUP = "factory"
 MEMBERSHIP = f"pusher-mqtt-bridge/cluster/{GROUP}"
@@ -40,28 +39,13 @@ instance = "${{BRIDGE_INSTANCE}}"
 """
 
 def p2m_rules(channels) -> str:
-    return "".join(f"""
-[[bridge.rule]]
-name = "p2m-{c}"
-from = "pusher"
-channel = "{c}"
-events = ["tagged"]
-topic = "cluster/p2m/{{channel}}"
-qos = 1
-""" for c in channels)
+    return "".join(rule(f"p2m-{c}", "pusher", channel=c, events=["tagged"], topic="cluster/p2m/{channel}", qos=1)
+                   for c in channels)
 
 
 P2M_RULES = p2m_rules(CHANNELS)
 
-M2P_RULE = """
-[[bridge.rule]]
-name = "m2p"
-from = "mqtt"
-topic = "cluster/m2p/+"
-channel = "cluster-m2p-{1}"
-event = "tagged"
-qos = 1
-"""
+M2P_RULE = rule("m2p", "mqtt", topic="cluster/m2p/+", channel="cluster-m2p-{1}", event="tagged", qos=1)
 
 
 def cluster_config(pusher, broker, workdir, rules: str) -> str:
@@ -383,23 +367,8 @@ def test_two_ordinary_daemons_with_one_client_id_report_it_on_readyz(pusher, bro
         assert "giving way" not in daemon.log(), "without a cluster nobody gives way"
 
 
-BOTH_WAYS = """
-[[bridge.rule]]
-name = "both-in"
-from = "pusher"
-channel = "cluster-both"
-events = ["tagged"]
-topic = "cluster/both/x"
-qos = 1
-
-[[bridge.rule]]
-name = "both-out"
-from = "mqtt"
-topic = "cluster/both/+"
-channel = "cluster-both"
-event = "tagged"
-qos = 1
-"""
+BOTH_WAYS = (rule("both-in", "pusher", channel="cluster-both", events=["tagged"], topic="cluster/both/x", qos=1)
+             + rule("both-out", "mqtt", topic="cluster/both/+", channel="cluster-both", event="tagged", qos=1))
 
 
 def test_a_channel_bridged_both_ways_does_not_loop_between_members(pusher, broker, workdir, cluster_members):

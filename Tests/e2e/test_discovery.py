@@ -15,20 +15,13 @@ from datetime import datetime
 import pysher
 from pusher.signature import sign
 
-from conftest import bridge_config
-from harness import MQTTCollector, PusherLocal, free_port, port_open, publish, retained, wait_until
+from bridge_testkit.harness import (MQTTCollector, PusherLocal, bridge_config, free_port, port_open, publish, retained,
+                                    rule, wait_until)
 
 INTERVAL = 5.0
 
-DEVICES = """
-[[bridge.rule]]
-name = "devices"
-from = "pusher"
-channel_prefix = "private-device-"
-events = ["reading"]
-topic = "fleet/{suffix}/{event}"
-discovery_interval = "5s"
-"""
+DEVICES = rule("devices", "pusher", channel_prefix="private-device-", events=["reading"], topic="fleet/{suffix}/{event}",
+               discovery_interval="5s")
 
 CHANNELS = [f"private-device-{n:03d}" for n in range(1, 6)]
 

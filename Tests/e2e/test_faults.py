@@ -7,13 +7,12 @@ import json
 import signal
 import threading
 import time
-import urllib.request
 
 import paho.mqtt.client as mqtt
 
-from conftest import bridge_config
-from harness import MQTTCollector, Mosquitto, free_port, publish, wait_until
-from test_flow import MQTT_TO_PUSHER, PUSHER_TO_MQTT, PysherListener, wait_bridge_subscribed
+from bridge_testkit.clients import PysherListener, wait_bridge_subscribed
+from bridge_testkit.harness import MQTTCollector, bridge_config, free_port, publish, readyz, rule, wait_until
+from test_flow import MQTT_TO_PUSHER, PUSHER_TO_MQTT
 
 
 def stats(pusher) -> dict:
@@ -36,12 +35,15 @@ def flows(pusher, collector, channel="market-data", event="new-price", topic="da
     return time.monotonic() - start
 
 
-def readyz(port: int) -> int:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
-            return r.status
-    except urllib.error.HTTPError as e:
-        return e.code
+def reconnect_after(pusher, code: int, timeout: float) -> float:
+    """Seconds from pusher-local closing the bridge's connection with `code` until the bridge has
+    connected again and subscribed market-data."""
+    opened = stats(pusher)["connections_opened"]
+    assert pusher.control("POST", f"/pusher-local/apps/{pusher.app_id}/disconnect?code={code}")[0] == 200
+    start = time.monotonic()
+    wait_until(lambda: stats(pusher)["connections_opened"] > opened and stats(pusher)["subscriptions"].get("market-data"),
+               timeout, 0.02, f"reconnect after {code}")
+    return time.monotonic() - start
 
 
 def test_reconnects_at_once_after_4200_and_backs_off_after_4100(pusher, broker, workdir, bridges):
@@ -52,21 +54,11 @@ def test_reconnects_at_once_after_4200_and_backs_off_after_4100(pusher, broker, 
     wait_bridge_subscribed(pusher, "market-data")
     flows(pusher, collector)
 
-    opened = stats(pusher)["connections_opened"]
-    assert pusher.control("POST", f"/pusher-local/apps/{pusher.app_id}/disconnect?code=4200")[0] == 200
-    start = time.monotonic()
-    wait_until(lambda: stats(pusher)["connections_opened"] > opened and stats(pusher)["subscriptions"].get("market-data"), 5, 0.02,
-               "reconnect after 4200")
-    immediate = time.monotonic() - start
+    immediate = reconnect_after(pusher, 4200, 5)
     assert immediate < 1.0, f"4200 must reconnect at once (took {immediate:.2f}s)"
     flows(pusher, collector)
 
-    opened = stats(pusher)["connections_opened"]
-    assert pusher.control("POST", f"/pusher-local/apps/{pusher.app_id}/disconnect?code=4100")[0] == 200
-    start = time.monotonic()
-    wait_until(lambda: stats(pusher)["connections_opened"] > opened and stats(pusher)["subscriptions"].get("market-data"), 10, 0.02,
-               "reconnect after 4100")
-    backoff = time.monotonic() - start
+    backoff = reconnect_after(pusher, 4100, 10)
     assert backoff >= 1.5, f"4100 must back off (initial_delay 2 s ± 20 %), reconnected after {backoff:.2f}s"
     flows(pusher, collector)
     collector.close()
@@ -77,10 +69,10 @@ def test_4001_does_not_hot_loop_and_is_not_ready(pusher, broker, workdir, bridge
     config = bridge_config(pusher, broker, workdir, PUSHER_TO_MQTT).replace('metrics = ""', f'metrics = "127.0.0.1:{metrics_port}"')
     bridge = bridges(config)
     wait_bridge_subscribed(pusher, "market-data")
-    wait_until(lambda: readyz(metrics_port) == 200, 10, 0.1, "/readyz 200")
+    wait_until(lambda: readyz(metrics_port)[0] == 200, 10, 0.1, "/readyz 200")
     pusher.control("POST", f"/pusher-local/apps/{pusher.app_id}/refuse?code=4001")
     pusher.control("POST", f"/pusher-local/apps/{pusher.app_id}/disconnect?code=4001")
-    wait_until(lambda: readyz(metrics_port) == 503, 5, 0.1, "/readyz 503 after 4001")
+    wait_until(lambda: readyz(metrics_port)[0] == 503, 5, 0.1, "/readyz 503 after 4001")
     opened = stats(pusher)["connections_opened"]
     time.sleep(4)
     attempts = stats(pusher)["connections_opened"] - opened
@@ -88,7 +80,7 @@ def test_4001_does_not_hot_loop_and_is_not_ready(pusher, broker, workdir, bridge
     assert attempts <= 3, f"{attempts} connection attempts in 4 s after 4001"
     assert "4001" in bridge.log()
     pusher.control("POST", f"/pusher-local/apps/{pusher.app_id}/accept")
-    wait_until(lambda: readyz(metrics_port) == 200, 10, 0.1, "/readyz 200 once the server accepts again")
+    wait_until(lambda: readyz(metrics_port)[0] == 200, 10, 0.1, "/readyz 200 once the server accepts again")
 
 
 def test_pong_timeout_reconnects(pusher, broker, workdir, bridges):
@@ -161,12 +153,19 @@ def test_broker_restart_mid_stream_loses_nothing_either_way(pusher, broker, work
 
     http = pusher.http_client()
     n = 300
+    published = []
     for i in range(n):
         if i == n // 3:
             broker.stop(signal.SIGTERM)  # mosquitto saves sessions and queued messages
             broker.start()
+            # paho sends a publish as soon as its socket is back, before the CONNACK after which it
+            # resends what it queued while disconnected: publishing before it has reconnected would
+            # reorder the test's own messages at the source. Wait for it (and its earlier messages'
+            # acknowledgements) first; the bridge's own reconnect is what this test is about.
+            wait_until(lambda: pub.is_connected() and all(m.is_published() for m in published), 20, 0.01,
+                       "the test's publisher back, its earlier messages acknowledged")
         http.trigger("market-data", "new-price", f"p2m:{i}")
-        pub.publish("sensors/kitchen/temperature", f"m2p:{i}", qos=1)
+        published.append(pub.publish("sensors/kitchen/temperature", f"m2p:{i}", qos=1))
         time.sleep(0.01)
 
     expected_p2m = [f"p2m:{i}".encode() for i in range(n)]
@@ -215,23 +214,8 @@ def test_sigkill_then_restart_delivers_the_spool(pusher, broker, workdir, bridge
 
 def test_bidirectional_pair_crosses_exactly_once(pusher, broker, workdir, bridges):
     for protocol in (5, 4):
-        rules = """
-[[bridge.rule]]
-name = "room-out"
-from = "pusher"
-channel = "room"
-events = ["message"]
-topic = "room/messages"
-qos = 1
-
-[[bridge.rule]]
-name = "room-in"
-from = "mqtt"
-topic = "room/messages"
-channel = "room"
-event = "message"
-qos = 1
-"""
+        rules = (rule("room-out", "pusher", channel="room", events=["message"], topic="room/messages", qos=1)
+                 + rule("room-in", "mqtt", topic="room/messages", channel="room", event="message", qos=1))
         bridge = bridges(bridge_config(pusher, broker, workdir, rules, name=f"pair{protocol}", protocol=protocol), name=f"pair{protocol}")
         collector = MQTTCollector(broker.port, ["room/messages"], client_id=f"pair-sub-{protocol}")
         listener = PysherListener(pusher, "room", ["message"])

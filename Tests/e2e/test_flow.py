@@ -5,74 +5,16 @@ from __future__ import annotations
 
 import json
 import signal
-import threading
 import time
 
-import pysher
-
-from conftest import bridge_config
-from harness import MQTTCollector, publish, retained, wait_until
+from bridge_testkit.clients import PysherListener, wait_bridge_subscribed
+from bridge_testkit.harness import MQTTCollector, bridge_config, publish, retained, rule, wait_until
 
 
-class PysherListener:
-    """A pysher client subscribed to one channel, recording (event, data) in arrival order."""
-
-    def __init__(self, pusher_local, channel: str, events: list[str]):
-        self.received: list[tuple[str, str]] = []
-        self.lock = threading.Lock()
-        self.subscribed = threading.Event()
-        self.client = pysher.Pusher(pusher_local.key, custom_host="127.0.0.1", port=pusher_local.port,
-                                    secure=False, secret=pusher_local.secret)
-
-        def on_connect(_data):
-            ch = self.client.subscribe(channel)
-            for e in events:
-                ch.bind(e, lambda data, e=e: self._record(e, data))
-            ch.bind("pusher_internal:subscription_succeeded", lambda _d: self.subscribed.set())
-
-        self.client.connection.bind("pusher:connection_established", on_connect)
-        self.client.connect()
-        if not self.subscribed.wait(10):
-            raise RuntimeError("pysher did not subscribe")
-
-    def _record(self, event, data):
-        with self.lock:
-            self.received.append((event, data))
-
-    def data(self) -> list[str]:
-        with self.lock:
-            return [d for _, d in self.received]
-
-    def close(self):
-        self.client.disconnect(timeout=2)  # pysher joins its thread; without a timeout it can wait ~100 s
-
-
-def wait_bridge_subscribed(pusher_local, channel: str):
-    http = pusher_local.http_client()
-    wait_until(lambda: http.channel_info(channel).get("occupied"), 15, 0.1, f"the bridge to subscribe {channel}")
-
-
-PUSHER_TO_MQTT = """
-[[bridge.rule]]
-name = "prices"
-from = "pusher"
-channel = "market-data"
-events = ["new-price"]
-topic = "dash/prices/{event}"
-qos = 1
-payload = "data"
-"""
-
-MQTT_TO_PUSHER = """
-[[bridge.rule]]
-name = "temperatures"
-from = "mqtt"
-topic = "sensors/+/temperature"
-channel = "sensor-{1}"
-event = "temperature"
-qos = 1
-payload = "data"
-"""
+PUSHER_TO_MQTT = rule("prices", "pusher", channel="market-data", events=["new-price"], topic="dash/prices/{event}", qos=1,
+                      payload="data")
+MQTT_TO_PUSHER = rule("temperatures", "mqtt", topic="sensors/+/temperature", channel="sensor-{1}", event="temperature",
+                      qos=1, payload="data")
 
 
 def test_pusher_to_mqtt_1000_in_order_byte_exact(pusher, broker, workdir, bridges):
@@ -132,16 +74,7 @@ def test_last_will_offline_on_sigkill(pusher, broker, workdir, bridges):
 
 
 def test_mqtt_to_pusher_as_client_events(pusher, broker, workdir, bridges):
-    rules = """
-[[bridge.rule]]
-name = "chat"
-from = "mqtt"
-topic = "chat/+"
-channel = "private-chat"
-event = "client-{1}"
-via = "client-event"
-qos = 1
-"""
+    rules = rule("chat", "mqtt", topic="chat/+", channel="private-chat", event="client-{1}", via="client-event", qos=1)
     bridges(bridge_config(pusher, broker, workdir, rules))
     listener = PysherListener(pusher, "private-chat", ["client-hello"])
     # The bridge's own connection must be subscribed before it may send client events.

@@ -4,9 +4,7 @@ sd_notify, /metrics, the tap and trigger commands, exit codes."""
 from __future__ import annotations
 
 import json
-import os
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -14,9 +12,10 @@ import urllib.request
 
 import pysher
 
-from conftest import bridge_config
-from harness import MQTTCollector, binary, free_port, publish, retained, wait_until
-from test_flow import MQTT_TO_PUSHER, PUSHER_TO_MQTT, PysherListener, wait_bridge_subscribed
+from bridge_testkit.clients import NotifySocket, PysherListener, wait_bridge_subscribed
+from bridge_testkit.harness import MQTTCollector, binary, bridge_config, free_port, publish, retained, rule, wait_until
+from test_flow import PUSHER_TO_MQTT
+from test_reload_check import EXTRA_RULE
 
 PRESENCE = """
 [[bridge.presence]]
@@ -78,49 +77,13 @@ def test_presence_members_become_retained_and_ghosts_are_cleared(pusher, broker,
 
 
 def test_private_channel_with_inline_signing(pusher, broker, workdir, bridges):
-    rules = """
-[[bridge.rule]]
-name = "orders"
-from = "pusher"
-channel = "private-orders"
-topic = "shop/orders"
-qos = 1
-"""
+    rules = rule("orders", "pusher", channel="private-orders", topic="shop/orders", qos=1)
     bridges(bridge_config(pusher, broker, workdir, rules))
     collector = MQTTCollector(broker.port, ["shop/#"])
     wait_bridge_subscribed(pusher, "private-orders")
     pusher.http_client().trigger("private-orders", "created", '{"id":7}')
     wait_until(lambda: collector.payloads("shop/orders") == [b'{"id":7}'], 10, 0.1, "private event at MQTT")
     collector.close()
-
-
-class NotifySocket:
-    """A Unix datagram socket standing in for systemd's NOTIFY_SOCKET."""
-
-    def __init__(self, path: str):
-        self.path = path
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.bind(path)
-        self.messages: list[str] = []
-        self.lock = threading.Lock()
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self):
-        while True:
-            try:
-                data = self.sock.recv(4096)
-            except OSError:
-                return
-            with self.lock:
-                self.messages.append(data.decode())
-
-    def seen(self, prefix: str) -> list[str]:
-        with self.lock:
-            return [m for m in self.messages if m.startswith(prefix)]
-
-    def all(self) -> list[str]:
-        with self.lock:
-            return list(self.messages)
 
 
 def metric(port: int, name_and_labels: str) -> float:
@@ -153,14 +116,7 @@ def test_sd_notify_reload_metrics_and_sigterm(pusher, broker, workdir, bridges):
     # SIGHUP adds a rule; neither connection is dropped.
     opened = json.loads(pusher.control("GET", f"/pusher-local/apps/{pusher.app_id}/stats")[1])["connections_opened"]
     mqtt_connects = bridge.log().count("mqtt connected")
-    bridge.write_config(config + """
-[[bridge.rule]]
-name = "alerts"
-from = "pusher"
-channel = "alerts"
-topic = "dash/alerts/{event}"
-qos = 1
-""")
+    bridge.write_config(config + EXTRA_RULE)
     bridge.send_signal(signal.SIGHUP)
     wait_until(lambda: notify.seen("RELOADING=1"), 5, 0.05, "RELOADING=1")
     wait_until(lambda: len(notify.seen("READY=1")) >= 2, 5, 0.05, "READY=1 after the reload")
@@ -214,15 +170,7 @@ def test_encrypted_channel_both_ways_through_tap(pusher, broker, workdir, bridge
     """MQTT -> private-encrypted channel: the bridge encrypts (key derived from the master key);
     `tap` with the same config decrypts. The server only ever sees ciphertext."""
     master = "OHRXNUZRTG5pUTFzQlFGd3J3N3Q2VFZFc0paZDEweVk="  # the official test vector's 32-byte key
-    rules = """
-[[bridge.rule]]
-name = "secret-in"
-from = "mqtt"
-topic = "vault/+"
-channel = "private-encrypted-vault"
-event = "{1}"
-qos = 1
-"""
+    rules = rule("secret-in", "mqtt", topic="vault/+", channel="private-encrypted-vault", event="{1}", qos=1)
     config = bridge_config(pusher, broker, workdir, rules, extra_pusher=f'encryption_master_key_base64 = "{master}"')
     bridges(config)
     config_path = workdir / "tap.conf"

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import paho.mqtt.client as mqtt
 
-from conftest import bridge_config
-from harness import MQTTCollector, free_port, publish, wait_until
-from test_flow import PysherListener, wait_bridge_subscribed
+from bridge_testkit.clients import PysherListener, wait_bridge_subscribed
+from bridge_testkit.harness import MQTTCollector, bridge_config, free_port, publish, wait_until
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -67,7 +66,7 @@ def start(pusher, broker, workdir, bridges, rules: str) -> int:
 
 def test_recipes_pass_check(pusher, broker, workdir, bridges):
     """Every recipe in the README is a valid config (`check` exits 0 and lists its conditions)."""
-    from harness import Bridge
+    from bridge_testkit.harness import Bridge
     for name in ["zigbee2mqtt", "home-assistant", "report-by-exception"]:
         b = Bridge(workdir, bridge_config(pusher, broker, workdir, recipe(name)), name=f"check-{name}")
         result = b.cli("check", "--config", str(b.config_path))

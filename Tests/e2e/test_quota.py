@@ -5,27 +5,18 @@ publishing QoS 1 and pysher listening."""
 from __future__ import annotations
 
 import time
-import urllib.request
 
 import paho.mqtt.client as mqtt
 
-from conftest import bridge_config
-from harness import MQTTCollector, free_port, publish, wait_until
-from test_flow import MQTT_TO_PUSHER, PysherListener
-from test_operations import NotifySocket, metric
+from bridge_testkit.clients import NotifySocket, PysherListener
+from bridge_testkit.harness import MQTTCollector, bridge_config, free_port, publish, readyz, wait_until
+from test_flow import MQTT_TO_PUSHER
+from test_operations import metric
 
 RATE = 50  # messages a second, over both channels
 SECONDS = 20
 QUOTA_FROM, QUOTA_UNTIL = 5.0, 15.0  # seconds into the run
 ROOMS = ["kitchen", "hall"]
-
-
-def readyz(port: int) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
 
 
 def quota(pusher, exceeded: bool):

@@ -8,23 +8,16 @@ import signal
 import subprocess
 import urllib.request
 
-from conftest import bridge_config
-from harness import MQTTCollector, binary, free_port, wait_until
-from test_flow import PUSHER_TO_MQTT, wait_bridge_subscribed
+from bridge_testkit.clients import wait_bridge_subscribed
+from bridge_testkit.harness import MQTTCollector, binary, bridge_config, free_port, http_get, rule, wait_until
+from test_flow import PUSHER_TO_MQTT
 
 # toml++ asserts `!is_value_terminator(*cp)` in parse_value on `[}`, and aborts. The loader guards
 # `[}` before toml++ sees the text, but a multi-line string ending in four quotes (TOML allows up to
 # two quotes before the closing three) hides the rest of its line from that guard.
 ABORTING = '\ncrash = { s = """x"""", b = [}] }\n'
 
-EXTRA_RULE = """
-[[bridge.rule]]
-name = "alerts"
-from = "pusher"
-channel = "alerts"
-topic = "dash/alerts/{event}"
-qos = 1
-"""
+EXTRA_RULE = rule("alerts", "pusher", channel="alerts", topic="dash/alerts/{event}", qos=1)
 
 
 def reload_errors(port: int) -> float:
@@ -49,7 +42,7 @@ def test_a_reload_that_crashes_the_parser_is_refused_and_the_daemon_keeps_bridgi
     http = pusher.http_client()
     http.trigger("market-data", "new-price", "before")
     wait_until(lambda: collector.payloads("dash/prices/new-price") == [b"before"], 10, 0.1, "the first message")
-    wait_until(lambda: port_listening(metrics_port), 10, 0.1, "/metrics")
+    wait_until(lambda: http_get(f"http://127.0.0.1:{metrics_port}/metrics")[0] == 200, 10, 0.1, "/metrics")
     assert reload_errors(metrics_port) == 0
 
     # The file really kills a parser: `check` on its own dies of SIGABRT.
@@ -86,14 +79,6 @@ def test_a_reload_that_crashes_the_parser_is_refused_and_the_daemon_keeps_bridgi
 
     assert bridge.stop(signal.SIGTERM) == 0
     collector.close()
-
-
-def port_listening(port: int) -> bool:
-    try:
-        reload_errors(port)
-        return True
-    except OSError:
-        return False
 
 
 def test_a_file_that_crashes_the_parser_at_start_is_refused_with_78(pusher, broker, workdir):

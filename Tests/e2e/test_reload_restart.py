@@ -17,11 +17,10 @@ import time
 
 import paho.mqtt.client as mqtt
 
-from conftest import bridge_config
-from harness import MQTTCollector, free_port, http_get, metric_value, publish, pusher_connections, wait_until
-from test_flow import PUSHER_TO_MQTT, PysherListener, wait_bridge_subscribed
-from test_operations import NotifySocket
-
+from bridge_testkit.clients import NotifySocket, PysherListener, wait_bridge_subscribed
+from bridge_testkit.harness import (MQTTCollector, bridge_config, free_port, http_get, metric_value, publish,
+                                    pusher_connections, wait_until)
+from test_flow import PUSHER_TO_MQTT
 MQTT_TO_PUSHER_QOS1 = """
 [[bridge.rule]]
 name = "readings"

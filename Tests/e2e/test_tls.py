@@ -19,37 +19,16 @@ from __future__ import annotations
 
 import json
 import signal
-import threading
-import urllib.error
-import urllib.request
 
 import paho.mqtt.client as mqtt
-import pysher
 import pytest
 
-from conftest import bridge_config
-from harness import (BrokerTLS, ClientTLS, MQTTCollector, Mosquitto, PusherLocal, TestCA, free_port, publish,
-                     wait_until)
+from bridge_testkit.clients import PysherListener
+from bridge_testkit.harness import (BrokerTLS, ClientTLS, MQTTCollector, Mosquitto, PusherLocal, TestCA, bridge_config,
+                                    free_port, publish, readyz, wait_until)
+from test_flow import MQTT_TO_PUSHER, PUSHER_TO_MQTT
 
-RULES = """
-[[bridge.rule]]
-name = "prices"
-from = "pusher"
-channel = "market-data"
-events = ["new-price"]
-topic = "dash/prices/{event}"
-qos = 1
-payload = "data"
-
-[[bridge.rule]]
-name = "temperatures"
-from = "mqtt"
-topic = "sensors/+/temperature"
-channel = "sensor-{1}"
-event = "temperature"
-qos = 1
-payload = "data"
-"""
+RULES = PUSHER_TO_MQTT + MQTT_TO_PUSHER
 
 
 class PKI:
@@ -109,53 +88,8 @@ def tls_config(pusher, broker, workdir, pki, metrics_port, *, pusher_ca=None, mq
                                       f'cert_file = "{cert}"\nkey_file = "{key}"\n')
 
 
-def readyz(port: int) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
-    except OSError as error:  # the endpoint not listening yet
-        return 0, str(error)
-
-
 def wait_ready(port: int, timeout: float = 20):
     wait_until(lambda: readyz(port)[0] == 200, timeout, 0.1, "/readyz 200")
-
-
-class WSSListener:
-    """pysher over wss://, verifying pusher-local's certificate against the test CA."""
-
-    def __init__(self, pusher_local, ca_file, channel: str, event: str):
-        self.received: list[str] = []
-        self.lock = threading.Lock()
-        self.subscribed = threading.Event()
-        self.client = pysher.Pusher(pusher_local.key, custom_host="127.0.0.1", port=pusher_local.port, secure=True,
-                                    secret=pusher_local.secret)
-        # pysher hands socket_kwargs to websocket-client's run_forever; sslopt keeps verification on
-        # (CERT_REQUIRED, host name checked) and trusts the test CA.
-        self.client.connection.socket_kwargs["sslopt"] = {"ca_certs": str(ca_file)}
-
-        def on_connect(_data):
-            ch = self.client.subscribe(channel)
-            ch.bind(event, self._record)
-            ch.bind("pusher_internal:subscription_succeeded", lambda _d: self.subscribed.set())
-
-        self.client.connection.bind("pusher:connection_established", on_connect)
-        self.client.connect()
-        if not self.subscribed.wait(10):
-            raise RuntimeError("pysher did not subscribe over wss")
-
-    def _record(self, data):
-        with self.lock:
-            self.received.append(data)
-
-    def data(self) -> list[str]:
-        with self.lock:
-            return list(self.received)
-
-    def close(self):
-        self.client.disconnect(timeout=2)
 
 
 def test_daemon_bridges_both_ways_over_tls_with_verification(servers, workdir, pki, bridges):
@@ -177,7 +111,7 @@ def test_daemon_bridges_both_ways_over_tls_with_verification(servers, workdir, p
     collector.close()
 
     # MQTT -> Pusher: paho publishes over TLS, pysher receives over wss.
-    listener = WSSListener(pusher, pki.ca.cert, "sensor-kitchen", "temperature")
+    listener = PysherListener(pusher, "sensor-kitchen", ["temperature"], ca_file=pki.ca.cert)
     wait_until(lambda: publish(broker.port, "sensors/kitchen/temperature", "probe", tls=client_tls)
                or "probe" in listener.data(), 15, 0.3, "the bridge to forward MQTT -> Pusher")
     base = len(listener.data())

@@ -38,21 +38,16 @@ import types
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "e2e"))
 
-from checker import Expectation, counter_identity, hold_runs, loss_windows  # noqa: E402
-from conftest import bridge_config  # noqa: E402
-from harness import ClusterMember, Mosquitto, PusherLocal, free_port, http_get, wait_until  # noqa: E402
-from proxy import HTTPFaultProxy, TCPFaultProxy  # noqa: E402
-from rig import bridge_rules, close_in_reverse, start_without_port_check  # noqa: E402
-from traffic import MQTTReceiver, MQTTSender, PusherSender, PysherReceiver, tag_of  # noqa: E402
+from bridge_testkit.faults.checker import Expectation, counter_identity, hold_runs, loss_windows
+from bridge_testkit.faults.netns import Cut
+from bridge_testkit.faults.proxy import HTTPFaultProxy, TCPFaultProxy
+from bridge_testkit.faults.rig import Traffic, bridge_rules, close_in_reverse, start_without_port_check
+from bridge_testkit.harness import ClusterMember, Mosquitto, PusherLocal, bridge_config, free_port, http_get, wait_until
 
 INSTANCES = ("a", "b", "c")
 GROUP = "faults"
 CHANNELS = [f"faults-c{n:02d}" for n in range(12)]
-M2P_TOPICS = ["faults/m2p/a", "faults/m2p/b"]
-M2P_CHANNELS = {"faults-m2p-a": "faults/m2p/a", "faults-m2p-b": "faults/m2p/b"}
 HANDOVER_S = 5.0  # docs/contract.md §7.4: a handover keeps a channel until confirmed or 5 s
 GOAL_S = 5.0  # docs/contract.md §7.4: a dead member's channels held again within 5 s
 KILLS = 5
@@ -65,7 +60,7 @@ instance = "${{BRIDGE_INSTANCE}}"
 """ + bridge_rules(CHANNELS)
 
 
-class BrokerCut:
+class BrokerCut(Cut):
     """Instance a's namespace loses the broker only (pusher-local stays reachable): iptables DROP of
     the broker's port inside the bridge namespace of a netns.Partition."""
 
@@ -73,21 +68,12 @@ class BrokerCut:
         self.partition, self.port, self.cut = partition, broker_port, False
 
     def _rules(self, op: str):
-        from netns import SERVER_ADDR
+        from bridge_testkit.faults.netns import SERVER_ADDR
         ns = self.partition.exec_prefix(self.partition.bridge_ns)
         for chain, direction in (("INPUT", "--sport"), ("OUTPUT", "--dport")):
             address = "-s" if chain == "INPUT" else "-d"
             subprocess.run(ns + ["iptables", op, chain, address, SERVER_ADDR, "-p", "tcp", direction, str(self.port), "-j", "DROP"],
                            check=True, capture_output=True, timeout=15)
-
-    def drop(self):
-        self._rules("-A")
-        self.cut = True
-
-    def restore(self):
-        if self.cut:
-            self._rules("-D")
-            self.cut = False
 
 
 class HoldSampler(threading.Thread):
@@ -137,7 +123,7 @@ class HoldSampler(threading.Thread):
         return runs[channel][kind], channel
 
 
-class ClusterRig:
+class ClusterRig(Traffic):
     """mosquitto, pusher-local, three instances of one clustered bridge, tagged traffic both ways.
     `netns` = a netns.Partition: servers and instances b, c in its server namespace, instance a in
     its bridge namespace."""
@@ -169,7 +155,7 @@ class ClusterRig:
         self.processes.append(self.pusher)
         self.pusher.start()
         if self.netns:
-            from netns import SERVER_ADDR
+            from bridge_testkit.faults.netns import SERVER_ADDR
             self.mqtt_proxy = TCPFaultProxy(self.broker.port, name="mqtt-ns", upstream_netns=self.netns.server_ns)
             self.ws_proxy = TCPFaultProxy(self.pusher.port, name="ws-ns", upstream_netns=self.netns.server_ns)
             self.http_proxy = None
@@ -233,6 +219,21 @@ class ClusterRig:
     def wait_settled(self, timeout: float = 30):
         wait_until(self.settled, timeout, 0.1, "three members to hold every channel once")
 
+    def settle_after(self, since: float, timeout: float, after: str, label: str):
+        """After a fault that ended at `since`: waits for the cluster to settle (a failure when it does
+        not within `timeout` s), lets 2 s more pass, and fails when a channel was held twice since
+        `since` for longer than the handover (+1 s)."""
+        try:
+            self.wait_settled(timeout)
+            self.observations.append(f"settled again {time.monotonic() - since:.1f} s after {after}")
+        except AssertionError:
+            self.failures.append(f"the cluster did not settle within {timeout:g} s after {after}")
+        time.sleep(2.0)
+        twice, channel = self.sampler.worst("twice", since=since)
+        self.observations.append(f"{label}: longest time a channel was held twice {twice:.2f} s ({channel})")
+        if twice > HANDOVER_S + 1.0:
+            self.failures.append(f"{channel} held twice for {twice:.1f} s after {after} (> handover {HANDOVER_S:g} s + 1 s)")
+
     def metrics_text(self, member: ClusterMember) -> str:
         url = f"http://127.0.0.1:{member.metrics_port}/metrics"
         if self.netns:
@@ -246,7 +247,7 @@ class ClusterRig:
 
     def cluster_metrics(self) -> str:
         """members / held / takeovers / handovers (confirmed, unconfirmed) per instance."""
-        from checker import parse_samples
+        from bridge_testkit.faults.checker import parse_samples
         out = []
         for name, m in self.members.items():
             samples = [(n, lb, v) for n, lb, v in parse_samples(self.metrics_text(m)) if lb.get("bridge") == "faults"]
@@ -278,52 +279,16 @@ class ClusterRig:
                     self.failures.append(f"counters do not balance on {name} for {d}: received {i}")
         return {d: ", ".join(f"{n} {current[n][d]}" for n in current) for d in ("pusher_to_mqtt", "mqtt_to_pusher")}
 
-    # ---- traffic -------------------------------------------------------------------------------
-    def start_traffic(self):
-        self.receiver = MQTTReceiver(self.client_broker_port, "faults/p2m/#", client_id=f"recv-{self.uid}")
-        self.closers.append(self.receiver.close)
-        self.pysher = PysherReceiver("127.0.0.1", self.client_pusher_port, self.pusher.key, M2P_CHANNELS)
-        self.closers.append(self.pysher.close)
-        self.m2p = MQTTSender(self.client_broker_port, M2P_TOPICS, client_id=f"send-{self.uid}", rate=self.rate)
-        self.closers.append(self.m2p.close)
-        self.p2m = PusherSender("127.0.0.1", self.client_pusher_port, self.pusher.app_id, self.pusher.key, self.pusher.secret,
-                                CHANNELS, rate=self.rate)
+    # ---- traffic (rig.Traffic) ---------------------------------------------------------------
+    p2m_channels = CHANNELS
+
+    def traffic_started(self):
         self.sampler = HoldSampler(self)
         self.closers.append(self.sampler.close)
-        self.m2p.start()
-        self.p2m.start()
 
     def stop_traffic(self, drain_timeout: float = 30):
-        self.p2m.stop()
-        self.m2p.stop()
-        sent_p2m, sent_m2p = self.p2m.sent.count(), self.m2p.sent.count()
-
-        def counts():
-            return (len({(s, q) for s, v in self.receiver.received.snapshot().items() for q, _ in v}),
-                    len({(s, q) for s, v in self.m2p_received().items() for q, _ in v}))
-        deadline, last, last_change = time.monotonic() + drain_timeout, None, time.monotonic()
-        while time.monotonic() < deadline:
-            now = counts()
-            if now[0] >= sent_p2m and now[1] >= sent_m2p:
-                break
-            if now != last:
-                last, last_change = now, time.monotonic()
-            elif time.monotonic() - last_change >= 4.0:
-                break
-            time.sleep(0.2)
-        time.sleep(1.0)  # late duplicates
+        super().stop_traffic(drain_timeout)
         self.sampler.close()
-
-    def m2p_received(self) -> dict[str, list[tuple[int, float]]]:
-        if self.http_proxy is None:
-            return self.pysher.received.snapshot()
-        out: dict[str, list[tuple[int, float]]] = {}
-        for channel, data, at in self.http_proxy.events():
-            topic = M2P_CHANNELS.get(channel)
-            seq = tag_of(data) if isinstance(data, str) else None
-            if topic is not None and seq is not None:
-                out.setdefault(f"m2p/{topic}", []).append((seq, at))
-        return out
 
     def close(self):
         for m in self.members.values() if hasattr(self, "members") else []:
@@ -345,7 +310,7 @@ def run_cluster_row(matrix: types.ModuleType, row, base: Path, inject, rate: flo
     observations: list[str] = []
     try:
         if netns:
-            from netns import Partition
+            from bridge_testkit.faults.netns import Partition
             partition = Partition(prefix="pmbc").__enter__()
         rig = ClusterRig(base / row.name, row.name, rate, netns=partition)
         rig.start()
@@ -527,16 +492,7 @@ def sigstop(seconds: float = 10.0, name: str = "b"):
                                 f"{taken if taken is not None else 'never'} s (pusher-local's records)")
         if taken is None:
             rig.failures.append(f"the stopped member's channels were not taken over within {seconds:g} s")
-        try:
-            rig.wait_settled(25)
-            rig.observations.append(f"settled again {time.monotonic() - ended:.1f} s after SIGCONT")
-        except AssertionError:
-            rig.failures.append("the cluster did not settle within 25 s after SIGCONT")
-        time.sleep(2.0)
-        twice, channel = rig.sampler.worst("twice", since=ended)
-        rig.observations.append(f"after SIGCONT: longest time a channel was held twice {twice:.1f} s ({channel})")
-        if twice > HANDOVER_S + 1.0:
-            rig.failures.append(f"{channel} held twice for {twice:.1f} s after SIGCONT (> handover {HANDOVER_S:g} s + 1 s)")
+        rig.settle_after(ended, 25, "SIGCONT", "after SIGCONT")
         rig.takeovers = [taken]
         return [ended]
     return inject
@@ -587,16 +543,7 @@ def broker_cut(seconds: float = 15.0):
         during_none, c1 = rig.sampler.worst("none", since=at, until=healed)
         during_twice, c2 = rig.sampler.worst("twice", since=at, until=healed)
         rig.observations.append(f"during the cut: longest no holder {during_none:.2f} s ({c1}), held twice {during_twice:.2f} s ({c2})")
-        try:
-            rig.wait_settled(30)
-            rig.observations.append(f"settled again {time.monotonic() - healed:.1f} s after the cut healed")
-        except AssertionError:
-            rig.failures.append("the cluster did not settle within 30 s after the cut healed")
-        time.sleep(2.0)
-        after_twice, c3 = rig.sampler.worst("twice", since=healed)
-        rig.observations.append(f"after it healed: longest time a channel was held twice {after_twice:.2f} s ({c3})")
-        if after_twice > HANDOVER_S + 1.0:
-            rig.failures.append(f"{c3} held twice for {after_twice:.1f} s after the cut healed (> handover {HANDOVER_S:g} s + 1 s)")
+        rig.settle_after(healed, 30, "the cut healed", "after it healed")
         if during_none > GOAL_S:
             rig.failures.append(f"{c1} had no holder for {during_none:.1f} s during the cut (> {GOAL_S:g} s)")
         a_channels = {c for c, v in before.items() if v}

@@ -18,7 +18,6 @@ and the proxy passes every request that is not a channel query. Five more channe
 
 from __future__ import annotations
 
-import sys
 import time
 import traceback
 import types
@@ -26,16 +25,14 @@ import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "e2e"))
 
-import paho.mqtt.client as mqtt  # noqa: E402
+import paho.mqtt.client as mqtt
 
-from checker import Expectation, counter_identity  # noqa: E402
-from conftest import bridge_config  # noqa: E402
-from harness import Bridge, Mosquitto, PusherLocal, free_port, wait_until  # noqa: E402
-from proxy import HTTPFaultProxy  # noqa: E402
-from traffic import PusherSender, Recorder, tag_of  # noqa: E402
+from bridge_testkit.faults.checker import Expectation, counter_identity
+from bridge_testkit.faults.proxy import HTTPFaultProxy
+from bridge_testkit.faults.rig import close_in_reverse
+from bridge_testkit.faults.traffic import PusherSender, Recorder, tag_of
+from bridge_testkit.harness import Bridge, Mosquitto, PusherLocal, bridge_config, free_port, rule, wait_until
 
 PREFIX = "private-device-"
 HELD = [f"{PREFIX}{n:03d}" for n in range(10)]
@@ -44,16 +41,8 @@ OUTAGE_S = 20.0
 INTERVAL_S = 5.0
 BACKOFF_CAP_S = 2.0
 
-RULE = f"""
-[[bridge.rule]]
-name = "devices"
-from = "pusher"
-channel_prefix = "{PREFIX}"
-events = ["tagged"]
-topic = "faults/fleet/{{suffix}}/{{event}}"
-qos = 1
-discovery_interval = "{INTERVAL_S:g}s"
-"""
+RULE = rule("devices", "pusher", channel_prefix=PREFIX, events=["tagged"], topic="faults/fleet/{suffix}/{event}", qos=1,
+            discovery_interval=f"{INTERVAL_S:g}s")
 
 
 class ChannelQueryFaultProxy(HTTPFaultProxy):
@@ -160,7 +149,7 @@ def discovery_api_failures(matrix: types.ModuleType):
 
 
 def run(matrix: types.ModuleType, row, base: Path):
-    from test_fleet import FleetClient, HoldMonitor
+    from bridge_testkit.fleet import FleetClient, HoldMonitor
 
     started = time.monotonic()
     workdir = base / row.name
@@ -262,15 +251,6 @@ def run(matrix: types.ModuleType, row, base: Path):
     finally:
         if bridge is not None:
             bridge.stop(timeout=10)
-        for close in reversed(closers):
-            try:
-                close()
-            except Exception:
-                pass
-        for p in reversed(processes):
-            try:
-                p.stop(timeout=10)
-            except Exception:
-                pass
+        close_in_reverse(closers, processes)
     return matrix.Result(row.name, row.fault, matrix.describe(row.p2m), matrix.describe(row.m2p), observed,
                          "PASS" if not failures else "MISS", failures, observations, round(time.monotonic() - started, 1))

@@ -27,14 +27,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bridge_testkit.faults import rig as rig_module
+from bridge_testkit.faults.checker import Expectation
+from bridge_testkit.faults.rig import EXTRA_RULE, Rig, judge_direction
 
-from checker import Expectation  # noqa: E402
-import cluster_rows  # noqa: E402
-import fleet_rows  # noqa: E402
-import rig as rig_module  # noqa: E402
-from rig import EXTRA_RULE, Rig, judge_direction  # noqa: E402
-from webhook_rows import webhook_outage_row  # noqa: E402
+# The rows of their own, beside this script.
+import cluster_rows
+import fleet_rows
+from webhook_rows import webhook_outage_row
 
 RATE = float(os.environ.get("FAULTS_RATE", "200"))
 WARMUP_S = 3.0
@@ -280,8 +280,7 @@ def disk_full_row(row: Row, base: Path) -> Result:
     1 MiB tmpfs filled to 192 KiB free, mosquitto stopped, 3,000 Pusher events of 1 KB, broker back;
     then 500 more in a second outage, the filler deleted while the broker is away, the daemon
     SIGKILLed and restarted. Only Pusher -> MQTT carries traffic; M->P is not judged."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
-    from test_disk_full import MountRefused, run_disk_full
+    from bridge_testkit.disk_full import MountRefused, run_disk_full
 
     started = time.monotonic()
     observations: list[str] = []
@@ -447,7 +446,7 @@ def run_row(row: Row, base: Path) -> Result:
     observed: dict = {}
     try:
         if row.netns:
-            from netns import Partition
+            from bridge_testkit.faults.netns import Partition
             partition_ctx = Partition().__enter__()
         rig = Rig(workdir, row.name, rate=RATE, netns=partition_ctx)
         rig.observations, rig.failures = [], []

@@ -29,12 +29,10 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import rig as rig_module  # noqa: E402
-from checker import Expectation  # noqa: E402
-from matrix import blackhole, broker_restarts, mqtt_to_pusher_overload, pusher_closes, pusher_quota  # noqa: E402
-from rig import EXTRA_RULE, Rig, judge_direction  # noqa: E402
+from bridge_testkit.faults import rig as rig_module
+from bridge_testkit.faults.checker import Expectation
+from bridge_testkit.faults.rig import EXTRA_RULE, Rig, judge_direction
+from matrix import blackhole, broker_restarts, mqtt_to_pusher_overload, pusher_closes, pusher_quota  # beside this script
 
 MINUTES = float(os.environ.get("SOAK_MINUTES", "30"))
 RATE = float(os.environ.get("SOAK_RATE", "200"))

@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).parent))
-
-from checker import (Expectation, classify, counter_identity, hold_runs, loss_windows, parse_samples, parse_tag,  # noqa: E402
-                     recovery_time, summarize)
+from bridge_testkit.faults.checker import (Expectation, classify, counter_identity, hold_runs, loss_windows,
+                                           parse_samples, parse_tag, recovery_time, summarize)
 
 
 def sent_at(seqs, rate=100.0):

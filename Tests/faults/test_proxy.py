@@ -5,15 +5,11 @@ from __future__ import annotations
 import http.server
 import json
 import socket
-import sys
 import threading
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from proxy import HTTPFaultProxy, TCPFaultProxy  # noqa: E402
+from bridge_testkit.faults.proxy import HTTPFaultProxy, TCPFaultProxy
 
 
 @pytest.fixture

@@ -1,14 +1,14 @@
 """Fault-matrix rows for webhooks in (docs/contract.md §7.2). Custom rows: each runs its own
-processes (Tests/e2e/test_webhooks.py's `run_webhook_outage`), not the Rig's traffic."""
+processes (`run_webhook_outage`, Tests/testkit/bridge_testkit/webhooks.py, which Tests/e2e/test_webhooks.py
+runs too), not the Rig's traffic."""
 
 from __future__ import annotations
 
-import sys
 import time
 import traceback
 from pathlib import Path
 
-from rig import judge_direction
+from bridge_testkit.faults.rig import judge_direction
 
 REQUESTS = 300
 
@@ -22,8 +22,7 @@ def webhook_outage_row(row, base: Path):
     webhooks_total and the counter identity (docs/contract.md §7.6)."""
     from matrix import Result, describe, fmt_dir
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
-    from test_webhooks import run_webhook_outage
+    from bridge_testkit.webhooks import run_webhook_outage
 
     started = time.monotonic()
     observations: list[str] = []

@@ -8,12 +8,14 @@ import hmac
 import json
 import socket
 import sys
+import tempfile
 import threading
 import time
+from pathlib import Path
 
-import websocket
 
-import pusher_local
+from bridge_testkit.clients import raw_subscriber
+from bridge_testkit.harness import PusherLocal
 
 
 def signed_target(server, path, body):
@@ -27,12 +29,9 @@ def signed_target(server, path, body):
 def main():
     requests = int(sys.argv[1]) if len(sys.argv) > 1 else 20000
     connections = int(sys.argv[2]) if len(sys.argv) > 2 else 4
-    server = pusher_local.start(extra_args=["--log-level", "warning"])
+    server = PusherLocal(Path(tempfile.mkdtemp(prefix="pusher-local-bench-")), extra=["--log-level", "warning"]).start()
     try:
-        ws = websocket.create_connection(server.ws_url, timeout=30)
-        ws.recv()
-        ws.send(json.dumps({"event": "pusher:subscribe", "data": {"channel": "bench"}}))
-        ws.recv()
+        ws = raw_subscriber(server, "bench")
         path = f"/apps/{server.app_id}/batch_events"
         body = json.dumps({"batch": [{"name": "tick", "channel": "bench", "data": json.dumps({"n": i, "pad": "x" * 60})}
                                      for i in range(10)]}).encode()
@@ -88,7 +87,7 @@ def main():
                           "events_received": received[0],
                           "events_per_second_delivered": int(received[0] / elapsed)}))
     finally:
-        pusher_local.stop(server.process)
+        server.stop()
 
 
 if __name__ == "__main__":

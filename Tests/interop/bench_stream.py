@@ -10,27 +10,25 @@ what the server alone can generate.
 """
 import json
 import sys
+import tempfile
 import threading
 import time
+from pathlib import Path
 
-import websocket
-
-import pusher_local
+from bridge_testkit.clients import raw_subscriber
+from bridge_testkit.harness import PusherLocal
 
 
 def main():
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 100000
     size = int(sys.argv[2]) if len(sys.argv) > 2 else 100
-    server = pusher_local.start(extra_args=["--log-level", "warning"])
+    server = PusherLocal(Path(tempfile.mkdtemp(prefix="pusher-local-bench-")), extra=["--log-level", "warning"]).start()
     try:
-        ws = websocket.create_connection(server.ws_url, timeout=30)
-        json.loads(ws.recv())  # connection_established
-        ws.send(json.dumps({"event": "pusher:subscribe", "data": {"channel": "bench"}}))
-        json.loads(ws.recv())  # subscription_succeeded
+        ws = raw_subscriber(server, "bench")
         result = {}
 
         def trigger():
-            status, body = server.control("POST", f"stream?channel=bench&event=tick&count={count}&size={size}")
+            status, body = server.app_control("POST", f"stream?channel=bench&event=tick&count={count}&size={size}")
             result["server"] = json.loads(body)
 
         thread = threading.Thread(target=trigger)
@@ -72,7 +70,7 @@ def main():
         }))
         ws.close()
     finally:
-        pusher_local.stop(server.process)
+        server.stop()
 
 
 if __name__ == "__main__":

@@ -7,12 +7,13 @@ import queue
 import subprocess
 import threading
 import time
+import types
 
 import pusher
 import pytest
 
-import pusher_local
-from test_pusher_local_interop import TIMEOUT, close, connect_pysher, official, subscribe, subscription_count
+from bridge_testkit.harness import PusherLocal, binary
+from test_pusher_local_interop import TIMEOUT, close, connect_pysher, official, pysher_clients, subscribe, subscription_count
 
 
 class WebhookReceiver:
@@ -72,17 +73,18 @@ class WebhookReceiver:
 
 
 @pytest.fixture
-def app():
-    """The credentials pusher-local is started with (the fixture's receiver needs them first)."""
-    return pusher_local.PusherLocal(host="", port=0, app_id="7", key="fleet-key", secret="fleet-secret", process=None)
+def app(tmp_path):
+    """The credentials pusher-local is started with (the fixture's receiver needs them first), and
+    the folder of its log."""
+    return types.SimpleNamespace(app_id="7", key="fleet-key", secret="fleet-secret", workdir=tmp_path)
 
 
 def start(app, *args):
-    return pusher_local.start(app_id=app.app_id, key=app.key, secret=app.secret, extra_args=args)
+    return PusherLocal(app.workdir, app_id=app.app_id, key=app.key, secret=app.secret, extra=list(args)).start()
 
 
 def stats(server):
-    status, body = server.control("GET", "stats")
+    status, body = server.app_control("GET", "stats")
     assert status == 200, body
     return json.loads(body)
 
@@ -138,7 +140,7 @@ def test_webhooks_validate_with_the_official_library_and_arrive_batched(app):
         for client in (alice, bob):
             if client:
                 close(client)
-        pusher_local.stop(server.process)
+        server.stop()
         receiver.stop()
 
 
@@ -166,7 +168,7 @@ def test_failed_webhooks_are_retried_in_order_until_the_receiver_recovers(app):
         assert counters["webhook_events_posted"] == 6
     finally:
         close(client)
-        pusher_local.stop(server.process)
+        server.stop()
         receiver.stop()
 
 
@@ -193,7 +195,7 @@ def test_a_request_failing_past_the_retry_limit_is_dropped_logged_and_counted(ap
         assert events == [{"name": "channel_occupied", "channel": "after-recovery"}]
     finally:
         close(client)
-        pusher_local.stop(server.process)
+        server.stop()
         receiver.stop()
 
 
@@ -235,20 +237,15 @@ def test_pysher_subscribers_hear_the_subscription_count(app):
     finally:
         for client in clients:
             close(client)
-        pusher_local.stop(server.process)
+        server.stop()
 
 
 def test_pysher_hears_no_counts_without_the_flag(pusher_server):
-    watcher = connect_pysher(pusher_server)
-    other = connect_pysher(pusher_server)
-    try:
+    with pysher_clients(pusher_server, None, None) as (watcher, other):
         _, counts = subscribe(pusher_server, watcher, "private-device-1", "pusher_internal:subscription_count")
         subscribe(pusher_server, other, "private-device-1")
         with pytest.raises(queue.Empty):
             counts.get(timeout=0.5)
-    finally:
-        close(watcher)
-        close(other)
 
 
 def test_channel_lists_with_subscription_count_through_the_official_library(pusher_server):
@@ -281,7 +278,7 @@ def test_channel_lists_with_subscription_count_through_the_official_library(push
     (["--subscription-count=yes"], "subscription-count"),
 ])
 def test_bad_flags_are_refused_with_a_clear_message(args, message):
-    result = subprocess.run([str(pusher_local.binary_path()), "--port", "0", *args],
+    result = subprocess.run([binary("PUSHER_LOCAL_BIN", "pusher-local"), "--port", "0", *args],
                             capture_output=True, text=True, timeout=TIMEOUT)
     assert result.returncode == 64, (result.returncode, result.stderr)
     assert message in result.stderr, result.stderr
@@ -291,13 +288,11 @@ def test_bad_flags_are_refused_with_a_clear_message(args, message):
 def test_connections_endpoint_lists_each_pysher_connection_with_its_channels(pusher_server):
     """`GET /pusher-local/apps/ID/connections` (the cluster tests' proof of who holds a channel):
     pysher's own socket ids, their channels sorted, the presence user id, the peer address."""
-    a = connect_pysher(pusher_server, user_data={"user_id": "ann"})
-    b = connect_pysher(pusher_server)
-    try:
+    with pysher_clients(pusher_server, {"user_id": "ann"}, None) as (a, b):
         for channel in ("zeta", "private-room", "presence-team"):
             subscribe(pusher_server, a, channel)
         subscribe(pusher_server, b, "zeta")
-        status, body = pusher_server.control("GET", "connections")
+        status, body = pusher_server.app_control("GET", "connections")
         assert status == 200, body
         records = {r["socket_id"]: r for r in json.loads(body)}
         assert set(records) == {a.connection.socket_id, b.connection.socket_id}
@@ -306,10 +301,7 @@ def test_connections_endpoint_lists_each_pysher_connection_with_its_channels(pus
         assert records[b.connection.socket_id]["channels"] == ["zeta"]
         assert "user_id" not in records[b.connection.socket_id]
         assert all(r["remote"].startswith("127.0.0.1:") for r in records.values())
-    finally:
-        close(a)
-        close(b)
     deadline = time.monotonic() + TIMEOUT
-    while json.loads(pusher_server.control("GET", "connections")[1]):
+    while json.loads(pusher_server.app_control("GET", "connections")[1]):
         assert time.monotonic() < deadline, "closed connections are still listed"
         time.sleep(0.05)

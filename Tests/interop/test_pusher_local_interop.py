@@ -1,10 +1,12 @@
 """pusher-local against third-party clients: pysher (WebSocket) and the official `pusher`
 library (signed HTTP API)."""
+import contextlib
 import json
 import logging
 import queue
 import threading
 import time
+import types
 
 import pusher
 import pusher.errors
@@ -12,7 +14,7 @@ import pusher.http
 import pysher
 import pytest
 
-import pusher_local
+from bridge_testkit.harness import PusherLocal, binary
 
 TIMEOUT = 10
 
@@ -28,6 +30,19 @@ def connect_pysher(server, user_data=None):
     return client
 
 
+@contextlib.contextmanager
+def pysher_clients(server, *user_data):
+    """One connected pysher client per `user_data` (None: none), closed when the block ends."""
+    clients = []
+    try:
+        for data in user_data:
+            clients.append(connect_pysher(server, data))
+        yield clients
+    finally:
+        for client in clients:
+            close(client)
+
+
 def close(client):
     """Disconnects a pysher client without waiting forever: pysher's disconnect() joins its
     thread without a timeout, and websocket-client can miss the wake-up when the socket is
@@ -36,7 +51,7 @@ def close(client):
 
 
 def subscription_count(server, channel_name):
-    status, body = server.control("GET", "stats")
+    status, body = server.app_control("GET", "stats")
     assert status == 200, body
     return json.loads(body)["subscriptions"].get(channel_name, 0)
 
@@ -70,13 +85,13 @@ def raw_signed(client, method, path, params):
     return core.http.send_request(pusher.http.Request(core, method, path, params))
 
 
-def test_ready_line_gives_a_free_port_and_sigterm_exits_zero():
-    server = pusher_local.start()
+def test_ready_line_gives_a_free_port_and_sigterm_exits_zero(tmp_path):
+    server = PusherLocal(tmp_path).start()
     try:
         assert server.port > 0
         assert server.process.poll() is None
     finally:
-        assert pusher_local.stop(server.process) == 0
+        assert server.stop() == 0
 
 
 def test_public_channel_receives_events_from_the_official_library(pusher_server):
@@ -118,9 +133,8 @@ def test_wrong_subscription_auth_gets_pusher_error_and_the_connection_stays(push
 
 
 def test_presence_members_added_and_removed_reach_other_clients(pusher_server):
-    alice = connect_pysher(pusher_server, {"user_id": "alice", "user_info": {"name": "Alice"}})
-    bob = connect_pysher(pusher_server, {"user_id": "bob", "user_info": {"name": "Bob"}})
-    try:
+    alice_data = {"user_id": "alice", "user_info": {"name": "Alice"}}
+    with pysher_clients(pusher_server, alice_data, {"user_id": "bob", "user_info": {"name": "Bob"}}) as (alice, bob):
         _, alice_events = subscribe(pusher_server, alice, "presence-room", "pusher_internal:member_added", "pusher_internal:member_removed")
         subscribe(pusher_server, bob, "presence-room")
         event, data = alice_events.get(timeout=TIMEOUT)
@@ -134,30 +148,20 @@ def test_presence_members_added_and_removed_reach_other_clients(pusher_server):
         event, data = alice_events.get(timeout=TIMEOUT)
         assert event == "pusher_internal:member_removed"
         assert json.loads(data) == {"user_id": "bob"}
-    finally:
-        close(alice)
-        close(bob)
 
 
 def test_socket_id_exclusion(pusher_server):
-    sender = connect_pysher(pusher_server)
-    other = connect_pysher(pusher_server)
-    try:
+    with pysher_clients(pusher_server, None, None) as (sender, other):
         _, sender_events = subscribe(pusher_server, sender, "prices", "tick")
         _, other_events = subscribe(pusher_server, other, "prices", "tick")
         official(pusher_server).trigger("prices", "tick", "1", socket_id=sender.connection.socket_id)
         assert other_events.get(timeout=TIMEOUT) == ("tick", "1")
         with pytest.raises(queue.Empty):
             sender_events.get(timeout=0.5)
-    finally:
-        close(sender)
-        close(other)
 
 
 def test_client_events_reach_others_but_not_the_sender(pusher_server):
-    sender = connect_pysher(pusher_server)
-    other = connect_pysher(pusher_server)
-    try:
+    with pysher_clients(pusher_server, None, None) as (sender, other):
         sender_channel, sender_events = subscribe(pusher_server, sender, "private-chat", "client-typing")
         _, other_events = subscribe(pusher_server, other, "private-chat", "client-typing")
         sender_channel.trigger("client-typing", {"who": "sender"})
@@ -166,9 +170,6 @@ def test_client_events_reach_others_but_not_the_sender(pusher_server):
         assert json.loads(data) == {"who": "sender"}
         with pytest.raises(queue.Empty):
             sender_events.get(timeout=0.5)
-    finally:
-        close(sender)
-        close(other)
 
 
 def test_wrongly_signed_request_gets_401(pusher_server):
@@ -211,7 +212,7 @@ def test_batch_trigger_and_channel_info(pusher_server):
 def test_control_disconnect_closes_pysher_with_the_code(pusher_server):
     client = connect_pysher(pusher_server)
     try:
-        status, body = pusher_server.control("POST", "disconnect?code=4200")
+        status, body = pusher_server.app_control("POST", "disconnect?code=4200")
         assert status == 200 and json.loads(body) == {"closed": 1}
         deadline = time.monotonic() + TIMEOUT
         while client.connection.state == "connected" and time.monotonic() < deadline:
@@ -221,37 +222,37 @@ def test_control_disconnect_closes_pysher_with_the_code(pusher_server):
         close(client)
 
 
-def test_several_apps_and_no_control_flag():
-    server = pusher_local.start(extra_args=["--app", "2:second-key:second-secret", "--no-control"])
+def test_several_apps_and_no_control_flag(tmp_path):
+    server = PusherLocal(tmp_path, extra=["--app", "2:second-key:second-secret", "--no-control"]).start()
     try:
-        other = pusher_local.PusherLocal(host=server.host, port=server.port, app_id="2", key="second-key",
-                                         secret="second-secret", process=server.process)
+        other = types.SimpleNamespace(host=server.host, port=server.port, app_id="2", key="second-key",
+                                      secret="second-secret")
         client = connect_pysher(other)
         close(client)
-        status, _ = server.control("GET", "stats")
+        status, _ = server.app_control("GET", "stats")
         assert status == 404
         official(other).trigger("any", "e", "d")
         with pytest.raises(pusher.errors.PusherBadAuth):
             official(other, secret=server.secret).trigger("any", "e", "d")
     finally:
-        assert pusher_local.stop(server.process) == 0
+        assert server.stop() == 0
 
 
 def test_bad_flags_exit_64():
     import subprocess
-    result = subprocess.run([str(pusher_local.binary_path()), "--app", "missing-parts"], capture_output=True, text=True)
+    result = subprocess.run([binary("PUSHER_LOCAL_BIN", "pusher-local"), "--app", "missing-parts"], capture_output=True, text=True)
     assert result.returncode == 64
     assert "ID:KEY:SECRET" in result.stderr
 
 
-def test_sigterm_with_a_connected_client_that_never_answers_exits_zero_quickly():
+def test_sigterm_with_a_connected_client_that_never_answers_exits_zero_quickly(tmp_path):
     import websocket
-    server = pusher_local.start()
+    server = PusherLocal(tmp_path).start()
     ws = websocket.create_connection(server.ws_url, timeout=10)
     try:
         assert json.loads(ws.recv())["event"] == "pusher:connection_established"
         started = time.monotonic()
-        assert pusher_local.stop(server.process, timeout=8) == 0
+        assert server.stop(timeout=8) == 0
         assert time.monotonic() - started < 5
     finally:
         ws.close(timeout=0.5)

@@ -16,7 +16,7 @@ import requests
 import websocket
 from pusher.requests import RequestsBackend
 
-import pusher_local
+from bridge_testkit.harness import PusherLocal
 
 TIMEOUT = 10
 
@@ -39,13 +39,13 @@ def certificates(tmp_path_factory):
 
 
 @pytest.fixture
-def tls_server(certificates):
-    _, cert, key = certificates
-    server = pusher_local.start(extra_args=["--tls-cert", str(cert), "--tls-key", str(key)])
+def tls_server(certificates, tmp_path):
+    ca, cert, key = certificates
+    server = PusherLocal(tmp_path, tls=(cert, key), ca_file=ca).start()
     try:
         yield server
     finally:
-        pusher_local.stop(server.process)
+        server.stop()
 
 
 def https_client(server, ca_file):

@@ -23,20 +23,17 @@ import re
 import shutil
 import signal
 import sys
-import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
-import pysher
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "Tests" / "e2e"))
-
-from harness import Bridge, Mosquitto, MQTTCollector, Process, PusherLocal, free_port, port_open, publish, wait_until  # noqa: E402
+from bridge_testkit.clients import PysherListener
+from bridge_testkit.harness import (REPO, Bridge, MQTTCollector, Mosquitto, Process, PusherLocal, bridge_tables,
+                                    free_port, port_open, publish, rule, wait_until)
 
 ALERTS = REPO / "contrib" / "prometheus" / "alerts.yml"
 DASHBOARD = REPO / "contrib" / "grafana" / "pusher-mqtt-bridge.json"
@@ -141,59 +138,6 @@ class Prometheus(Process):
         return [a for a in self.api("alerts")["alerts"] if a["labels"]["alertname"] == name]
 
 
-class PysherListener:
-    """pysher subscribed to one public channel, recording the data of one event."""
-
-    def __init__(self, pusher_local: PusherLocal, channel: str, event: str):
-        self.received: list[str] = []
-        self.lock = threading.Lock()
-        self.subscribed = threading.Event()
-        self.client = pysher.Pusher(pusher_local.key, custom_host="127.0.0.1", port=pusher_local.port,
-                                    secure=False, secret=pusher_local.secret)
-
-        def on_connect(_data):
-            ch = self.client.subscribe(channel)
-            ch.bind(event, self._record)
-            ch.bind("pusher_internal:subscription_succeeded", lambda _d: self.subscribed.set())
-
-        self.client.connection.bind("pusher:connection_established", on_connect)
-        self.client.connect()
-        if not self.subscribed.wait(10):
-            raise RuntimeError("pysher did not subscribe")
-
-    def _record(self, data):
-        with self.lock:
-            self.received.append(data)
-
-    def data(self) -> list[str]:
-        with self.lock:
-            return list(self.received)
-
-    def close(self):
-        self.client.disconnect(timeout=2)
-
-
-def connections(name: str, pusher: PusherLocal, broker: Mosquitto) -> str:
-    """A `[[bridge]]` named `name` with its Pusher and MQTT tables (the MQTT table left open)."""
-    return f"""[[bridge]]
-name = "{name}"
-
-[bridge.pusher]
-key = "{pusher.key}"
-app_id = "{pusher.app_id}"
-secret = "{pusher.secret}"
-host = "127.0.0.1"
-port = {pusher.port}
-tls = false
-
-[bridge.mqtt]
-host = "127.0.0.1"
-port = {broker.port}
-client_id = "bridge-{name}"
-keepalive = "5s"
-"""
-
-
 def config(pusher: PusherLocal, broker: Mosquitto, workdir: Path, metrics_port: int) -> str:
     return f"""
 [daemon]
@@ -203,7 +147,7 @@ webhooks = "127.0.0.1:{free_port()}"
 state_dir = "{workdir / 'state'}"
 shutdown_grace = "2s"
 
-{connections("prom", pusher, broker)}
+{bridge_tables("prom", pusher, broker, mqtt_lines='keepalive = "5s"')}
 clean_session = false
 
 [bridge.reconnect]
@@ -213,45 +157,19 @@ max_delay = "1s"
 [bridge.buffer]
 persist = true
 
-[[bridge.rule]]
-name = "prices"
-from = "pusher"
-channel = "market"
-events = ["*"]
-topic = "prom/prices/{{event}}"
-qos = 1
-payload = "data"
-
-[[bridge.rule]]
-name = "readings"
-from = "mqtt"
-topic = "prom/sensors/+"
-channel = "sensor-{{1}}"
-event = "reading"
-qos = 1
-payload = "data"
-
+{rule("prices", "pusher", channel="market", events=["*"], topic="prom/prices/{event}", qos=1, payload="data")}
+{rule("readings", "mqtt", topic="prom/sensors/+", channel="sensor-{1}", event="reading", qos=1, payload="data")}
 # Discovery, throttle and webhooks (docs/contract.md §7.1–7.3): their families are on the dashboard.
-[[bridge.rule]]
-name = "devices"
-from = "pusher"
-channel_prefix = "device-"
-topic = "prom/devices/{{suffix}}/{{event}}"
-discovery_interval = "5s"
-throttle = "1s"
+{rule("devices", "pusher", channel_prefix="device-", topic="prom/devices/{suffix}/{event}", discovery_interval="5s",
+      throttle="1s")}
 
 [bridge.webhooks]
 topic_prefix = "prom/webhooks"
 
 # A one-member cluster (docs/contract.md §7.4): the cluster families are on the dashboard too.
-{connections("promcluster", pusher, broker)}
+{bridge_tables("promcluster", pusher, broker, mqtt_lines='keepalive = "5s"')}
 
-[[bridge.rule]]
-name = "levels"
-from = "pusher"
-channel = "levels"
-topic = "prom/levels/{{event}}"
-
+{rule("levels", "pusher", channel="levels", topic="prom/levels/{event}")}
 [bridge.cluster]
 group = "prom"
 instance = "solo"
@@ -297,7 +215,7 @@ def test_dashboard_and_alert_metrics_exist_and_not_ready_fires(stack):
 
     # Traffic both ways, each seen arriving at a third-party client.
     collector = MQTTCollector(broker.port, ["prom/prices/#"])
-    listener = PysherListener(pusher, "sensor-kitchen", "reading")
+    listener = PysherListener(pusher, "sensor-kitchen", ["reading"])
     try:
         pusher.http_client().trigger("market", "new-price", {"p": 1})
         publish(broker.port, "prom/sensors/kitchen", b'{"t":21.5}')

@@ -13,14 +13,11 @@ import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "e2e"))
 
-from checker import Expectation, classify, counter_identity, recovery_time, summarize  # noqa: E402
-from conftest import bridge_config  # noqa: E402
-from harness import Bridge, Mosquitto, PusherLocal, free_port, wait_until  # noqa: E402
-from proxy import HTTPFaultProxy, TCPFaultProxy  # noqa: E402
-from traffic import MQTTReceiver, MQTTSender, PusherSender, PysherReceiver  # noqa: E402
+from bridge_testkit.faults.checker import Expectation, classify, counter_identity, recovery_time, summarize
+from bridge_testkit.faults.proxy import HTTPFaultProxy, TCPFaultProxy
+from bridge_testkit.faults.traffic import MQTTReceiver, MQTTSender, PusherSender, PysherReceiver, tag_of
+from bridge_testkit.harness import Bridge, Mosquitto, PusherLocal, bridge_config, free_port, rule, wait_until
 
 P2M_CHANNELS = ["faults-a", "faults-b"]
 M2P_TOPICS = ["faults/m2p/a", "faults/m2p/b"]
@@ -29,23 +26,9 @@ M2P_CHANNELS = {"faults-m2p-a": "faults/m2p/a", "faults-m2p-b": "faults/m2p/b"}
 def bridge_rules(p2m_channels: list[str]) -> str:
     """One Pusher -> MQTT rule per channel (`faults/p2m/<channel>`) and the MQTT -> Pusher rule
     (`faults/m2p/+` -> `faults-m2p-<level>`): the rows' traffic (also the cluster rows')."""
-    return "".join(f"""
-[[bridge.rule]]
-name = "p2m-{c}"
-from = "pusher"
-channel = "{c}"
-events = ["tagged"]
-topic = "faults/p2m/{{channel}}"
-qos = 1
-""" for c in p2m_channels) + """
-[[bridge.rule]]
-name = "m2p"
-from = "mqtt"
-topic = "faults/m2p/+"
-channel = "faults-m2p-{1}"
-event = "tagged"
-qos = 1
-"""
+    return "".join(rule(f"p2m-{c}", "pusher", channel=c, events=["tagged"], topic="faults/p2m/{channel}", qos=1)
+                   for c in p2m_channels) + rule("m2p", "mqtt", topic="faults/m2p/+", channel="faults-m2p-{1}",
+                                                 event="tagged", qos=1)
 
 
 RULES = bridge_rules(P2M_CHANNELS)
@@ -62,7 +45,70 @@ qos = 1
 """
 
 
-class Rig:
+class Traffic:
+    """Tagged traffic both ways through a rig, and its receivers: Pusher -> MQTT on `p2m_channels`
+    (the official library sending, a paho-mqtt QoS 1 subscriber with a persistent session counting),
+    MQTT -> Pusher on M2P_TOPICS (counted at the Pusher HTTP API through the rig's `http_proxy`, or
+    at a pysher subscriber without one). The rig provides `client_broker_port`, `client_pusher_port`,
+    `pusher`, `http_proxy`, `rate`, `uid` and `closers`."""
+
+    p2m_channels: list[str] = P2M_CHANNELS
+
+    def start_traffic(self):
+        self.receiver = MQTTReceiver(self.client_broker_port, "faults/p2m/#", client_id=f"recv-{self.uid}")
+        self.closers.append(self.receiver.close)
+        self.pysher = PysherReceiver("127.0.0.1", self.client_pusher_port, self.pusher.key, M2P_CHANNELS)
+        self.closers.append(self.pysher.close)
+        self.m2p = MQTTSender(self.client_broker_port, M2P_TOPICS, client_id=f"send-{self.uid}", rate=self.rate)
+        self.closers.append(self.m2p.close)
+        self.p2m = PusherSender("127.0.0.1", self.client_pusher_port, self.pusher.app_id, self.pusher.key,
+                                self.pusher.secret, self.p2m_channels, rate=self.rate)
+        self.traffic_started()
+        self.m2p.start()
+        self.p2m.start()
+
+    def traffic_started(self):
+        """Called once the senders exist, before they start (a rig's own samplers)."""
+
+    def stop_traffic(self, drain_timeout: float = 30):
+        self.p2m.stop()
+        self.m2p.stop()
+        sent_p2m, sent_m2p = self.p2m.sent.count(), self.m2p.sent.count()
+
+        def all_in():
+            return (len({(s, q) for s, v in self.receiver.received.snapshot().items() for q, _ in v}) >= sent_p2m
+                    and len({(s, q) for s, v in self.m2p_received().items() for q, _ in v}) >= sent_m2p)
+
+        # Until everything arrived, or nothing more arrived for 4 s (what is missing then is lost:
+        # rows with an expected loss need not wait for the whole drain timeout).
+        deadline = time.monotonic() + drain_timeout
+        last_counts, last_change = None, time.monotonic()
+        while time.monotonic() < deadline and not all_in():
+            counts = (self.receiver.received.count(), sum(len(v) for v in self.m2p_received().values()))
+            if counts != last_counts:
+                last_counts, last_change = counts, time.monotonic()
+            elif time.monotonic() - last_change >= 4.0:
+                break
+            time.sleep(0.2)
+        time.sleep(1.0)  # late duplicates
+
+    def m2p_received(self) -> dict[str, list[tuple[int, float]]]:
+        """MQTT -> Pusher arrivals the row is judged on: what the HTTP API accepted, or the pysher
+        receiver's when the bridge does not go through the HTTP proxy (partition rows)."""
+        return self.pysher.received.snapshot() if self.http_proxy is None else self.api_received()
+
+    def api_received(self) -> dict[str, list[tuple[int, float]]]:
+        """MQTT -> Pusher as the Pusher HTTP API accepted it (recorded by the HTTP proxy)."""
+        out: dict[str, list[tuple[int, float]]] = {}
+        for channel, data, at in self.http_proxy.events():
+            topic = M2P_CHANNELS.get(channel)
+            seq = tag_of(data) if isinstance(data, str) else None
+            if topic is not None and seq is not None:
+                out.setdefault(f"m2p/{topic}", []).append((seq, at))
+        return out
+
+
+class Rig(Traffic):
     """Everything one row needs. `netns` = a netns.Partition for the partition row."""
 
     def __init__(self, workdir: Path, name: str, rate: float = 200, netns=None):
@@ -97,7 +143,7 @@ class Rig:
         self.pusher.start()
 
         if self.netns:
-            from netns import SERVER_ADDR
+            from bridge_testkit.faults.netns import SERVER_ADDR
             srv = self.netns.server_ns
             # The test's own clients reach the servers through proxies that connect from inside
             # the server namespace; the bridge reaches them over the veth pair.
@@ -219,57 +265,6 @@ class Rig:
         time.sleep(down)
         self.bridge.start()
 
-    # ---- traffic ---------------------------------------------------------------------------
-    def start_traffic(self):
-        self.receiver = MQTTReceiver(self.client_broker_port, "faults/p2m/#", client_id=f"recv-{self.uid}")
-        self.closers.append(self.receiver.close)
-        self.pysher = PysherReceiver("127.0.0.1", self.client_pusher_port, self.pusher.key, M2P_CHANNELS)
-        self.closers.append(self.pysher.close)
-        self.m2p = MQTTSender(self.client_broker_port, M2P_TOPICS, client_id=f"send-{self.uid}", rate=self.rate)
-        self.closers.append(self.m2p.close)
-        self.p2m = PusherSender("127.0.0.1", self.client_pusher_port, self.pusher.app_id, self.pusher.key,
-                                self.pusher.secret, P2M_CHANNELS, rate=self.rate)
-        self.m2p.start()
-        self.p2m.start()
-
-    def stop_traffic(self, drain_timeout: float = 30):
-        self.p2m.stop()
-        self.m2p.stop()
-        sent_p2m, sent_m2p = self.p2m.sent.count(), self.m2p.sent.count()
-
-        def all_in():
-            return (len({(s, q) for s, v in self.receiver.received.snapshot().items() for q, _ in v}) >= sent_p2m
-                    and len({(s, q) for s, v in self.m2p_received().items() for q, _ in v}) >= sent_m2p)
-
-        # Until everything arrived, or nothing more arrived for 4 s (what is missing then is lost:
-        # rows with an expected loss need not wait for the whole drain timeout).
-        deadline = time.monotonic() + drain_timeout
-        last_counts, last_change = None, time.monotonic()
-        while time.monotonic() < deadline and not all_in():
-            counts = (self.receiver.received.count(), sum(len(v) for v in self.m2p_received().values()))
-            if counts != last_counts:
-                last_counts, last_change = counts, time.monotonic()
-            elif time.monotonic() - last_change >= 4.0:
-                break
-            time.sleep(0.2)
-        time.sleep(1.0)  # late duplicates
-
-    def m2p_received(self) -> dict[str, list[tuple[int, float]]]:
-        """MQTT -> Pusher arrivals the row is judged on: what the HTTP API accepted, or the pysher
-        receiver's when the bridge does not go through the HTTP proxy (partition row)."""
-        return self.pysher.received.snapshot() if self.http_proxy is None else self.api_received()
-
-    def api_received(self) -> dict[str, list[tuple[int, float]]]:
-        """MQTT -> Pusher as the Pusher HTTP API accepted it (recorded by the HTTP proxy)."""
-        from traffic import tag_of
-        out: dict[str, list[tuple[int, float]]] = {}
-        for channel, data, at in self.http_proxy.events():
-            topic = M2P_CHANNELS.get(channel)
-            seq = tag_of(data) if isinstance(data, str) else None
-            if topic is not None and seq is not None:
-                out.setdefault(f"m2p/{topic}", []).append((seq, at))
-        return out
-
     def close(self):
         # The daemon first (while its servers are still there, so it stops quickly), then the
         # test's clients and proxies, then the servers.
@@ -295,7 +290,7 @@ def close_in_reverse(closers: list, processes: list):
 
 def start_without_port_check(p):
     """Start a harness process without its 127.0.0.1 port check (it listens in another namespace)."""
-    from harness import Process
+    from bridge_testkit.harness import Process
     Process.start(p)
 
 

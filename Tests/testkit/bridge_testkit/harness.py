@@ -22,7 +22,7 @@ from pathlib import Path
 import paho.mqtt.client as mqtt
 import pusher as pusher_http
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def binary(env_name: str, name: str) -> str:
@@ -183,13 +183,17 @@ class Mosquitto(Process):
 
 class PusherLocal(Process):
     """pusher-local on a free port; the ready line on stdout gives the port. With `tls` (a
-    certificate and key) it serves https:// and wss://, and `ca_file` is what its clients here trust."""
+    certificate and key) it serves https:// and wss://, and `ca_file` is what its clients here trust.
+    The one launcher of pusher-local for every suite (e2e, interop, faults, packaging) and benchmark."""
+
+    host = "127.0.0.1"
 
     def __init__(self, workdir: Path, app_id="1", key="app-key", secret="app-secret", port: int = 0, extra=(),
                  tls: tuple[Path, Path] | None = None, ca_file: Path | None = None):
         self.app_id, self.key, self.secret = app_id, key, secret
         self.requested_port = port
         self.port = 0
+        self.ready_line = ""
         self.tls, self.ca_file = tls, ca_file
         tls_args = ["--tls-cert", str(tls[0]), "--tls-key", str(tls[1])] if tls else []
         argv = [binary("PUSHER_LOCAL_BIN", "pusher-local"), "--host", "127.0.0.1", "--port", str(port),
@@ -216,17 +220,42 @@ class PusherLocal(Process):
             m = re.search(r"listening on [^\s:]+:(\d+)", line)
             if m:
                 self.port = int(m.group(1))
+                self.ready_line = line
                 return self
         raise RuntimeError("pusher-local printed no ready line:\n" + self.log())
 
-    def control(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+    @property
+    def process(self) -> subprocess.Popen:
+        assert self.proc is not None
+        return self.proc
+
+    @property
+    def ws_url(self) -> str:
+        return f"{'wss' if self.tls else 'ws'}://{self.host}:{self.port}/app/{self.key}?protocol=7"
+
+    @property
+    def http_url(self) -> str:
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
+
+    @property
+    def stderr_lines(self) -> list[str]:
+        """What it has written to stderr so far (its log file), line by line."""
+        return self.log().splitlines(keepends=True)
+
+    def app_control(self, method: str, path: str, body: str | None = None) -> tuple[int, str]:
+        """A control endpoint of the first app, `/pusher-local/apps/ID/<path>`: (status, text)."""
+        data = body.encode() if body is not None else (b"" if method == "POST" else None)
+        status, raw = self.control(method, f"/pusher-local/apps/{self.app_id}/{path}", data, timeout=10)
+        return status, raw.decode()
+
+    def control(self, method: str, path: str, body: bytes | None = None, timeout: float = 5) -> tuple[int, bytes]:
         import urllib.request
 
         scheme = "https" if self.tls else "http"
         req = urllib.request.Request(f"{scheme}://127.0.0.1:{self.port}{path}", data=body, method=method)
         context = ssl.create_default_context(cafile=str(self.ca_file)) if self.tls and self.ca_file else None
         try:
-            with urllib.request.urlopen(req, timeout=5, context=context) as resp:
+            with urllib.request.urlopen(req, timeout=timeout, context=context) as resp:
                 return resp.status, resp.read()
         except urllib.error.HTTPError as e:
             return e.code, e.read()
@@ -366,6 +395,75 @@ def json_lines(text: str) -> list[dict]:
     return out
 
 
+def rule(name: str, source: str, **fields) -> str:
+    """One `[[bridge.rule]]` table (docs/configuration.md): `name`, `from = source`, then `fields` in
+    their order, each a TOML value (strings quoted, lists as arrays, numbers bare). Placeholders
+    such as `{channel}` or `{1}` are written as they are."""
+    lines = ["", "[[bridge.rule]]", f'name = "{name}"', f'from = "{source}"']
+    lines += [f"{key} = {json.dumps(value)}" for key, value in fields.items()]
+    return "\n".join(lines) + "\n"
+
+
+def bridge_tables(name: str, pusher, broker, pusher_lines: str = "", mqtt_lines: str = "") -> str:
+    """A `[[bridge]]` named `name` with its `[bridge.pusher]` and `[bridge.mqtt]` tables for a plain
+    pusher-local and mosquitto on 127.0.0.1 (client id `bridge-<name>`); `pusher_lines` and
+    `mqtt_lines` end each table (the MQTT table is left open for more)."""
+    return f"""[[bridge]]
+name = "{name}"
+
+[bridge.pusher]
+key = "{pusher.key}"
+app_id = "{pusher.app_id}"
+secret = "{pusher.secret}"
+host = "127.0.0.1"
+port = {pusher.port}
+tls = false
+{pusher_lines}
+[bridge.mqtt]
+host = "127.0.0.1"
+port = {broker.port}
+client_id = "bridge-{name}"
+{mqtt_lines}
+"""
+
+
+def bridge_config(pusher: PusherLocal, broker: Mosquitto, workdir: Path, rules: str = "", *,
+                  name: str = "e2e", protocol: int = 5, extra_pusher: str = "", extra_mqtt: str = "",
+                  daemon: str = "", buffer: str = "") -> str:
+    """A bridges.conf for one bridge between the given pusher-local and mosquitto."""
+    tables = bridge_tables(name, pusher, broker, f'activity_timeout = "2s"\npong_timeout = "1s"\n{extra_pusher}\n',
+                           f"protocol = {protocol}")
+    return f"""
+[daemon]
+log_level = "debug"
+metrics = ""
+state_dir = "{workdir / 'state'}"
+shutdown_grace = "5s"
+{daemon}
+
+{tables}clean_session = false
+keepalive = "5s"
+status_topic = "pusher-mqtt-bridge/{name}/status"
+dead_letter_topic = "pusher-mqtt-bridge/{name}/dead-letter"
+{extra_mqtt}
+
+[bridge.reconnect]
+initial_delay = "200ms"
+max_delay = "2s"
+multiplier = 2.0
+jitter = 0.2
+
+[bridge.buffer]
+max_messages = 100000
+max_bytes = "64MiB"
+overflow = "drop-oldest"
+persist = true
+{buffer}
+
+{rules}
+"""
+
+
 # ---- clusters (docs/contract.md §7.4) ---------------------------------------------------------
 
 def http_get(url: str, timeout: float = 3) -> tuple[int, str]:
@@ -380,6 +478,11 @@ def http_get(url: str, timeout: float = 3) -> tuple[int, str]:
         return e.code, e.read().decode(errors="replace")
     except OSError as e:
         return 0, str(e)
+
+
+def readyz(port: int) -> tuple[int, str]:
+    """(status, body) of the daemon's /readyz on `port`; (0, reason) while nothing answers."""
+    return http_get(f"http://127.0.0.1:{port}/readyz", timeout=2)
 
 
 def metric_value(text: str, series: str) -> float | None:

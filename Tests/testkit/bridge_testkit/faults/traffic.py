@@ -25,7 +25,7 @@ import paho.mqtt.client as mqtt
 import pusher as pusher_http
 import pysher
 
-from checker import parse_tag
+from bridge_testkit.faults.checker import parse_tag
 
 
 def tagged(direction: str, seq: int) -> str:

@@ -23,7 +23,26 @@ def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
     return subprocess.run(list(argv), capture_output=True, text=True, check=check, timeout=15)
 
 
-class Partition:
+class Cut:
+    """iptables DROP rules added by `drop` and taken away by `restore` (once); `_rules(op)` adds
+    (`-A`) or deletes (`-D`) them."""
+
+    cut = False
+
+    def _rules(self, op: str):
+        raise NotImplementedError
+
+    def drop(self):
+        self._rules("-A")
+        self.cut = True
+
+    def restore(self):
+        if self.cut:
+            self._rules("-D")
+            self.cut = False
+
+
+class Partition(Cut):
     def __init__(self, prefix: str = "pmbf"):
         self.bridge_ns, self.server_ns = f"{prefix}-br", f"{prefix}-srv"
         self.veth_b, self.veth_s = f"{prefix}b", f"{prefix}s"
@@ -50,14 +69,6 @@ class Partition:
         _run("ip", "netns", "exec", self.bridge_ns, "iptables", op, "INPUT", "-s", SERVER_ADDR, "-j", "DROP")
         _run("ip", "netns", "exec", self.bridge_ns, "iptables", op, "OUTPUT", "-d", SERVER_ADDR, "-j", "DROP")
 
-    def drop(self):
-        self._rules("-A")
-        self.cut = True
-
-    def restore(self):
-        if self.cut:
-            self._rules("-D")
-            self.cut = False
 
     def teardown(self):
         for ns in (self.bridge_ns, self.server_ns):

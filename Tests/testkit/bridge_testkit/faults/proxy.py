@@ -115,6 +115,17 @@ class TCPFaultProxy:
         sock.setblocking(False)
         return await asyncio.open_connection(sock=sock)
 
+    async def _connect_upstream(self, writer: asyncio.StreamWriter, conn: _Conn):
+        """(reader, writer) of a new upstream connection for `conn`; None after resetting the
+        client's connection when the upstream cannot be reached."""
+        try:
+            up_r, up_w = await self._open_upstream()
+        except OSError:
+            _rst(writer)
+            return None
+        conn.upstream_w = up_w
+        return up_r, up_w
+
     async def _start(self):
         return await asyncio.start_server(self._handle, "127.0.0.1", 0)
 
@@ -154,12 +165,9 @@ class TCPFaultProxy:
                 conn.blackholed = True
                 await self._discard(reader)
                 return
-            try:
-                up_r, up_w = await self._open_upstream()
-            except OSError:
-                _rst(writer)
+            if (upstream := await self._connect_upstream(writer, conn)) is None:
                 return
-            conn.upstream_w = up_w
+            up_r, up_w = upstream
             a = asyncio.ensure_future(self._pump(reader, up_w, conn))
             b = asyncio.ensure_future(self._pump(up_r, writer, conn))
             conn.tasks = [a, b]
@@ -289,12 +297,9 @@ class HTTPFaultProxy(TCPFaultProxy):
                     await writer.drain()
                     continue
                 if up_w is None:
-                    try:
-                        up_r, up_w = await self._open_upstream()
-                    except OSError:
-                        _rst(writer)
+                    if (upstream := await self._connect_upstream(writer, conn)) is None:
                         return
-                    conn.upstream_w = up_w
+                    up_r, up_w = upstream
                 up_w.write(head + body)
                 await up_w.drain()
                 response = await self._read_message(up_r)
