@@ -165,7 +165,7 @@ clean:
 bench-fleet:
 	scripts/bench-fleet.sh
 
-# Sources/pusher-mqtt-bridge/startup.order: the functions a running daemon executes, profiled under
+# build-support/startup.order: the functions a running daemon executes, profiled under
 # callgrind on the static release build, which the linker lays side by side (less resident code).
 .PHONY: order-file
 order-file:

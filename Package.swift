@@ -202,7 +202,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            exclude: ["link-as-needed.cfg", "startup.order"],
+            exclude: ["link-as-needed.cfg"],
             swiftSettings: swiftSettings,
             // TOMLKit's `import struct Foundation.Data` (and .Date, .Calendar) asks the linker for all of
             // Foundation, none of whose symbols is used (those types are FoundationEssentials'); linked
@@ -210,8 +210,8 @@ let package = Package(
             // RSS). Through a clang config file because its options come before the autolinked
             // libraries, where `--as-needed` must be (an `-Xlinker` flag comes after them); the file
             // also picks lld with packed relative relocations (1–1.7 MB less RSS).
-            // startup.order (Benchmarks/memory/order_profile.py, `make order-file`) lays the functions a
-            // running daemon executes side by side, so the 64–128 KiB runs the kernel maps around each
+            // build-support/startup.order (generated: Benchmarks/memory/order_profile.py, `make order-file`)
+            // lays the functions a running daemon executes side by side, so the 64–128 KiB runs the kernel maps around each
             // page touched hold little code that never runs; `--no-export-dynamic` undoes the
             // `-export-dynamic` of --static-swift-stdlib (43,000 symbols the loader would search at
             // start). Measured: BENCHMARKS.md "Memory".
@@ -219,7 +219,7 @@ let package = Package(
                 .unsafeFlags(
                     [
                         "-Xclang-linker", "--config=\(Context.packageDirectory)/Sources/pusher-mqtt-bridge/link-as-needed.cfg",
-                        "-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/Sources/pusher-mqtt-bridge/startup.order",
+                        "-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/build-support/startup.order",
                         "-Xlinker", "--no-warn-symbol-ordering",
                         "-Xlinker", "--no-export-dynamic",
                     ],
