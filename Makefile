@@ -152,8 +152,12 @@ format:
 	$(SWIFT) format --in-place --recursive Sources Tests Fuzz Benchmarks Package.swift
 
 # swift-format with the checked-in .swift-format: zero findings, or `make test` fails (`make format` fixes most).
+# Then the layout rules (scripts/check-layout.sh: file sizes, polling sleeps, lock count, generated files in
+# Sources/, …; the enforced ones are listed at its top) and the tests of that check.
 lint:
 	$(SWIFT) format lint --strict --recursive Sources Tests Fuzz Benchmarks Package.swift
+	scripts/check-layout.sh
+	scripts/test-check-layout.sh
 
 clean:
 	rm -rf .build
