@@ -157,8 +157,12 @@ format:
 	$(SWIFT) format --in-place --recursive Sources Tests Fuzz Benchmarks Package.swift
 
 # swift-format with the checked-in .swift-format: zero findings, or `make test` fails (`make format` fixes most).
+# Then the layout rules (scripts/check-layout.sh: file sizes, polling sleeps, lock count, generated files in
+# Sources/, …; the enforced ones are listed at its top) and the tests of that check.
 lint:
 	$(SWIFT) format lint --strict --recursive Sources Tests Fuzz Benchmarks Package.swift
+	scripts/check-layout.sh
+	scripts/test-check-layout.sh
 
 clean:
 	rm -rf .build
@@ -170,7 +174,7 @@ clean:
 bench-fleet:
 	scripts/bench-fleet.sh
 
-# Sources/pusher-mqtt-bridge/startup.order: the functions a running daemon executes, profiled under
+# build-support/startup.order: the functions a running daemon executes, profiled under
 # callgrind on the static release build, which the linker lays side by side (less resident code).
 .PHONY: order-file
 order-file:

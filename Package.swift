@@ -5,13 +5,15 @@
 // (our modules only; each target's `dependencies` below list exactly what its files import):
 //   pusher-mqtt-bridge (exe) -> BridgeDaemon, BridgeCore, PusherChannels
 //   BridgeDaemon    -> Durability, BridgeCore, PusherChannels, MosquittoClient, MQTTVocabulary, PusherProtocol, Backoff, Locking
-//   Durability      -> BridgeCore (the buffer's limits and overflow policy; BridgeCore does no I/O)
-//   BridgeCore      -> MQTTVocabulary, PusherProtocol, Backoff
+//   Durability      -> BridgeVocabulary, MQTTVocabulary (the buffer's limits and overflow policy, the messages its
+//                      record format holds; not BridgeCore, whose TOMLKit would come along)
+//   BridgeCore      -> BridgeVocabulary (re-exported), MQTTVocabulary, PusherProtocol, Backoff
+//   BridgeVocabulary -> MQTTVocabulary
 //   MosquittoClient -> MQTTVocabulary, CMosquitto, Backoff, Locking
 //   PusherChannels  -> PusherProtocol, Backoff, Locking, CSodium
 //   PusherLocal     -> PusherProtocol, Locking
 //   pusher-local (exe) -> PusherLocal
-//   MQTTVocabulary, PusherProtocol, Backoff, Locking: the leaves (no dependency of ours)
+//   MQTTVocabulary, PusherProtocol, Backoff, Locking: the leaves (no dependency of ours; BridgeVocabulary only on MQTTVocabulary)
 import PackageDescription
 
 let swiftSettings: [SwiftSetting] = [
@@ -66,6 +68,10 @@ let package = Package(
         /// The MQTT words MosquittoClient and BridgeCore share: QoS, protocol version, user
         /// property, subscription options. Pure values, no dependencies.
         .target(name: "MQTTVocabulary", exclude: ["README.md"], swiftSettings: swiftSettings),
+        /// The bridge words BridgeCore, Durability and the daemon share: buffer limits, counters and
+        /// overflow policy, timestamps, directions and metric labels, the messages a rule produces
+        /// (`MQTTPublish`, `PusherEventPublish`). Pure values; BridgeCore re-exports it.
+        .target(name: "BridgeVocabulary", dependencies: ["MQTTVocabulary"], exclude: ["README.md"], swiftSettings: swiftSettings),
         /// Pusher wire vocabulary shared by the client core and pusher-local:
         /// signatures, names and limits, close codes.
         .target(
@@ -146,7 +152,7 @@ let package = Package(
         .target(
             name: "BridgeCore",
             dependencies: [
-                "MQTTVocabulary", "Backoff", "PusherProtocol",
+                "BridgeVocabulary", "MQTTVocabulary", "Backoff", "PusherProtocol",
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "DequeModule", package: "swift-collections"),
@@ -158,11 +164,12 @@ let package = Package(
         ),
         /// What survives a restart: the on-disk spool (segment files, record format, CRC-32C,
         /// recovery, compaction) and the bounded delivery backlog that writes through to it.
-        /// The one part that owns files; BridgeCore's config types give it its limits.
+        /// The one part that owns files; BridgeVocabulary gives it its limits and the messages its
+        /// records hold (`MessageRecordFormat`), without BridgeCore and its TOMLKit.
         .target(
             name: "Durability",
             dependencies: [
-                "BridgeCore",
+                "BridgeVocabulary", "MQTTVocabulary",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -202,7 +209,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            exclude: ["link-as-needed.cfg", "startup.order"],
+            exclude: ["link-as-needed.cfg"],
             swiftSettings: swiftSettings,
             // TOMLKit's `import struct Foundation.Data` (and .Date, .Calendar) asks the linker for all of
             // Foundation, none of whose symbols is used (those types are FoundationEssentials'); linked
@@ -210,8 +217,8 @@ let package = Package(
             // RSS). Through a clang config file because its options come before the autolinked
             // libraries, where `--as-needed` must be (an `-Xlinker` flag comes after them); the file
             // also picks lld with packed relative relocations (1–1.7 MB less RSS).
-            // startup.order (Benchmarks/memory/order_profile.py, `make order-file`) lays the functions a
-            // running daemon executes side by side, so the 64–128 KiB runs the kernel maps around each
+            // build-support/startup.order (generated: Benchmarks/memory/order_profile.py, `make order-file`)
+            // lays the functions a running daemon executes side by side, so the 64–128 KiB runs the kernel maps around each
             // page touched hold little code that never runs; `--no-export-dynamic` undoes the
             // `-export-dynamic` of --static-swift-stdlib (43,000 symbols the loader would search at
             // start). Measured: BENCHMARKS.md "Memory".
@@ -219,7 +226,7 @@ let package = Package(
                 .unsafeFlags(
                     [
                         "-Xclang-linker", "--config=\(Context.packageDirectory)/Sources/pusher-mqtt-bridge/link-as-needed.cfg",
-                        "-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/Sources/pusher-mqtt-bridge/startup.order",
+                        "-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/build-support/startup.order",
                         "-Xlinker", "--no-warn-symbol-ordering",
                         "-Xlinker", "--no-export-dynamic",
                     ],
@@ -325,7 +332,7 @@ let package = Package(
         .testTarget(
             name: "DurabilityTests",
             dependencies: [
-                "Durability", "BridgeCore",
+                "Durability", "BridgeVocabulary", "MQTTVocabulary",
                 .product(name: "PropertyBased", package: "swift-property-based"),
                 .product(name: "Logging", package: "swift-log"),
             ],

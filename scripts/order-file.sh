@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make order-file`: regenerates Sources/pusher-mqtt-bridge/startup.order, the list of functions the
+# `make order-file`: regenerates build-support/startup.order, the list of functions the
 # daemon runs when it starts, idles and moves a little traffic, which the linker places side by side
 # (Package.swift, the daemon's linkerSettings; why: BENCHMARKS.md "Memory"). Run it after changes that
 # rename or add much code on those paths; a stale list costs memory, never correctness (names it does
@@ -22,7 +22,7 @@ trap 'rm -rf "$work"' EXIT
 static_bin=$(swift build "${static_build_flags[@]}" --scratch-path "$scratch" --show-bin-path)
 strip --strip-debug -o "$work/pusher-mqtt-bridge" "$static_bin/pusher-mqtt-bridge"
 .venv/bin/python Benchmarks/memory/order_profile.py --binary "$work/pusher-mqtt-bridge" \
-  --pusher-local "$(swift build -c release --show-bin-path)/pusher-local" --out Sources/pusher-mqtt-bridge/startup.order
+  --pusher-local "$(swift build -c release --show-bin-path)/pusher-local" --out build-support/startup.order
 # SwiftPM does not see the order file as an input of the link: remove the daemons it placed, so that
 # the next build of each scratch folder links them with the new order.
 rm -f "$static_bin/pusher-mqtt-bridge" \

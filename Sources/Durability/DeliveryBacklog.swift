@@ -1,4 +1,4 @@
-import BridgeCore
+import BridgeVocabulary
 import DequeModule
 
 /// What happened to a message offered to a ``DeliveryBacklog``. The owner counts and logs

@@ -1,13 +1,5 @@
 import PusherProtocol
 
-/// Identifies one WebSocket connection inside pusher-local (not the Pusher socket id).
-public struct ConnectionID: Hashable, Sendable, Comparable, CustomStringConvertible {
-    public let rawValue: UInt64
-    public init(_ rawValue: UInt64) { self.rawValue = rawValue }
-    public static func < (a: Self, b: Self) -> Bool { a.rawValue < b.rawValue }
-    public var description: String { "#\(rawValue)" }
-}
-
 /// A webhook event as pusher-local posts it (docs/pusher-protocol.md §2, "Webhooks"); the I/O
 /// owner batches, stamps `time_ms`, signs and posts it.
 extension PusherWebhookEvent {
@@ -21,73 +13,6 @@ extension PusherWebhookEvent {
         if let subscriptionCount { out += ",\"subscription_count\":" + String(subscriptionCount) }
         return out + "}"
     }
-}
-
-/// What the I/O owner must do after the hub took a decision.
-public enum HubAction: Sendable, Equatable {
-    /// Send one text frame to one connection.
-    case send(ConnectionID, String)
-    /// Send one encoded frame to many connections: a publish is encoded once, not once per
-    /// subscriber.
-    case deliver(String, to: [ConnectionID])
-    /// Close one connection with a WebSocket close code (docs/pusher-protocol.md §1, "Close codes").
-    case close(ConnectionID, code: UInt16, reason: String)
-    /// Post a webhook event.
-    case webhook(PusherWebhookEvent)
-}
-
-/// An HTTP API failure: status and a plain-text body (docs/pusher-protocol.md §2, "Statuses").
-public struct APIError: Error, Sendable, Equatable {
-    public var status: Int
-    public var message: String
-    public init(status: Int, message: String) {
-        self.status = status
-        self.message = message
-    }
-    static func badRequest(_ message: String) -> APIError { APIError(status: 400, message: message) }
-    static func tooLarge(_ message: String) -> APIError { APIError(status: 413, message: message) }
-    /// What a publish gets while the app is over its message quota (the control switch `quota`):
-    /// status 403, as hosted Pusher answers an app over quota or disabled, with a one-line text body.
-    static let overQuota = APIError(status: 403, message: "Over quota")
-}
-
-/// One event to publish through the HTTP API (`/events` names many channels; `/batch_events`
-/// one per item).
-public struct PublishRequest: Sendable, Equatable {
-    public var name: String
-    public var data: String
-    public var channels: [String]
-    public var socketID: String?
-    public var info: [String]
-
-    public init(name: String, data: String, channels: [String], socketID: String? = nil, info: [String] = []) {
-        self.name = name
-        self.data = data
-        self.channels = channels
-        self.socketID = socketID
-        self.info = info
-    }
-}
-
-/// Counters of one app, readable through the control endpoint.
-public struct AppCounters: Sendable, Equatable {
-    /// WebSocket connections opened since start, including those refused by the control switch
-    /// (so a reconnect loop against a refusing server can be counted).
-    public var connectionsOpened = 0
-    /// Connections closed at once because the control switch refused them.
-    public var connectionsRefused = 0
-    /// Events published through the HTTP API (one per channel named).
-    public var eventsPublished = 0
-    /// Client events accepted and relayed.
-    public var clientEvents = 0
-    /// Channel-event frames handed to connections (publishes × recipients, client events, cache replays).
-    public var framesDelivered = 0
-    /// Frames from clients that could not be understood.
-    public var badFrames = 0
-    /// Subscriptions refused (bad auth, bad names, double subscription, …).
-    public var refusedSubscriptions = 0
-    /// Client events refused (not subscribed, wrong channel kind, rate limit, …).
-    public var refusedClientEvents = 0
 }
 
 /// The decisions of one Pusher app: connections, subscriptions, presence members, the cache of

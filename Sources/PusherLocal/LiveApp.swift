@@ -3,14 +3,6 @@ import Logging
 import NIOCore
 import PusherProtocol
 
-/// What the writer of one connection sends, in order.
-enum OutboundItem: Sendable {
-    /// A text frame, already encoded (shared by every recipient of a publish).
-    case text(ByteBuffer)
-    /// A close frame with a Pusher close code; nothing is sent after it.
-    case close(code: UInt16, reason: String)
-}
-
 /// The queue into one connection's writer task. Yielding never blocks, so a publish never
 /// waits for a slow socket (and never holds a lock while a socket is written).
 ///
@@ -38,17 +30,6 @@ struct Outbox: Sendable {
         @unknown default: return true
         }
     }
-}
-
-/// Fault switches set through the control endpoints (development only).
-struct FaultSwitches: Sendable {
-    /// Whether `pusher:ping` is answered with `pusher:pong` (off: provoke client pong timeouts).
-    var answerPings = true
-    /// When set, new connections are accepted and closed at once with this code (e.g. 4001).
-    var refusal: (code: UInt16, reason: String)?
-    /// Whether publishes through the HTTP API (`events`, `batch_events`) are refused with 403, as
-    /// hosted Pusher refuses an app over its message quota.
-    var quotaExceeded = false
 }
 
 /// One app's live state: the pure ``AppHub`` plus the outboxes of its connections, under one

@@ -1,4 +1,4 @@
-import BridgeCore
+import BridgeVocabulary
 import Testing
 
 @testable import Durability

@@ -1,4 +1,4 @@
-import BridgeCore
+import BridgeVocabulary
 import Foundation
 import Testing
 

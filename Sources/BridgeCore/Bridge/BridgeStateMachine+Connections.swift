@@ -1,3 +1,5 @@
+import BridgeVocabulary
+
 extension BridgeStateMachine {
     /// The Pusher connection changed state (`state` is the client's name for it).
     ///

@@ -1,3 +1,4 @@
+import BridgeVocabulary
 import PusherProtocol
 
 extension BridgeStateMachine {

@@ -1,3 +1,5 @@
+import BridgeVocabulary
+
 /// `where` verdicts and rate shaping (`throttle`, `on_change`) of the rules (docs/contract.md §7.3).
 extension BridgeStateMachine {
     /// When the next message held by a `throttle` is due; the runtime calls

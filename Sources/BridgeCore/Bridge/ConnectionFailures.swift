@@ -1,3 +1,5 @@
+import BridgeVocabulary
+
 /// Why a side cannot connect, in a few words an operator can act on (`/readyz`, the log), from
 /// the client library's error text (docs/contract.md §5.5, §5.7).
 ///

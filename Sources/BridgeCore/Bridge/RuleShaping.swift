@@ -1,3 +1,5 @@
+import BridgeVocabulary
+
 /// An event held by a rule's `throttle`, with the time it came in (for delivery latency).
 public struct ShapedPusherEvent: Sendable {
     public var event: PusherEventPublish

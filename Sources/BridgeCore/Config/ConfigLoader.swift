@@ -8,34 +8,6 @@ import TOMLKit
     import Foundation
 #endif
 
-/// Where the loader gets what lies outside the file: environment variables (for `${VAR}` and
-/// `$CREDENTIALS_DIRECTORY`) and the file system (for `*_file` secrets and files that must exist).
-/// BridgeCore touches no file itself: the daemon passes the real ones (`ConfigEnvironment.process`,
-/// in BridgeDaemon), tests an in-memory map.
-public struct ConfigEnvironment: Sendable {
-    /// Variables `${NAME}` may refer to.
-    public var variables: [String: String]
-    /// Reads a whole file; `nil` when it cannot be read.
-    public var readFile: @Sendable (String) -> [UInt8]?
-    /// Whether a regular file or directory exists at the path.
-    public var fileExists: @Sendable (String) -> Bool
-
-    public init(
-        variables: [String: String], readFile: @escaping @Sendable (String) -> [UInt8]?, fileExists: @escaping @Sendable (String) -> Bool
-    ) {
-        self.variables = variables
-        self.readFile = readFile
-        self.fileExists = fileExists
-    }
-
-    /// The same file system with other variables.
-    public func with(variables: [String: String]) -> ConfigEnvironment {
-        var copy = self
-        copy.variables = variables
-        return copy
-    }
-}
-
 /// Reads and validates `bridges.conf` (docs/contract.md §3–§4) into a ``BridgeConfiguration``, collecting
 /// **every** problem rather than stopping at the first.
 ///
@@ -125,63 +97,5 @@ public enum ConfigLoader {
             throw ConfigError(diagnostics: sorted)
         }
         return configuration
-    }
-}
-
-/// A place in the config: the path shown to operators (`bridge.factory.rule.temperatures`) and the
-/// path the source map knows (`bridge[1].rule[2]`).
-struct ConfigKeyPath {
-    var display: String
-    var lookup: String
-
-    func key(_ key: String) -> ConfigKeyPath {
-        ConfigKeyPath(display: display.isEmpty ? key : display + "." + key, lookup: lookup.isEmpty ? key : lookup + "." + key)
-    }
-
-    /// Element `index` (1-based) of the array of tables at this path, shown by `name` when it has a usable one.
-    func element(_ index: Int, name: String?) -> ConfigKeyPath {
-        ConfigKeyPath(display: name.map { display + "." + $0 } ?? "\(display)[\(index)]", lookup: "\(lookup)[\(index)]")
-    }
-
-    static let root = ConfigKeyPath(display: "", lookup: "")
-}
-
-/// Holds the problems found so far and reads tables with type checks.
-final class LoadContext {
-    let file: String
-    let sourceMap: ConfigSourceMap
-    let environment: ConfigEnvironment
-    var diagnostics: [ConfigDiagnostic] = []
-
-    init(file: String, sourceMap: ConfigSourceMap, environment: ConfigEnvironment) {
-        self.file = file
-        self.sourceMap = sourceMap
-        self.environment = environment
-    }
-
-    var configDirectory: String {
-        let url = URL(fileURLWithPath: file)
-        return url.deletingLastPathComponent().path
-    }
-
-    func report(_ path: ConfigKeyPath, _ message: String) {
-        diagnostics.append(
-            ConfigDiagnostic(file: file, line: sourceMap.line(for: path.lookup), keyPath: path.display, message: message))
-    }
-
-    /// A problem at the `column`th character (1-based) inside the string value at `path`: reported
-    /// with the line and column in the file where the source map knows them.
-    func report(_ path: ConfigKeyPath, column: Int, _ message: String) {
-        let position = sourceMap.position(ofCharacter: column, inValueAt: path.lookup)
-        diagnostics.append(
-            ConfigDiagnostic(
-                file: file, line: position?.line ?? sourceMap.line(for: path.lookup), column: position?.column, keyPath: path.display,
-                message: message))
-    }
-
-    /// A path as given, or resolved against `base` when relative.
-    func resolve(_ path: String, against base: String) -> String {
-        if path.hasPrefix("/") { return path }
-        return base.isEmpty ? path : base + "/" + path
     }
 }

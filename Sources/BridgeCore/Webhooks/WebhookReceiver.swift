@@ -1,3 +1,4 @@
+import BridgeVocabulary
 import PusherProtocol
 
 /// How a webhook request or one of its events was counted in

@@ -1,3 +1,4 @@
+import BridgeVocabulary
 import MQTTVocabulary
 import PusherProtocol
 

@@ -1,11 +1,3 @@
-/// Which way a message travels through a bridge (the `direction` label of `messages_total`).
-public enum MessageDirection: String, Sendable, Hashable {
-    /// Pusher events (and presence changes, dead letters) published to the MQTT broker.
-    case pusherToMQTT = "pusher_to_mqtt"
-    /// MQTT messages published into Pusher channels.
-    case mqttToPusher = "mqtt_to_pusher"
-}
-
 /// What happened to a message (the `outcome` label of `messages_total`).
 public enum MessageOutcome: String, Sendable, Hashable {
     /// Accepted by the far side (MQTT broker acknowledgement or Pusher HTTP 200).
@@ -24,12 +16,4 @@ public enum MessageOutcome: String, Sendable, Hashable {
     case coalesced
     /// Equal to the last payload forwarded for its target, under `on_change` (§7.3).
     case unchanged
-}
-
-/// Which connection of a bridge (the `side` label of the connection metrics).
-public enum BridgeSide: String, Sendable, Hashable {
-    /// The Pusher WebSocket connection.
-    case pusher
-    /// The MQTT broker connection.
-    case mqtt
 }
