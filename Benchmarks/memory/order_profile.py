@@ -1,7 +1,7 @@
 """Which functions the daemon runs when it starts, idles and moves a little traffic: the profile behind
-Sources/pusher-mqtt-bridge/startup.order (docs/architecture.md "Memory").
+build-support/startup.order (docs/architecture.md "Memory").
 
-    .venv/bin/python Benchmarks/memory/order_profile.py --binary PATH [--out Sources/pusher-mqtt-bridge/startup.order]
+    .venv/bin/python Benchmarks/memory/order_profile.py --binary PATH [--out build-support/startup.order]
 
 The daemon (a release build, ideally the static one that is shipped: scripts/order-file.sh) runs
 under `valgrind --tool=callgrind --demangle=no` against a mosquitto and a pusher-local of its own,
@@ -65,7 +65,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--binary", required=True, type=Path)
     parser.add_argument("--pusher-local", type=Path, default=None, help="pusher-local (default: beside --binary)")
-    parser.add_argument("--out", type=Path, default=REPO / "Sources" / "pusher-mqtt-bridge" / "startup.order")
+    parser.add_argument("--out", type=Path, default=REPO / "build-support" / "startup.order")
     args = parser.parse_args()
     local = args.pusher_local or args.binary.parent / "pusher-local"
     work = Path(tempfile.mkdtemp(prefix="order-profile-"))
