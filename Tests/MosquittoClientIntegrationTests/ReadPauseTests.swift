@@ -1,5 +1,6 @@
 import Foundation
 import MQTTVocabulary
+import TestSupport
 import Testing
 
 @testable import MosquittoClient

@@ -1,5 +1,6 @@
 import Locking
 import MQTTVocabulary
+import TestSupport
 import Testing
 
 @testable import MosquittoClient

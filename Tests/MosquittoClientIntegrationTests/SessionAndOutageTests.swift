@@ -1,6 +1,7 @@
 import Backoff
 import Foundation
 import MQTTVocabulary
+import TestSupport
 import Testing
 
 @testable import MosquittoClient
