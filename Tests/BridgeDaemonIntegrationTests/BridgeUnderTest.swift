@@ -203,7 +203,10 @@ final class BridgeUnderTest: Sendable {
         let wanted = Set(expected)
         try await waitUntil(
             "\(what): all \(wanted.count) arrived", timeout: timeout,
-            detail: { "missing \(wanted.subtracting(seen()).sorted())" }
+            detail: {
+                let missing = wanted.subtracting(seen()).sorted()
+                return "\(missing.count) missing: \(missing.prefix(20))" + (missing.count > 20 ? "…" : "")
+            }
         ) { wanted.isSubset(of: Set(seen())) }
     }
 }

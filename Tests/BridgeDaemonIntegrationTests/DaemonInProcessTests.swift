@@ -1,5 +1,6 @@
 import BridgeCore
 import Foundation
+import Locking
 import PusherLocal
 import TestSupport
 import Testing
@@ -44,19 +45,34 @@ import Testing
             changed.keepAlive = "6s"
             changed.rules[0] = BridgesConf.mqttToPusher(name: "up", topic: "up/+", channel: "up-{1}", event: "reading2")
             try changed.write(to: configPath)
-            let published = (0..<40).map { "q\($0)" }
-            for payload in published.prefix(10) { try await rig.publishUp(payload) }
+            for n in 0..<10 { try await rig.publishUp("q\(n)") }
+            // A publisher that goes on all through the reload: while the old runtime drains,
+            // while no runtime is connected, and while the new one starts. The broker's session (same
+            // client id, clean_session = false) and the spools carry every message across.
+            let stop = Locked(false)
+            let published = Locked((0..<10).map { "q\($0)" })
+            let publisher = Task {
+                while !stop.withLock({ $0 }) {
+                    let payload = "q\(published.withLock { $0.count })"
+                    try await rig.publishUp(payload)
+                    published.withLock { $0.append(payload) }
+                    // The publisher's rate (about 500 a second), not a wait: the reload takes up to
+                    // shutdown_grace, and one channel's events go to Pusher 10 to a request.
+                    try await Task.sleep(for: .milliseconds(2))
+                }
+            }
             daemon.requestReload()
-            // Published while the old runtime drains and the new one starts: the broker's session
-            // (same client id, clean_session = false) and the spools carry them across.
-            for payload in published[10..<30] { try await rig.publishUp(payload) }
             try await waitUntil("the bridge was restarted by the reload") {
                 guard let current = daemon.runtime(named: rig.conf.name) else { return false }
                 return current !== first && current.isRunning
             }
             #expect(!first.isRunning)
-            for payload in published[30...] { try await rig.publishUp(payload) }
-            try await rig.waitForAll(published, "MQTT → Pusher across the reload") { rig.upData(event: nil) }
+            let atRestart = published.withLock { $0.count }
+            try await waitUntil("20 more are published to the new runtime") { published.withLock { $0.count } >= atRestart + 20 }
+            stop.withLock { $0 = true }
+            try await publisher.value
+            let all = published.withLock { $0 }
+            try await rig.waitForAll(all, "MQTT → Pusher across the reload") { rig.upData(event: nil) }
 
             // The new rule: what is published now is the new event.
             try await rig.publishUp("after-reload")
