@@ -237,7 +237,7 @@ let package = Package(
         .target(
             name: "TestSupport",
             dependencies: [
-                "BridgeCore", "PusherLocal", "Locking",
+                "BridgeCore", "PusherLocal", "PusherProtocol", "Locking",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
@@ -302,7 +302,24 @@ let package = Package(
         .testTarget(
             name: "PusherLocalTests",
             dependencies: [
-                "PusherLocal", "PusherProtocol", "Locking", "PusherChannels",
+                "PusherLocal", "PusherProtocol", "Locking", "PusherChannels", "TestSupport",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "WSCore", package: "swift-websocket"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        /// pusher-local's server in process: WebSocket and HTTP API clients, TLS, webhooks to a receiver.
+        .testTarget(
+            name: "PusherLocalIntegrationTests",
+            dependencies: [
+                "PusherLocal", "PusherProtocol", "Locking", "PusherChannels", "TestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -80,7 +80,7 @@ import Testing
             try await withRunning(runtime) {
                 try await rig.waitUntilBridging()
                 try await waitUntil("the probes are acknowledged") { runtime.status.buffered == 0 }
-                rig.broker.stop()
+                await rig.broker.stop()
                 try await waitUntil("the bridge saw the broker go") { !runtime.status.connectivity.mqttConnected }
 
                 let down = Self.numbered("d", 0..<30)
@@ -90,7 +90,7 @@ import Testing
                 }
                 #expect(rig.downPayloads("down/cmd").isEmpty)
 
-                try rig.broker.start()
+                try await rig.broker.start()
                 try await rig.waitForAll(down, "buffered Pusher → MQTT after the broker's restart") { rig.downPayloads("down/cmd") }
                 try await waitUntil("the buffer is empty") { runtime.status.buffered == 0 }
                 #expect(runtime.status.connectivity.isReady)

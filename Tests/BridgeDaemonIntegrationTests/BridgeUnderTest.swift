@@ -50,7 +50,7 @@ final class BridgeUnderTest: Sendable {
     /// Starts both servers and the test's clients, and waits until the test's clients are subscribed.
     init() async throws {
         broker = try Mosquitto(.init(persistence: true))
-        try broker.start()
+        try await broker.start()
         pusher = try PusherLocalLauncher()
         try await pusher.start()
         stateDirectory = try temporaryDirectory("bridge-it")
@@ -114,7 +114,7 @@ final class BridgeUnderTest: Sendable {
         for task in tasks.withLock({ $0 }) { await task.value }
         await httpPool.shutdown()
         await pusher.stop()
-        broker.stop()
+        await broker.stop()
         try? FileManager.default.removeItem(atPath: stateDirectory)
     }
 

@@ -13,10 +13,10 @@ import Synchronization
 /// MosquittoClient and the daemon's integration tests.
 ///
 ///     let broker = try Mosquitto(.init(persistence: true))
-///     try broker.start()
+///     try await broker.start()
 ///     ... broker.port ...
-///     try broker.restart()
-///     broker.stop()
+///     try await broker.restart()
+///     await broker.stop()
 public final class Mosquitto: Sendable {
     /// How the broker is set up.
     public struct Options: Sendable {
@@ -105,7 +105,7 @@ public final class Mosquitto: Sendable {
     }()
 
     deinit {
-        kill()
+        killNow()
         try? FileManager.default.removeItem(atPath: directory)
     }
 
@@ -155,8 +155,14 @@ public final class Mosquitto: Sendable {
         }
     }
 
-    /// Starts the broker and waits until its port accepts connections.
-    public func start() throws {
+    /// Starts the broker and waits until its port accepts connections. The waiting is done on a
+    /// thread outside the cooperative pool, as for ``stop()``, ``kill()`` and ``restart()``: with
+    /// two cores the pool has two threads, and a test blocking one starves every test beside it.
+    public func start() async throws {
+        try await Self.offThePool { try self.startNow() }
+    }
+
+    private func startNow() throws {
         // A restart may find the port briefly held (e.g. a client's connect attempt); retry.
         for attempt in 0..<20 {
             do {
@@ -180,7 +186,7 @@ public final class Mosquitto: Sendable {
             if LoopbackPort.accepts(port) { return }
             usleep(10_000)
         }
-        kill()
+        killNow()
         throw TestFailure("mosquitto did not accept on port \(port) within 10 s: \(log)")
     }
 
@@ -191,7 +197,11 @@ public final class Mosquitto: Sendable {
     }
 
     /// SIGTERM and wait: a clean stop (persistence is written).
-    public func stop() {
+    public func stop() async {
+        await Self.offThePool { self.stopNow() }
+    }
+
+    private func stopNow() {
         let pid = process.exchange(0, ordering: .sequentiallyConsistent)
         guard pid != 0 else { return }
         Glibc.kill(pid, SIGTERM)
@@ -205,7 +215,11 @@ public final class Mosquitto: Sendable {
     }
 
     /// SIGKILL and wait: a crash.
-    public func kill() {
+    public func kill() async {
+        await Self.offThePool { self.killNow() }
+    }
+
+    private func killNow() {
         let pid = process.exchange(0, ordering: .sequentiallyConsistent)
         guard pid != 0 else { return }
         Glibc.kill(pid, SIGKILL)
@@ -268,9 +282,25 @@ public final class Mosquitto: Sendable {
     }
 
     /// Clean stop, then start again on the same port with the same state directory.
-    public func restart() throws {
-        stop()
-        try start()
+    public func restart() async throws {
+        await stop()
+        try await start()
+    }
+
+    /// Runs blocking `body` (waitpid, polling a port) on a Dispatch thread, not on the cooperative pool.
+    static func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
+        }
+    }
+
+    static func offThePool(_ body: @escaping @Sendable () -> Void) async {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                body()
+                continuation.resume()
+            }
+        }
     }
 }
 
