@@ -235,7 +235,22 @@ let package = Package(
         ),
 
         // MARK: tests
+        //
+        // Unit targets (`…Tests`) run no server; the `…IntegrationTests` targets start a real mosquitto
+        // and/or an in-process pusher-local. `swift test` runs them all.
 
+        /// What the test targets share: the mosquitto launcher, the in-process pusher-local launcher,
+        /// free loopback ports, `bridges.conf` fixtures, the manual clocks, waiting with a deadline.
+        .target(
+            name: "TestSupport",
+            dependencies: [
+                "BridgeCore", "PusherLocal", "PusherProtocol", "Locking",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Tests/TestSupport",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(name: "BackoffTests", dependencies: ["Backoff"], swiftSettings: swiftSettings),
         .testTarget(name: "LockingTests", dependencies: ["Locking"], swiftSettings: swiftSettings),
         .testTarget(name: "MQTTVocabularyTests", dependencies: ["MQTTVocabulary"], swiftSettings: swiftSettings),
@@ -251,7 +266,29 @@ let package = Package(
         .testTarget(
             name: "PusherChannelsTests",
             dependencies: [
-                "PusherChannels", "PusherLocal", "PusherProtocol", "Backoff", "Locking",
+                "PusherChannels", "PusherLocal", "PusherProtocol", "Backoff", "Locking", "TestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        /// PusherChannels against scripted servers and an in-process pusher-local.
+        .testTarget(
+            name: "PusherChannelsIntegrationTests",
+            dependencies: [
+                "PusherChannels", "PusherLocal", "PusherProtocol", "Backoff", "Locking", "TestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -272,7 +309,24 @@ let package = Package(
         .testTarget(
             name: "PusherLocalTests",
             dependencies: [
-                "PusherLocal", "PusherProtocol", "Locking", "PusherChannels",
+                "PusherLocal", "PusherProtocol", "Locking", "PusherChannels", "TestSupport",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "WSCore", package: "swift-websocket"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        /// pusher-local's server in process: WebSocket and HTTP API clients, TLS, webhooks to a receiver.
+        .testTarget(
+            name: "PusherLocalIntegrationTests",
+            dependencies: [
+                "PusherLocal", "PusherProtocol", "Locking", "PusherChannels", "TestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -311,20 +365,40 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        /// MosquittoClient against a real mosquitto (TestSupport's launcher).
+        .testTarget(
+            name: "MosquittoClientIntegrationTests",
+            dependencies: [
+                "MosquittoClient", "MQTTVocabulary", "Backoff", "Locking", "TestSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "BridgeDaemonTests",
             dependencies: [
-                "BridgeDaemon", "BridgeCore", "Durability", "PusherChannels", "MQTTVocabulary", "Locking",
+                "BridgeDaemon", "BridgeCore", "Durability", "PusherChannels", "MQTTVocabulary", "Locking", "TestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
+        /// `BridgeRuntime` and `Daemon` in the test process against a real mosquitto and an
+        /// in-process pusher-local: start, both directions, reload, stop, broker and Pusher loss.
+        .testTarget(
+            name: "BridgeDaemonIntegrationTests",
+            dependencies: [
+                "BridgeDaemon", "BridgeCore", "PusherChannels", "PusherLocal", "MosquittoClient", "MQTTVocabulary", "Backoff",
+                "Locking", "TestSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "BridgeCoreTests",
             dependencies: [
-                "BridgeCore", "MQTTVocabulary", "Backoff",
+                "BridgeCore", "MQTTVocabulary", "Backoff", "TestSupport",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ],
             swiftSettings: swiftSettings

@@ -32,6 +32,9 @@ public final class Daemon: Sendable {
     let onWebhooksListening: @Sendable (Int) async -> Void
     /// Validates a reloaded file in a child process first, so a parser crash cannot take the daemon down.
     let configCheck: ConfigCheck
+    /// Whether SIGHUP, SIGTERM and SIGINT drive the daemon. Tests that run it inside the test
+    /// process leave the runner's signals alone and use ``requestReload()`` and ``requestShutdown(reason:)``.
+    let trapsSignals: Bool
 
     let state = Locked(State())
     /// What the signal handler's loop carries out, one after the other (DaemonServices.swift).
@@ -58,7 +61,8 @@ public final class Daemon: Sendable {
         logger: Logger,
         onMetricsListening: @escaping @Sendable (Int) async -> Void = { _ in },
         onWebhooksListening: @escaping @Sendable (Int) async -> Void = { _ in },
-        configCheck: ConfigCheck = ConfigCheck()
+        configCheck: ConfigCheck = ConfigCheck(),
+        trapsSignals: Bool = true
     ) {
         self.onWebhooksListening = onWebhooksListening
         self.configPath = configPath
@@ -69,6 +73,17 @@ public final class Daemon: Sendable {
         self.logger = logger
         self.onMetricsListening = onMetricsListening
         self.configCheck = configCheck
+        self.trapsSignals = trapsSignals
+    }
+
+    /// What SIGHUP asks for: a reload, carried out by the command loop after what it is doing.
+    public func requestReload() {
+        commands.continuation.yield(.reload)
+    }
+
+    /// What SIGTERM asks for: every bridge drained and stopped, then ``run(configuration:)`` returns.
+    public func requestShutdown(reason: String = "requested") {
+        commands.continuation.yield(.shutdown(reason))
     }
 
     /// Loads and validates the config; the error carries every diagnostic.
@@ -80,7 +95,8 @@ public final class Daemon: Sendable {
         }
     }
 
-    /// Runs until SIGTERM/SIGINT (or until the task is cancelled) and returns the exit status.
+    /// Runs until SIGTERM/SIGINT or ``requestShutdown(reason:)`` (or until the task is cancelled) and returns
+    /// the exit status.
     public func run(configuration: BridgeConfiguration) async -> ExitStatus {
         let runtimes: [BridgeRuntime]
         do {

@@ -5,18 +5,24 @@ import UnixSignals
 /// Handles SIGHUP (reload) and SIGTERM/SIGINT (drain every bridge at once, then return, which
 /// shuts the daemon's service group down gracefully), and the start retries of bridges that could
 /// not start (Daemon+Starting.swift). One loop carries them all out, one after the other, so a
-/// reload, a retry and the shutdown never start or stop the same bridge at once.
+/// reload, a retry and the shutdown never start or stop the same bridge at once. Without
+/// `trapsSignals` (a daemon inside a test process) only ``Daemon/requestReload()`` and
+/// ``Daemon/requestShutdown(reason:)`` feed it.
 struct SignalHandler: Service {
     let daemon: Daemon
 
     func run() async throws {
-        let signals = await UnixSignalsSequence(trapping: .sighup, .sigterm, .sigint)
+        let signals = daemon.trapsSignals ? await UnixSignalsSequence(trapping: .sighup, .sigterm, .sigint) : nil
         let commands = daemon.commands
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
-                for await signal in signals.cancelOnGracefulShutdown() {
-                    commands.continuation.yield(signal == .sighup ? .reload : .shutdown("\(signal)"))
-                    if signal != .sighup { return }
+                if let signals {
+                    for await signal in signals.cancelOnGracefulShutdown() {
+                        commands.continuation.yield(signal == .sighup ? .reload : .shutdown("\(signal)"))
+                        if signal != .sighup { return }
+                    }
+                } else {
+                    try? await gracefulShutdown()
                 }
                 // The service group shuts down: nothing more to carry out.
                 commands.continuation.finish()

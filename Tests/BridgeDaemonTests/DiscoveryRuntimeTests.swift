@@ -1,4 +1,5 @@
 import BridgeCore
+import TestSupport
 import Testing
 
 @testable import BridgeDaemon
@@ -29,7 +30,7 @@ import Testing
     @Test func discoveryFamiliesHaveZeroSeriesFromTheStart() throws {
         let settings = try #require(
             ConfigLoader.parse(
-                Self.config, file: "b.conf", environment: .init(variables: [:], readFile: { _ in nil }, fileExists: { _ in false })
+                Self.config, file: "b.conf", environment: .empty
             ).bridges.first)
         let metrics = BridgeMetrics()
         metrics.registerZeroSeries(for: settings)

@@ -2,6 +2,7 @@ import BridgeCore
 import Foundation
 import Logging
 import PusherChannels
+import TestSupport
 import Testing
 
 @testable import BridgeDaemon
@@ -199,7 +200,7 @@ struct ZeroSeriesTests {
             \(rules)
             """
         return try #require(
-            ConfigLoader.parse(text, file: "b.conf", environment: .init(variables: [:], readFile: { _ in nil }, fileExists: { _ in false }))
+            ConfigLoader.parse(text, file: "b.conf", environment: .empty)
                 .bridges.first)
     }
 

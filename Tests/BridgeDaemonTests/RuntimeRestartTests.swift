@@ -1,6 +1,7 @@
 import BridgeCore
 import Foundation
 import Logging
+import TestSupport
 import Testing
 
 @testable import BridgeDaemon
@@ -13,32 +14,10 @@ import Testing
 /// closed port and keep reconnecting, which does not matter to the spools.
 @Suite struct RuntimeRestartTests {
     static func settings(stateDirectory: String) throws -> (BridgeSettings, DaemonSettings) {
-        let text = """
-            [daemon]
-            state_dir = "\(stateDirectory)"
-            metrics = ""
-            [[bridge]]
-            name = "r"
-            [bridge.pusher]
-            key = "k"
-            app_id = "1"
-            secret = "s"
-            host = "127.0.0.1"
-            port = 9
-            tls = false
-            [bridge.mqtt]
-            host = "127.0.0.1"
-            port = 9
-            [[bridge.rule]]
-            name = "in"
-            from = "mqtt"
-            topic = "t/+"
-            channel = "c-{1}"
-            event = "e"
-            qos = 1
-            """
-        let configuration = try ConfigLoader.parse(
-            text, file: "b.conf", environment: .init(variables: [:], readFile: { _ in nil }, fileExists: { _ in false }))
+        var conf = BridgesConf(pusherPort: 9, mqttPort: 9, stateDirectory: stateDirectory)
+        conf.name = "r"
+        conf.rules = [BridgesConf.mqttToPusher(name: "in", topic: "t/+", channel: "c-{1}", event: "e")]
+        let configuration = try conf.parse()
         return (try #require(configuration.bridges.first), configuration.daemon)
     }
 
@@ -61,7 +40,7 @@ import Testing
         for _ in 0..<20 {
             let running = runtime
             let task = Task { try await running.run() }
-            try await waitUntil("the runtime runs") { running.isRunning }
+            try await waitUntil("the runtime runs", timeout: .seconds(10)) { running.isRunning }
             await running.stop(grace: .zero)
             #expect(!running.isRunning)
             runtime = try Self.makeRuntime(settings, daemon)  // threw `SpoolError.locked` before the fix
@@ -91,7 +70,7 @@ import Testing
         let (settings, daemon) = try Self.settings(stateDirectory: directory)
         let runtime = try Self.makeRuntime(settings, daemon)
         let task = Task { try await runtime.run() }
-        try await waitUntil("the runtime runs") { runtime.isRunning }
+        try await waitUntil("the runtime runs", timeout: .seconds(10)) { runtime.isRunning }
         async let first: Void = runtime.stop(grace: .zero)
         async let second: Void = runtime.stop(grace: .zero)
         _ = await (first, second)
@@ -99,17 +78,5 @@ import Testing
         let successor = try Self.makeRuntime(settings, daemon)
         try await task.value
         await successor.stop(grace: .zero)
-    }
-}
-
-/// Polls `condition` (a state with no event to await) until it holds, for at most 10 s.
-private func waitUntil(_ what: String, _ condition: @Sendable () -> Bool) async throws {
-    let deadline = ContinuousClock.now + .seconds(10)
-    while !condition() {
-        guard ContinuousClock.now < deadline else {
-            Issue.record("timed out waiting until \(what)")
-            return
-        }
-        try await Task.sleep(for: .milliseconds(1))
     }
 }

@@ -2,6 +2,7 @@ import BridgeCore
 import Foundation
 import Logging
 import MQTTVocabulary
+import TestSupport
 import Testing
 
 @testable import BridgeDaemon
@@ -238,7 +239,7 @@ import Testing
         }
     }
 
-    static let environment = ConfigEnvironment(variables: [:], readFile: { _ in nil }, fileExists: { _ in false })
+    static let environment = ConfigEnvironment.empty
 
     /// `check`'s verdict: the loaded bridge, or the diagnostics.
     static func check(_ text: String) -> Result<BridgeConfiguration, ConfigError> {

@@ -1,6 +1,7 @@
 import BridgeCore
 import Logging
 import MQTTVocabulary
+import TestSupport
 import Testing
 
 @testable import BridgeDaemon
@@ -42,7 +43,7 @@ import Testing
             client_id = "plain"
             """
         let configuration = try ConfigLoader.parse(
-            text, file: "b.conf", environment: .init(variables: [:], readFile: { _ in nil }, fileExists: { _ in false }))
+            text, file: "b.conf", environment: .empty)
         let metrics = BridgeMetrics()
         for bridge in configuration.bridges { metrics.registerZeroSeries(for: bridge) }
         let scrape = String(decoding: metrics.render(), as: UTF8.self)

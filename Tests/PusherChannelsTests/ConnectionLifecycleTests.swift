@@ -1,5 +1,6 @@
 import Backoff
 import PusherProtocol
+import TestSupport
 import Testing
 
 @testable import PusherChannels

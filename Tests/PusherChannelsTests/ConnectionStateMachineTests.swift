@@ -1,19 +1,12 @@
 import Backoff
 import PusherProtocol
+import TestSupport
 import Testing
 
 @testable import PusherChannels
 
 typealias Machine = PusherConnectionStateMachine
 typealias Action = PusherConnectionStateMachine.Action
-
-/// A manual clock: time is `t0 + offset`, advanced by the test, never slept.
-struct ManualClock {
-    let t0 = ContinuousClock.now
-    var offset: Duration = .zero
-    var now: ContinuousClock.Instant { t0 + offset }
-    mutating func advance(_ d: Duration) { offset += d }
-}
 
 func established(_ socketID: String = "123.456", activity: Int = 120) -> PusherFrame {
     PusherFrame(event: "pusher:connection_established", data: #"{"socket_id":"\#(socketID)","activity_timeout":\#(activity)}"#)

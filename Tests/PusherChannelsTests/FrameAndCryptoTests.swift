@@ -1,5 +1,6 @@
 import Foundation
 import PusherProtocol
+import TestSupport
 import Testing
 
 @testable import PusherChannels

@@ -29,7 +29,7 @@ struct WebSocketHandshakeError: Error, CustomStringConvertible {
 /// (`BaseSocketChannel.readEOF0`), so a close sent with the 101 and followed by the server's
 /// FIN was dropped, and so was the end of input (the upgrade handler passes it on before the
 /// WebSocket handlers exist): the client waited forever on an open socket.
-/// `Tests/PusherChannelsTests/CloseRightAfterUpgradeTests.swift` shows it; pusher-local used to
+/// `Tests/PusherChannelsIntegrationTests/CloseRightAfterUpgradeTests.swift` shows it; pusher-local used to
 /// wait 300 ms before such closes to hide it.
 final class WebSocketHandshakeHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer

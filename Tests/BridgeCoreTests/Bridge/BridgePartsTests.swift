@@ -1,4 +1,5 @@
 import Backoff
+import TestSupport
 import Testing
 
 @testable import BridgeCore

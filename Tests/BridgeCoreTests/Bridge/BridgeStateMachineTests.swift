@@ -1,4 +1,5 @@
 import MQTTVocabulary
+import TestSupport
 import Testing
 
 @testable import BridgeCore

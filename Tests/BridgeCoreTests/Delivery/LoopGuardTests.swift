@@ -1,15 +1,7 @@
+import TestSupport
 import Testing
 
 @testable import BridgeCore
-
-/// A manual clock's instant: time as data, no sleeping (docs/style.md §2).
-struct TestInstant: InstantProtocol {
-    var offset: Duration
-    func advanced(by duration: Duration) -> TestInstant { TestInstant(offset: offset + duration) }
-    func duration(to other: TestInstant) -> Duration { other.offset - offset }
-    static func < (lhs: TestInstant, rhs: TestInstant) -> Bool { lhs.offset < rhs.offset }
-    static func at(milliseconds: Int64) -> TestInstant { TestInstant(offset: .milliseconds(milliseconds)) }
-}
 
 @Suite("LoopGuard: MQTT 3.1.1 echo suppression")
 struct LoopGuardTests {

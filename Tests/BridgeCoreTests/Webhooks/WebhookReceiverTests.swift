@@ -1,5 +1,6 @@
 import MQTTVocabulary
 import PusherProtocol
+import TestSupport
 import Testing
 
 @testable import BridgeCore

@@ -4,6 +4,7 @@ import Logging
 import PusherLocal
 import PusherProtocol
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import PusherChannels

@@ -8,29 +8,30 @@ import Synchronization
 /// A real mosquitto broker that a test starts, stops, restarts and kills by PID.
 ///
 /// Each instance has its own temporary directory (config, log, persistence, password file), a
-/// free loopback port chosen at creation and kept across restarts, and is killed when released
-/// (`deinit`) so a failing test does not leave it behind. Reusable by the daemon's tests.
+/// free loopback port chosen at creation and kept across restarts (``LoopbackPort/free()``), and is
+/// killed when released (`deinit`) so a failing test does not leave it behind. Shared by the
+/// MosquittoClient and the daemon's integration tests.
 ///
 ///     let broker = try Mosquitto(.init(persistence: true))
-///     try broker.start()
+///     try await broker.start()
 ///     ... broker.port ...
-///     try broker.restart()
-///     broker.stop()
-final class Mosquitto: Sendable {
+///     try await broker.restart()
+///     await broker.stop()
+public final class Mosquitto: Sendable {
     /// How the broker is set up.
-    struct Options: Sendable {
+    public struct Options: Sendable {
         /// `allow_anonymous`.
-        var allowAnonymous = true
+        public var allowAnonymous = true
         /// `persistence` (sessions and retained messages survive `restart()`).
-        var persistence = false
+        public var persistence = false
         /// Users for a `password_file` (name → password). Empty: no password file.
-        var users: [String: String] = [:]
+        public var users: [String: String] = [:]
         /// A TLS listener instead of plain TCP.
-        var tls: TLSFiles?
+        public var tls: TLSFiles?
         /// Extra config lines.
-        var extraConfig: [String] = []
+        public var extraConfig: [String] = []
 
-        init(
+        public init(
             allowAnonymous: Bool = true, persistence: Bool = false, users: [String: String] = [:],
             tls: TLSFiles? = nil, extraConfig: [String] = []
         ) {
@@ -43,28 +44,35 @@ final class Mosquitto: Sendable {
     }
 
     /// Certificate files for a TLS listener.
-    struct TLSFiles: Sendable {
-        var caFile: String
-        var certificateFile: String
-        var keyFile: String
+    public struct TLSFiles: Sendable {
+        public var caFile: String
+        public var certificateFile: String
+        public var keyFile: String
         /// `require_certificate true` (mutual TLS).
-        var requireClientCertificate = false
+        public var requireClientCertificate = false
+
+        public init(caFile: String, certificateFile: String, keyFile: String, requireClientCertificate: Bool = false) {
+            self.caFile = caFile
+            self.certificateFile = certificateFile
+            self.keyFile = keyFile
+            self.requireClientCertificate = requireClientCertificate
+        }
     }
 
     /// The broker's loopback port.
-    let port: Int
+    public let port: Int
     /// The broker's temporary directory (removed on deinit).
-    let directory: String
-    let options: Options
+    public let directory: String
+    public let options: Options
     /// The broker's PID, 0 when not running (an atomic: visible to ThreadSanitizer, unlike Mutex).
     private let process = Atomic<Int32>(0)
 
-    static let executable = "/usr/sbin/mosquitto"
+    public static let executable = "/usr/sbin/mosquitto"
 
-    init(_ options: Options = .init()) throws {
+    public init(_ options: Options = .init()) throws {
         Self.reapOrphans
         self.options = options
-        self.port = try Self.freePort()
+        self.port = try LoopbackPort.free()
         let dir = FileManager.default.temporaryDirectory
             .appendingPathComponent("mosquitto-test-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
@@ -97,15 +105,15 @@ final class Mosquitto: Sendable {
     }()
 
     deinit {
-        kill()
+        killNow()
         try? FileManager.default.removeItem(atPath: directory)
     }
 
-    var configPath: String { directory + "/mosquitto.conf" }
-    var logPath: String { directory + "/mosquitto.log" }
+    public var configPath: String { directory + "/mosquitto.conf" }
+    public var logPath: String { directory + "/mosquitto.log" }
 
     /// The broker's log so far (for failure messages).
-    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+    public var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
     private func writeConfig() throws {
         var lines = [
@@ -139,7 +147,7 @@ final class Mosquitto: Sendable {
     }
 
     /// Replaces the users in the password file (takes effect on the next `start`/`restart`).
-    func setUsers(_ users: [String: String]) throws {
+    public func setUsers(_ users: [String: String]) throws {
         let passwordFile = directory + "/passwords"
         _ = FileManager.default.createFile(atPath: passwordFile, contents: Data())
         for (user, password) in users.sorted(by: { $0.key < $1.key }) {
@@ -147,8 +155,14 @@ final class Mosquitto: Sendable {
         }
     }
 
-    /// Starts the broker and waits until its port accepts connections.
-    func start() throws {
+    /// Starts the broker and waits until its port accepts connections. The waiting is done on a
+    /// thread outside the cooperative pool, as for ``stop()``, ``kill()`` and ``restart()``: with
+    /// two cores the pool has two threads, and a test blocking one starves every test beside it.
+    public func start() async throws {
+        try await Self.offThePool { try self.startNow() }
+    }
+
+    private func startNow() throws {
         // A restart may find the port briefly held (e.g. a client's connect attempt); retry.
         for attempt in 0..<20 {
             do {
@@ -169,21 +183,25 @@ final class Mosquitto: Sendable {
                 process.store(0, ordering: .sequentiallyConsistent)
                 throw TestFailure("mosquitto exited at start (status \(status)): \(log)")
             }
-            if Self.accepts(port: port) { return }
+            if LoopbackPort.accepts(port) { return }
             usleep(10_000)
         }
-        kill()
+        killNow()
         throw TestFailure("mosquitto did not accept on port \(port) within 10 s: \(log)")
     }
 
     /// The running broker's PID.
-    var pid: Int32? {
+    public var pid: Int32? {
         let pid = process.load(ordering: .sequentiallyConsistent)
         return pid == 0 ? nil : pid
     }
 
     /// SIGTERM and wait: a clean stop (persistence is written).
-    func stop() {
+    public func stop() async {
+        await Self.offThePool { self.stopNow() }
+    }
+
+    private func stopNow() {
         let pid = process.exchange(0, ordering: .sequentiallyConsistent)
         guard pid != 0 else { return }
         Glibc.kill(pid, SIGTERM)
@@ -197,7 +215,11 @@ final class Mosquitto: Sendable {
     }
 
     /// SIGKILL and wait: a crash.
-    func kill() {
+    public func kill() async {
+        await Self.offThePool { self.killNow() }
+    }
+
+    private func killNow() {
         let pid = process.exchange(0, ordering: .sequentiallyConsistent)
         guard pid != 0 else { return }
         Glibc.kill(pid, SIGKILL)
@@ -205,7 +227,7 @@ final class Mosquitto: Sendable {
     }
 
     /// posix_spawn with stdout/stderr to /dev/null; returns the PID.
-    static func spawn(_ executable: String, _ arguments: [String]) throws -> Int32 {
+    public static func spawn(_ executable: String, _ arguments: [String]) throws -> Int32 {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -245,7 +267,7 @@ final class Mosquitto: Sendable {
     }()
 
     /// The exit status if `pid` has exited (and reaps it), else `nil`.
-    static func reap(_ pid: Int32) -> Int32? {
+    public static func reap(_ pid: Int32) -> Int32? {
         var status: Int32 = 0
         let rc = waitpid(pid, &status, WNOHANG)
         if rc == pid { return status }
@@ -254,79 +276,43 @@ final class Mosquitto: Sendable {
     }
 
     /// Blocks until `pid` has exited.
-    static func wait(_ pid: Int32) {
+    public static func wait(_ pid: Int32) {
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
     }
 
     /// Clean stop, then start again on the same port with the same state directory.
-    func restart() throws {
-        stop()
-        try start()
+    public func restart() async throws {
+        await stop()
+        try await start()
     }
 
-    // MARK: - Ports
-
-    /// A free 127.0.0.1 port **below the kernel's ephemeral range**. A port from that range
-    /// could be picked as the local port of a client's outgoing connection while the broker is
-    /// stopped (and even self-connect), and then the restarted broker cannot bind it.
-    static func freePort() throws -> Int {
-        let range =
-            (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))?
-            .split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).compactMap { Int($0) } ?? []
-        let ephemeralLow = range.first ?? 32768
-        let candidates = ephemeralLow > 12000 ? 10000..<ephemeralLow : 49152..<65536
-        for _ in 0..<200 {
-            let port = Int.random(in: candidates)
-            if canBind(port: port) { return port }
+    /// Runs blocking `body` (waitpid, polling a port) on a Dispatch thread, not on the cooperative pool.
+    static func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
         }
-        throw TestFailure("no free port found in \(candidates)")
     }
 
-    /// Whether 127.0.0.1:`port` can be bound right now.
-    static func canBind(port: Int) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = UInt16(port).bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+    static func offThePool(_ body: @escaping @Sendable () -> Void) async {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                body()
+                continuation.resume()
             }
         }
-        return bound == 0
-    }
-
-    /// Whether something accepts TCP connections on 127.0.0.1:`port`.
-    static func accepts(port: Int) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = UInt16(port).bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let rc = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        return rc == 0
     }
 }
 
 /// A test-support failure with a message.
-struct TestFailure: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
+public struct TestFailure: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
 }
 
 /// Runs helper programs (openssl, mosquitto_passwd) and fails with their output.
-enum Shell {
-    static func run(_ executable: String, _ arguments: [String], in directory: String? = nil) throws {
+public enum Shell {
+    public static func run(_ executable: String, _ arguments: [String], in directory: String? = nil) throws {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: executable)
         p.arguments = arguments
@@ -341,43 +327,5 @@ enum Shell {
             throw TestFailure(
                 "\(executable) \(arguments.joined(separator: " ")) failed: \(String(decoding: output, as: UTF8.self))")
         }
-    }
-}
-
-/// A CA, a server certificate for 127.0.0.1 and a client certificate, made with openssl for one test.
-struct TestCertificates: Sendable {
-    let directory: String
-    var caFile: String { directory + "/ca.crt" }
-    var serverCertificate: String { directory + "/server.crt" }
-    var serverKey: String { directory + "/server.key" }
-    var clientCertificate: String { directory + "/client.crt" }
-    var clientKey: String { directory + "/client.key" }
-    /// A second CA that signed nothing we use ("wrong CA").
-    var otherCAFile: String { directory + "/other-ca.crt" }
-
-    static func make(in directory: String) throws -> TestCertificates {
-        let openssl = "/usr/bin/openssl"
-        let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-        try Shell.run(
-            openssl, ["req", "-x509"] + ec + ["-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=Test CA"],
-            in: directory)
-        try Shell.run(
-            openssl,
-            ["req", "-x509"] + ec + ["-keyout", "other-ca.key", "-out", "other-ca.crt", "-days", "2", "-subj", "/CN=Other CA"],
-            in: directory)
-        try "subjectAltName=IP:127.0.0.1,DNS:localhost\n".write(
-            toFile: directory + "/server.ext", atomically: true, encoding: .utf8)
-        try "extendedKeyUsage=clientAuth\n".write(toFile: directory + "/client.ext", atomically: true, encoding: .utf8)
-        for (name, subject) in [("server", "/CN=127.0.0.1"), ("client", "/CN=test-client")] {
-            try Shell.run(
-                openssl, ["req"] + ec + ["-keyout", "\(name).key", "-out", "\(name).csr", "-subj", subject], in: directory)
-            try Shell.run(
-                openssl,
-                [
-                    "x509", "-req", "-in", "\(name).csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-                    "-out", "\(name).crt", "-days", "2", "-extfile", "\(name).ext",
-                ], in: directory)
-        }
-        return TestCertificates(directory: directory)
     }
 }

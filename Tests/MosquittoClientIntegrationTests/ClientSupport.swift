@@ -3,6 +3,7 @@ import Foundation
 import Locking
 import Logging
 import MQTTVocabulary
+import TestSupport
 
 @testable import MosquittoClient
 

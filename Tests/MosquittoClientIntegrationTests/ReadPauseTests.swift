@@ -1,5 +1,6 @@
 import Foundation
 import MQTTVocabulary
+import TestSupport
 import Testing
 
 @testable import MosquittoClient
@@ -21,7 +22,7 @@ import Testing
 
     @Test func aStuckConsumerPausesReadingAndLosesNothing() async throws {
         let broker = try Mosquitto()
-        try broker.start()
+        try await broker.start()
         let client = try await S.connectedClient(Self.pausingConfiguration(port: broker.port, id: S.uniqueID("pause"), capacity: 5))
         try await client.subscribe(MQTTSubscription("pause/#", qos: .atLeastOnce))
         let publisher = try await S.connectedClient(S.configuration(port: broker.port, id: S.uniqueID("pub")))
@@ -40,7 +41,7 @@ import Testing
     @Test(arguments: [MQTTProtocolVersion.v311, .v5])
     func aPauseBeyondTheKeepAliveClosesTheConnectionAndTheReconnectWaitsForRoom(version: MQTTProtocolVersion) async throws {
         let broker = try Mosquitto()
-        try broker.start()
+        try await broker.start()
         let client = try await S.connectedClient(
             Self.pausingConfiguration(port: broker.port, id: S.uniqueID("held"), capacity: 5, version: version))
         try await client.subscribe(MQTTSubscription("held/#", qos: .atLeastOnce))

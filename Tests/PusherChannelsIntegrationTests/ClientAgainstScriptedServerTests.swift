@@ -7,6 +7,7 @@ import NIOCore
 import NIOSSL
 import PusherProtocol
 import ServiceLifecycle
+import TestSupport
 import Testing
 
 @testable import PusherChannels

@@ -1,5 +1,6 @@
 import Foundation
 import MQTTVocabulary
+import TestSupport
 import Testing
 
 @testable import MosquittoClient
@@ -11,7 +12,7 @@ import Testing
     @Test(arguments: [MQTTQoS.atMostOnce, .atLeastOnce, .exactlyOnce], [MQTTProtocolVersion.v311, .v5])
     func roundTripAtEachQoS(qos: MQTTQoS, version: MQTTProtocolVersion) async throws {
         let broker = try Mosquitto()
-        try broker.start()
+        try await broker.start()
         let subscriber = try await S.connectedClient(S.configuration(port: broker.port, id: S.uniqueID("sub"), version: version))
         let granted = try await subscriber.subscribe(MQTTSubscription("rt/#", qos: .exactlyOnce))
         #expect(granted == .exactlyOnce)
@@ -31,7 +32,7 @@ import Testing
 
     @Test func sendKeepsManyInFlightAndReportsEachCompletion() async throws {
         let broker = try Mosquitto()
-        try broker.start()
+        try await broker.start()
         var configuration = S.configuration(port: broker.port, id: S.uniqueID("pub"))
         configuration.maxInFlight = 50
         let publisher = try await S.connectedClient(configuration)
@@ -52,7 +53,7 @@ import Testing
 
     @Test func retainedMessageIsSetAndClearedWithAZeroLengthPayload() async throws {
         let broker = try Mosquitto()
-        try broker.start()
+        try await broker.start()
         let publisher = try await S.connectedClient(S.configuration(port: broker.port, id: S.uniqueID("pub")))
         try await publisher.publish(.text("state/lamp", "on", qos: .atLeastOnce, retain: true))
 
@@ -74,7 +75,7 @@ import Testing
 
     @Test func mqtt5PropertiesArrive() async throws {
         let broker = try Mosquitto()
-        try broker.start()
+        try await broker.start()
         let subscriber = try await S.connectedClient(S.configuration(port: broker.port, id: S.uniqueID("sub")))
         try await subscriber.subscribe(MQTTSubscription("props/#"))
         let publisher = try await S.connectedClient(S.configuration(port: broker.port, id: S.uniqueID("pub")))
@@ -102,7 +103,7 @@ import Testing
 
     @Test func noLocalSuppressesOurOwnPublishes() async throws {
         let broker = try Mosquitto()
-        try broker.start()
+        try await broker.start()
         let bridge = try await S.connectedClient(S.configuration(port: broker.port, id: S.uniqueID("bridge")))
         try await bridge.subscribe(MQTTSubscription("echo/#", qos: .atLeastOnce, noLocal: true))
         let other = try await S.connectedClient(S.configuration(port: broker.port, id: S.uniqueID("other")))
@@ -121,7 +122,7 @@ import Testing
 
     @Test func unsubscribeStopsDelivery() async throws {
         let broker = try Mosquitto()
-        try broker.start()
+        try await broker.start()
         let client = try await S.connectedClient(S.configuration(port: broker.port, id: S.uniqueID("c")))
         try await client.subscribe(MQTTSubscription("u/#"))
         try await client.publish(.text("u/1", "one"))
@@ -134,7 +135,7 @@ import Testing
 
     @Test func mqtt5OnlyFeaturesAreRefusedWithMQTT311() async throws {
         let broker = try Mosquitto()
-        try broker.start()
+        try await broker.start()
         let client = try await S.connectedClient(S.configuration(port: broker.port, id: S.uniqueID("v3"), version: .v311))
         var message = MQTTMessage.text("v3/t", "x")
         message.properties.contentType = "text/plain"
@@ -151,7 +152,7 @@ import Testing
 
     @Test func subscriptionsMadeBeforeStartAreSentOnConnectAndRunEndsOnCancel() async throws {
         let broker = try Mosquitto()
-        try broker.start()
+        try await broker.start()
         let client = try MQTTClient(
             configuration: S.configuration(port: broker.port, id: S.uniqueID("early")), logger: S.logger)
         let subscribed = Task { try await client.subscribe(MQTTSubscription("early/#", qos: .atLeastOnce)) }
@@ -167,7 +168,7 @@ import Testing
 
     @Test func repeatedStartAndShutdownLeavesNoConnectionOpen() async throws {
         let broker = try Mosquitto()
-        try broker.start()
+        try await broker.start()
         for round in 0..<20 {
             let client = try await S.connectedClient(S.configuration(port: broker.port, id: S.uniqueID("cycle\(round)")))
             try await client.publish(.text("cycle/\(round)", "x"))
@@ -192,7 +193,7 @@ import Testing
 
     @Test func invalidTopicsAreRefusedWithAClearError() async throws {
         let broker = try Mosquitto()
-        try broker.start()
+        try await broker.start()
         let client = try await S.connectedClient(S.configuration(port: broker.port, id: S.uniqueID("topics")))
         for topic in ["a/+/b", "a/#", ""] {
             do {

@@ -5,6 +5,7 @@ import Locking
 import Logging
 import NIOCore
 import PusherProtocol
+import TestSupport
 import Testing
 
 @testable import PusherChannels

@@ -8,6 +8,7 @@ import NIOWebSocket
 import PusherChannels
 import PusherLocal
 import PusherProtocol
+import TestSupport
 import Testing
 import WSCore
 
@@ -262,18 +263,4 @@ func subscribe(_ socket: TestSocket, socketID: String, channel: String, userID: 
 {
     socket.send(subscribeFrame(socketID: socketID, channel: channel, userID: userID, app: app))
     return try await socket.waitFor("pusher_internal:subscription_succeeded")
-}
-
-/// A `pusher:subscribe` frame with a correct auth string.
-func subscribeFrame(socketID: String, channel: String, userID: String? = nil, app: PusherLocalApp = .demo) -> String {
-    let kind = ChannelName(channel).kind
-    guard kind.requiresAuth else {
-        return "{\"event\":\"pusher:subscribe\",\"data\":{\"channel\":\"\(channel)\"}}"
-    }
-    var channelData: String?
-    if kind == .presence { channelData = "{\"user_id\":\"\(userID ?? "u")\",\"user_info\":{\"name\":\"\(userID ?? "u")\"}}" }
-    let auth = PusherAuth.channelAuth(key: app.key, secret: app.secret, socketID: socketID, channel: channel, channelData: channelData)
-    var data = "{\"channel\":\"\(channel)\",\"auth\":\"\(auth)\""
-    if let channelData { data += ",\"channel_data\":" + jsonQuoted(channelData) }
-    return "{\"event\":\"pusher:subscribe\",\"data\":" + data + "}}"
 }

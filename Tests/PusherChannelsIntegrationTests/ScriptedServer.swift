@@ -10,6 +10,7 @@ import NIOCore
 import NIOPosix
 import NIOSSL
 import NIOWebSocket
+import TestSupport
 import Testing
 
 @testable import PusherChannels
@@ -122,11 +123,6 @@ struct TestCertificates {
             privateKey: .privateKey(try NIOSSLPrivateKey(file: keyFile, format: .pem))
         )
     }
-}
-
-struct TestFailure: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
 }
 
 /// Runs a WebSocket server on 127.0.0.1 (a free port) whose every connection is played by

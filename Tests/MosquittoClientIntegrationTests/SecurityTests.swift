@@ -1,5 +1,6 @@
 import Foundation
 import MQTTVocabulary
+import TestSupport
 import Testing
 
 @testable import MosquittoClient
@@ -14,13 +15,13 @@ import Testing
         return try TestCertificates.make(in: directory)
     }
 
-    func tlsBroker(_ certificates: TestCertificates, mutual: Bool) throws -> Mosquitto {
+    func tlsBroker(_ certificates: TestCertificates, mutual: Bool) async throws -> Mosquitto {
         let broker = try Mosquitto(
             .init(
                 tls: .init(
                     caFile: certificates.caFile, certificateFile: certificates.serverCertificate,
                     keyFile: certificates.serverKey, requireClientCertificate: mutual)))
-        try broker.start()
+        try await broker.start()
         return broker
     }
 
@@ -37,7 +38,7 @@ import Testing
     @Test func tlsWithTheTestCA() async throws {
         let certificates = try Self.certificates()
         defer { try? FileManager.default.removeItem(atPath: certificates.directory) }
-        let broker = try tlsBroker(certificates, mutual: false)
+        let broker = try await tlsBroker(certificates, mutual: false)
         var configuration = S.configuration(port: broker.port, id: S.uniqueID("tls"))
         configuration.tls = MQTTTLSConfiguration(caFile: certificates.caFile)
         let client = try await S.connectedClient(configuration)
@@ -50,7 +51,7 @@ import Testing
     @Test func mutualTLS() async throws {
         let certificates = try Self.certificates()
         defer { try? FileManager.default.removeItem(atPath: certificates.directory) }
-        let broker = try tlsBroker(certificates, mutual: true)
+        let broker = try await tlsBroker(certificates, mutual: true)
 
         var withCertificate = S.configuration(port: broker.port, id: S.uniqueID("mtls"))
         withCertificate.tls = MQTTTLSConfiguration(
@@ -71,7 +72,7 @@ import Testing
     @Test func aWrongCAFailsWithAClearTLSError() async throws {
         let certificates = try Self.certificates()
         defer { try? FileManager.default.removeItem(atPath: certificates.directory) }
-        let broker = try tlsBroker(certificates, mutual: false)
+        let broker = try await tlsBroker(certificates, mutual: false)
         var configuration = S.configuration(port: broker.port, id: S.uniqueID("wrong-ca"))
         configuration.tls = MQTTTLSConfiguration(caFile: certificates.otherCAFile)
         let client = try MQTTClient(configuration: configuration, logger: S.logger)
@@ -85,7 +86,7 @@ import Testing
 
     @Test func wrongCredentialsOnMQTT5AreAClearErrorThenRecover() async throws {
         let broker = try Mosquitto(.init(allowAnonymous: false, users: ["bridge": "the-right-one"]))
-        try broker.start()
+        try await broker.start()
         var configuration = S.configuration(port: broker.port, id: S.uniqueID("creds"))
         configuration.username = "bridge"
         configuration.password = "not-the-right-one"
@@ -101,7 +102,7 @@ import Testing
         #expect(client.state != .stopped(error: nil))
 
         try broker.setUsers(["bridge": "not-the-right-one"])
-        try broker.restart()
+        try await broker.restart()
         try await S.waitUntil("recovered after the broker accepts", timeout: .seconds(10)) {
             if case .connected = client.state { return true }
             return false
@@ -112,7 +113,7 @@ import Testing
 
     @Test func wrongCredentialsOnMQTT311AreRefusedToo() async throws {
         let broker = try Mosquitto(.init(allowAnonymous: false, users: ["bridge": "secret"]))
-        try broker.start()
+        try await broker.start()
         var configuration = S.configuration(port: broker.port, id: S.uniqueID("creds3"), version: .v311)
         configuration.username = "bridge"
         configuration.password = "wrong"

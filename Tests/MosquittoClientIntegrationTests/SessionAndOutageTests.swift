@@ -1,6 +1,7 @@
 import Backoff
 import Foundation
 import MQTTVocabulary
+import TestSupport
 import Testing
 
 @testable import MosquittoClient
@@ -12,7 +13,7 @@ import Testing
     @Test(arguments: [MQTTProtocolVersion.v311, .v5])
     func persistentSessionReceivesWhatWasPublishedWhileOffline(version: MQTTProtocolVersion) async throws {
         let broker = try Mosquitto()
-        try broker.start()
+        try await broker.start()
         let id = S.uniqueID("persistent")
         let first = try await S.connectedClient(S.configuration(port: broker.port, id: id, version: version, cleanSession: false))
         try await first.subscribe(MQTTSubscription("offline/#", qos: .atLeastOnce))
@@ -32,9 +33,9 @@ import Testing
 
     @Test func stateChangesAreObservableInOrder() async throws {
         let broker = try Mosquitto()
-        try broker.start()
+        try await broker.start()
         let client = try await S.connectedClient(S.configuration(port: broker.port, id: S.uniqueID("states")))
-        broker.stop()
+        await broker.stop()
         try await S.waitUntil("disconnected") {
             if case .disconnected = client.state { return true }
             return false
@@ -56,11 +57,11 @@ import Testing
 
     @Test func cleanSessionHasNoSessionAndResubscribesByItself() async throws {
         let broker = try Mosquitto()
-        try broker.start()
+        try await broker.start()
         let client = try await S.connectedClient(S.configuration(port: broker.port, id: S.uniqueID("clean")))
         #expect(client.state == .connected(sessionPresent: false))
         try await client.subscribe(MQTTSubscription("resub/#"))
-        try broker.restart()  // no persistence: the broker forgets the subscription
+        try await broker.restart()  // no persistence: the broker forgets the subscription
         try await S.waitUntil("reconnected", timeout: .seconds(10)) {
             client.state == .connected(sessionPresent: false)
         }
@@ -75,7 +76,7 @@ import Testing
 
     @Test func everyQoS1PublishMadeDuringABrokerOutageArrivesAfterwards() async throws {
         let broker = try Mosquitto(.init(persistence: true))
-        try broker.start()
+        try await broker.start()
         let subscriber = try await S.connectedClient(
             S.configuration(port: broker.port, id: S.uniqueID("sub"), cleanSession: false))
         try await subscriber.subscribe(MQTTSubscription("outage/#", qos: .atLeastOnce))
@@ -83,14 +84,14 @@ import Testing
 
         var ids: [MQTTPublishID] = []
         for n in 0..<50 { ids.append(try await publisher.send(.text("outage/\(n % 5)", "\(n)"))) }
-        broker.stop()  // some of the first 50 may still be unacknowledged here
+        await broker.stop()  // some of the first 50 may still be unacknowledged here
         try await S.waitUntil("publisher noticed the outage") {
             if case .disconnected = publisher.state { return true }
             return false
         }
         for n in 50..<100 { ids.append(try await publisher.send(.text("outage/\(n % 5)", "\(n)"))) }
         #expect(publisher.inFlightCount >= 50)
-        try broker.start()
+        try await broker.start()
 
         var completed: Set<MQTTPublishID> = []
         var failures: [MQTTError] = []
@@ -111,7 +112,7 @@ import Testing
 
     @Test func lastWillIsDeliveredWhenTheConnectionDiesUncleanlyOnly() async throws {
         let broker = try Mosquitto()
-        try broker.start()
+        try await broker.start()
         let watcher = try await S.connectedClient(S.configuration(port: broker.port, id: S.uniqueID("watch")))
         try await watcher.subscribe(MQTTSubscription("status/#"))
 
@@ -161,7 +162,7 @@ import Testing
         #expect(client.inFlightCount == 3)
 
         let subscriberBroker = broker
-        try subscriberBroker.start()
+        try await subscriberBroker.start()
         ids.append(try await waiting.value)
         var completed: [MQTTPublishID] = []
         for await completion in client.completions {
@@ -216,7 +217,7 @@ import Testing
 
     @Test func aSlowConsumerIsWaitedForNotDropped() async throws {
         let broker = try Mosquitto()
-        try broker.start()
+        try await broker.start()
         var configuration = S.configuration(port: broker.port, id: S.uniqueID("slow"))
         configuration.messageBufferSize = 10
         configuration.backpressureTimeout = .seconds(3)
@@ -235,7 +236,7 @@ import Testing
 
     @Test func aStuckConsumerLosesMessagesCountedAfterTheTimeout() async throws {
         let broker = try Mosquitto()
-        try broker.start()
+        try await broker.start()
         var configuration = S.configuration(port: broker.port, id: S.uniqueID("stuck"))
         configuration.messageBufferSize = 5
         configuration.backpressureTimeout = .milliseconds(50)

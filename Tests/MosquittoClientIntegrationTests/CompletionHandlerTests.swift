@@ -1,5 +1,6 @@
 import Locking
 import MQTTVocabulary
+import TestSupport
 import Testing
 
 @testable import MosquittoClient
@@ -12,7 +13,7 @@ import Testing
     @Test(arguments: [MQTTQoS.atMostOnce, .atLeastOnce])
     func everyOutcomeReachesTheHandlerOnceAndInOrder(qos: MQTTQoS) async throws {
         let broker = try Mosquitto()
-        try broker.start()
+        try await broker.start()
         var configuration = S.configuration(port: broker.port, id: S.uniqueID("pub"))
         configuration.maxInFlight = 20
         let publisher = try await S.connectedClient(configuration)
@@ -60,7 +61,7 @@ import Testing
     /// a publish without properties in between, are sent as they are.
     @Test func eachPublishCarriesItsOwnPropertiesWhenTheListIsReused() async throws {
         let broker = try Mosquitto()
-        try broker.start()
+        try await broker.start()
         let subscriber = try await S.connectedClient(S.configuration(port: broker.port, id: S.uniqueID("sub")))
         try await subscriber.subscribe(MQTTSubscription("reuse/#", qos: .atLeastOnce))
         let publisher = try await S.connectedClient(S.configuration(port: broker.port, id: S.uniqueID("pub")))
