@@ -32,8 +32,8 @@ extension BridgeRuntime {
     /// supervisor do what is due. One sleeper at a time; no polling.
     func runTimer() async {
         var wakes = timerWake.stream.makeAsyncIterator()
-        var sleeper: Task<Void, Never>?
-        defer { sleeper?.cancel() }
+        var sleeper: (deadline: ContinuousClock.Instant, task: Task<Void, Never>)?
+        defer { sleeper?.task.cancel() }
         while !Task.isCancelled {
             let now = ContinuousClock.now
             let deadline = decisions.withLock { $0.supervisor.nextDeadline }
@@ -41,17 +41,25 @@ extension BridgeRuntime {
                 perform { $0.tick($1) }
                 continue
             }
-            sleeper?.cancel()
-            sleeper = deadline.map { deadline in
-                Task { [wake = timerWake.continuation] in
-                    guard (try? await Task.sleep(until: deadline, tolerance: .milliseconds(1))) != nil else { return }
-                    wake.yield()
-                }
+            // The sleeper of an unchanged deadline goes on sleeping; another deadline gets a new one.
+            if sleeper?.deadline != deadline {
+                sleeper?.task.cancel()
+                sleeper = deadline.map { deadline in (deadline, wakeTimer(at: deadline)) }
             }
             guard await wakes.next() != nil else { return }
         }
     }
 
+    /// A task that wakes the timer at `deadline` (unless cancelled first).
+    private func wakeTimer(at deadline: ContinuousClock.Instant) -> Task<Void, Never> {
+        Task { [wake = timerWake.continuation] in
+            guard (try? await Task.sleep(until: deadline, tolerance: .milliseconds(1))) != nil else { return }
+            wake.yield()
+        }
+    }
+}
+
+extension BridgeRuntime {
     /// Carries out the supervisor's actions in order.
     func execute(_ actions: [SupervisorAction]) {
         for action in actions {
