@@ -1,4 +1,5 @@
 import BridgeCore
+import Locking
 import PusherChannels
 import Testing
 
@@ -9,9 +10,20 @@ import Testing
 struct PusherDeliveryPauseTests {
     let t0 = ContinuousClock.now
 
+    /// A pause on the runtime's one lock, as a bridge has it (the decisions are the supervisor's).
+    static func makePause() throws -> PusherDeliveryPause {
+        let settings = try #require(
+            ConfigLoader.parse(
+                DiscoveryRuntimeTests.config, file: "b.conf",
+                environment: .init(variables: [:], readFile: { _ in nil }, fileExists: { _ in false })
+            ).bridges.first)
+        let supervisor = BridgeSupervisor(settings: settings, incarnation: "0", startedAt: 0)
+        return PusherDeliveryPause(decisions: Locked(RuntimeDecisions(supervisor: supervisor)))
+    }
+
     @Test("the first refusal pauses, later ones only update the reason; the first acceptance resumes, later ones change nothing")
-    func transitions() {
-        let pause = PusherDeliveryPause()
+    func transitions() throws {
+        let pause = try Self.makePause()
         #expect(pause.reason == nil)
         #expect(pause.accepted(now: t0) == .none)
         #expect(pause.refused(reason: "403: over quota", now: t0) == .paused)
@@ -23,16 +35,16 @@ struct PusherDeliveryPauseTests {
     }
 
     @Test("a lane does not wait while delivery runs")
-    func noWaitWhenRunning() async {
-        let pause = PusherDeliveryPause()
+    func noWaitWhenRunning() async throws {
+        let pause = try Self.makePause()
         let start = ContinuousClock.now
         await pause.waitWhilePaused(upTo: .seconds(3600))
         #expect(ContinuousClock.now - start < .seconds(120))
     }
 
     @Test("a waiting lane is woken by another lane's accepted batch long before the cap")
-    func resumeWakesWaitingLanes() async {
-        let pause = PusherDeliveryPause(checkInterval: .milliseconds(10))
+    func resumeWakesWaitingLanes() async throws {
+        let pause = try Self.makePause()
         _ = pause.refused(reason: "403", now: .now)
         let start = ContinuousClock.now
         // A cap of an hour: only the resume can end the wait within the bound, even on a machine
@@ -45,8 +57,8 @@ struct PusherDeliveryPauseTests {
     }
 
     @Test("a waiting lane tries again at the cap when nothing resumes, or when the bridge stops")
-    func capAndStopEndTheWait() async {
-        let pause = PusherDeliveryPause(checkInterval: .milliseconds(10))
+    func capAndStopEndTheWait() async throws {
+        let pause = try Self.makePause()
         _ = pause.refused(reason: "403", now: .now)
         let start = ContinuousClock.now
         await pause.waitWhilePaused(upTo: .milliseconds(100))
@@ -56,6 +68,23 @@ struct PusherDeliveryPauseTests {
         let stopStart = ContinuousClock.now
         await pause.waitWhilePaused(upTo: .seconds(3600), stop: { true })
         #expect(ContinuousClock.now - stopStart < .seconds(120))
+        #expect(pause.reason == "403", "the wait ends, the pause stays")
+    }
+
+    @Test("a stopping bridge wakes its waiting lanes at once, and no lane waits after that")
+    func stoppingWakesWaitingLanes() async throws {
+        let pause = try Self.makePause()
+        _ = pause.refused(reason: "403", now: .now)
+        let start = ContinuousClock.now
+        // A cap of an hour: only the wake-up can end the wait within the bound.
+        async let waited: Void = pause.waitWhilePaused(upTo: .seconds(3600))
+        try? await Task.sleep(for: .milliseconds(50))
+        pause.wakeAll()
+        await waited
+        #expect(ContinuousClock.now - start < .seconds(120))
+        let after = ContinuousClock.now
+        await pause.waitWhilePaused(upTo: .seconds(3600))
+        #expect(ContinuousClock.now - after < .seconds(120))
         #expect(pause.reason == "403", "the wait ends, the pause stays")
     }
 

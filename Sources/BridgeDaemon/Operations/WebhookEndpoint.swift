@@ -39,7 +39,7 @@ struct WebhookEndpoint: Service {
             } catch {
                 return Self.reply(runtime.webhookTooLarge())
             }
-            let reply = runtime.webhookRequest(
+            let reply = await runtime.webhookRequest(
                 body: Array(buffer: body), key: request.headers[Self.keyHeader], signature: request.headers[Self.signatureHeader])
             return Self.reply(reply)
         }

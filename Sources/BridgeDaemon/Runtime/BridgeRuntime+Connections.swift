@@ -25,14 +25,13 @@ extension BridgeRuntime {
                 if let error { logger.error("MQTT gave up", metadata: ["error": "\(error)"]) }
             }
             mqttUp.set(open: connected)
-            let now = ContinuousClock.now
-            let receivedAt = UTCTimestamp.now().millisecondsSince1970
-            let actions = machine.withLock {
-                $0.mqttConnectionChanged(to: description, connected: connected, now: now, receivedAtMillis: receivedAt)
+            let waiting = decisions.withLock { state in
+                state.mqttStates &+= 1
+                return state.mqttStateWaiters.removeAll()
             }
+            for publisher in waiting { publisher.resume() }
             if connected { logger.info("mqtt connected", metadata: ["mqtt.session_present": "\(sessionPresent)"]) }
-            execute(actions)
-            clusterMQTTConnectionChanged(connected: connected)
+            perform { $0.mqttConnectionChanged(to: description, connected: connected, $1) }
         }
     }
 
@@ -68,11 +67,13 @@ extension BridgeRuntime {
         }
     }
 
-    /// Spool syncs (about once a second), gauges, and the heartbeat the watchdog checks.
+    /// Spool syncs (about once a second, at the supervisor's deadline), gauges, and the heartbeat
+    /// the watchdog checks.
     func housekeeping() async {
         while !Task.isCancelled {
             let now = ContinuousClock.now
-            machine.withLock { $0.heartbeat(now: now) }
+            // The watchdog's heartbeat; the supervisor says when the next round is due (about a second).
+            let next = decisions.withLock { $0.supervisor.housekept(now: now) }
             await toMQTT.sync()
             await toPusher.sync()
             // A degraded spool counts as a spool error each second (docs/contract.md §7.6).
@@ -80,38 +81,15 @@ extension BridgeRuntime {
                 metrics.errors(bridge: name, kind: "spool").increment()
             }
             // What a `throttle` holds waits in the bridge too (the identity of docs/contract.md §7.6).
-            let held = machine.withLock { ($0.heldMessages(.pusherToMQTT), $0.heldMessages(.mqttToPusher)) }
+            let held = withBridge { ($0.heldMessages(.pusherToMQTT), $0.heldMessages(.mqttToPusher)) }
             metrics.buffered(bridge: name, direction: .pusherToMQTT).record(toMQTT.pending + held.0)
             metrics.buffered(bridge: name, direction: .mqttToPusher).record(toPusher.pending + held.1)
             metrics.spoolDegraded(bridge: name, direction: .pusherToMQTT).record(toMQTT.spoolDegraded ? 1 : 0)
             metrics.spoolDegraded(bridge: name, direction: .mqttToPusher).record(toPusher.spoolDegraded ? 1 : 0)
-            for (rule, count) in machine.withLock({ $0.shapingTargetCounts }) {
+            for (rule, count) in withBridge({ $0.shapingTargetCounts }) {
                 metrics.throttleTargets(bridge: name, rule: rule).record(count)
             }
-            try? await Task.sleep(for: .seconds(1))
-        }
-    }
-
-    /// Releases what `throttle` holds at the end of each interval (docs/contract.md §7.3). Sleeps
-    /// until the next deadline, but never longer than the shortest `throttle` while something is
-    /// held (a message held meanwhile by a faster rule is never due sooner than that); with
-    /// nothing held it waits for ``shapingWake``.
-    func releaseThrottled() async {
-        var wakes = shapingWake.stream.makeAsyncIterator()
-        while !Task.isCancelled {
-            let (deadline, shortest) = machine.withLock { ($0.nextShapingDeadline, $0.shortestThrottle) }
-            guard let deadline, let shortest else {
-                guard await wakes.next() != nil else { return }
-                continue
-            }
-            let now = ContinuousClock.now
-            if deadline > now {
-                try? await Task.sleep(until: min(deadline, now + shortest), tolerance: .milliseconds(1))
-                continue
-            }
-            var actions: [Action] = []
-            machine.withLock { $0.shapingTimerFired(now: now, into: &actions) }
-            execute(actions)
+            try? await Task.sleep(until: next)
         }
     }
 }

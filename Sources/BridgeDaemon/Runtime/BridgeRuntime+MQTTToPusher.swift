@@ -31,7 +31,7 @@ extension BridgeRuntime {
                 await toPusher.waitForRoom(messages: burst.count, bytes: burst.reduce(0) { $0 + $1.payload.count })
             }
             let now = ContinuousClock.now
-            machine.withLock { machine in
+            withBridge { machine in
                 for message in burst {
                     machine.mqttMessageReceived(
                         topic: message.topic, payload: message.payload, qos: Int(message.qos.rawValue), retain: message.retain,
@@ -73,6 +73,8 @@ extension BridgeRuntime {
                 _ = await queue.push(batch.lazy.map { (element: $0, channel: $0.item.event.channel) })
             }
             queue.finish()
+            // Lanes held by a 403 pause look again: stopping, they keep their batch for the next start.
+            pusherPause.wakeAll()
         }
     }
 
@@ -86,7 +88,7 @@ extension BridgeRuntime {
     private func deliver(_ queue: LaneQueue<OutboxEntry<OutgoingPusher>>) async {
         var delivery = PusherBatchDelivery(policy: connection.reconnect)
         let pause = pusherPause
-        let stopping = { self.machine.withLock { $0.isStopping } && queue.isFinished }
+        let stopping = { self.withBridge { $0.isStopping } && queue.isFinished }
         while true {
             let taken = await queue.pop(max: PusherLimits.batchSize)
             let batch = taken.elements
@@ -147,7 +149,7 @@ extension BridgeRuntime {
         var actions: [Action] = []
         // An entry the overflow policy dropped while in flight was counted `dropped` already.
         let pending = batch.filter { toPusher.acknowledge($0) }
-        machine.withLock { machine in
+        withBridge { machine in
             for entry in pending {
                 let event = entry.item.event
                 let letter = DeadLetter(

@@ -33,31 +33,36 @@ extension BridgeRuntime {
         }
     }
 
-    /// Events, in order: seen by discovery, then routed under one lock of the machine.
+    /// Events, in order, under one lock of the supervisor: seen by discovery (any event keeps its
+    /// channel from idling), then routed by the bridge machine; `pusher:subscription_count`
+    /// events carry a count for discovery.
     private func routeEvents(_ updates: ArraySlice<PusherUpdate>, into actions: inout [Action]) {
-        for update in updates { discoveryObserved(update) }
         let receivedAt = UTCTimestamp.now()
-        let now = ContinuousClock.now
-        machine.withLock { machine in
+        let now = BridgeSupervisor.Now(.now, millis: receivedAt.millisecondsSince1970)
+        var counted: [SupervisorAction] = []
+        decisions.withLock { state in
             for update in updates {
                 guard case .event(let event) = update, let channel = event.channel else { continue }
-                machine.pusherEventReceived(
+                let count = event.name == "pusher:subscription_count" ? Self.subscriptionCount(event.data) : nil
+                counted += state.supervisor.pusherEventSeen(on: channel, subscriptionCount: count, now)
+                state.supervisor.bridge.pusherEventReceived(
                     channel: channel, event: event.name, data: event.data ?? "", userID: event.userID,
-                    receivedAt: receivedAt, now: now, into: &actions)
+                    receivedAt: receivedAt, now: now.instant, into: &actions)
             }
         }
+        guard !counted.isEmpty else { return }
+        execute(counted)
+        timerWake.continuation.yield()
     }
 
     /// Any update but an event.
     private func handleUpdate(_ update: PusherUpdate, into actions: inout [Action]) {
-        discoveryObserved(update)
-        clusterObserved(update)
         switch update {
         case .event:
             routeEvents([update], into: &actions)
         case .presence(let change):
             let receivedAt = UTCTimestamp.now().millisecondsSince1970
-            machine.withLock { machine in
+            withBridge { machine in
                 switch change {
                 case .subscriptionSucceeded(let channel, let members, _):
                     let list = members.map { PresenceMember(userID: $0.userID, infoJSON: $0.userInfo) }
@@ -70,17 +75,18 @@ extension BridgeRuntime {
                 }
             }
         case .subscriptionSucceeded(let channel):
+            perform { $0.pusherSubscriptionSucceeded(channel, $1) }
             logger.debug("subscribed", metadata: ["pusher.channel": "\(channel)"])
         case .subscriptionFailed(let channel, let error):
+            perform { $0.pusherSubscriptionFailed(channel, $1) }
             metrics.errors(bridge: name, kind: "subscription").increment()
             logger.error("subscription failed", metadata: ["pusher.channel": "\(channel)", "error": "\(error)"])
         case .connectionStateChanged(let change):
             let connected = change.current == .connected
-            let receivedAt = UTCTimestamp.now().millisecondsSince1970
-            actions += machine.withLock {
+            perform {
                 $0.pusherConnectionChanged(
                     to: change.current.rawValue, connected: connected, wasConnected: change.previous == .connected,
-                    receivedAtMillis: receivedAt)
+                    socketID: change.socketID, $1)
             }
             if connected {
                 logger.info("pusher connected", metadata: ["pusher.socket_id": "\(change.socketID ?? "")"])
@@ -116,7 +122,8 @@ extension BridgeRuntime {
                 publishes.append(OutgoingMQTT(publish: publish, receivedAtMillis: receivedAt))
             case .received, .count:
                 execute(action)
-            default:
+            case .enqueueToPusher, .logDeadLetter, .logDropped, .connectionChanged, .publishStatus, .subscribeChannel,
+                .unsubscribeChannel, .subscribeTopicFilter, .unsubscribeTopicFilter, .shapingHeld, .shapingTargetsFull:
                 flush()
                 execute(action)
             }
@@ -140,11 +147,11 @@ extension BridgeRuntime {
                     retain: publish.retain, properties: properties)
                 if !v5 {
                     let now = ContinuousClock.now
-                    machine.withLock { $0.publishing(topic: publish.topic, payload: publish.payload, now: now) }
+                    withBridge { $0.publishing(topic: publish.topic, payload: publish.payload, now: now) }
                 }
                 switch await send(message, topic: publish.topic) {
                 case .sent(let id):
-                    if let early = correlation.withLock({ $0.sent(entry, id: id) }) { complete(entry, with: early) }
+                    if let early = decisions.withLock({ $0.correlation.sent(entry, id: id) }) { complete(entry, with: early) }
                 case .refused:
                     continue
                 case .shutDown:
@@ -166,12 +173,13 @@ extension BridgeRuntime {
     /// lost): it waits for the connection and goes again, in order.
     private func send(_ message: MQTTMessage, topic: String) async -> SendResult {
         while !Task.isCancelled {
+            let states = decisions.withLock { $0.mqttStates }
             do {
                 return .sent(try await handOver(message))
             } catch let error as MQTTError where error.kind == .notConnected {
                 if mqttUp.isOpen {
-                    // The state stream has not told us of the disconnect yet: give it a moment.
-                    try? await Task.sleep(for: .milliseconds(10))
+                    // The state stream has not told us of the disconnect yet: wait for its next state.
+                    await nextMQTTState(after: states)
                 } else {
                     await mqttUp.waitUntilOpen()
                 }
@@ -184,6 +192,24 @@ extension BridgeRuntime {
             }
         }
         return .shutDown
+    }
+
+    /// Returns once the state watcher has taken in an MQTT state after the `seen`-th (at once if it
+    /// has), or the task is cancelled.
+    private func nextMQTTState(after seen: UInt64) async {
+        let id = decisions.withLock { $0.mqttStateWaiters.ticket() }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let waiting = decisions.withLock { state in
+                    guard state.mqttStates == seen, !Task.isCancelled else { return false }
+                    state.mqttStateWaiters.add(id, continuation)
+                    return true
+                }
+                if !waiting { continuation.resume() }
+            }
+        } onCancel: {
+            decisions.withLock { $0.mqttStateWaiters.remove(id) }?.resume()
+        }
     }
 
     /// Takes the client's publish outcomes: in batches on its network thread (no task wake-up per
@@ -210,8 +236,8 @@ extension BridgeRuntime {
     /// Outcomes of publishes from the outbox, in order: paired with their entries under one lock,
     /// the delivered ones acknowledged in the outbox under one lock.
     func completed(_ completions: [MQTTPublishCompletion]) {
-        let pairs = correlation.withLock { correlation in
-            completions.compactMap { completion in correlation.completed(completion.id, with: completion).map { ($0, completion) } }
+        let pairs = decisions.withLock { state in
+            completions.compactMap { completion in state.correlation.completed(completion.id, with: completion).map { ($0, completion) } }
         }
         complete(pairs)
     }

@@ -7,18 +7,18 @@ import MosquittoClient
 /// (reason 0x8E, or connections lost right after their CONNACK again and again, which is all
 /// mosquitto 2.0.11 shows); this reports it — an error line naming the client id,
 /// `errors_total{kind="mqtt_session_takeover"}`, `/readyz` — and in a cluster the member that
-/// recognised it first gives way (``clusterSessionTakenOver()``).
+/// recognised it first gives way (``BridgeSupervisor/sessionTakenOver(_:)``).
 extension BridgeRuntime {
     /// The MQTT client reported CONNACK.
     func mqttSessionConnected() {
         let now = ContinuousClock.now
-        sessionTakeover.withLock { $0.connected(now: now) }
+        decisions.withLock { $0.sessionTakeover.connected(now: now) }
     }
 
     /// The MQTT client reported `.disconnected` with `error` (a lost connection or a failed attempt).
     func mqttSessionDisconnected(_ error: MQTTError) {
         let now = ContinuousClock.now
-        let decision = sessionTakeover.withLock { $0.disconnected(reasonCode: error.code, now: now) }
+        let decision = decisions.withLock { $0.sessionTakeover.disconnected(reasonCode: error.code, now: now) }
         let cause: String
         switch decision {
         case .none:
@@ -32,7 +32,8 @@ extension BridgeRuntime {
         logger.error(
             "mqtt: \(Self.sessionTakeoverProblem(clientID: connection.effectiveMQTTClientID))",
             metadata: ["mqtt.client_id": "\(connection.effectiveMQTTClientID)", "reason": "\(cause)"])
-        clusterSessionTakenOver()
+        // In a cluster the member that recognised it first gives way.
+        perform { $0.sessionTakenOver($1) }
     }
 
     /// Why `/readyz` fails while another process seems to take the session over, nil otherwise.
@@ -40,7 +41,7 @@ extension BridgeRuntime {
     var sessionTakeoverProblem: String? {
         guard cluster == nil else { return nil }
         let now = ContinuousClock.now
-        guard sessionTakeover.withLock({ $0.isSuspected(now: now) }) else { return nil }
+        guard decisions.withLock({ $0.sessionTakeover.isSuspected(now: now) }) else { return nil }
         return Self.sessionTakeoverProblem(clientID: connection.effectiveMQTTClientID)
     }
 

@@ -2,18 +2,6 @@ import BridgeCore
 import Logging
 import PusherProtocol
 
-/// What became of a request under the receiver's lock.
-private enum WebhookHandling {
-    /// Refused (413, 401, 400): nothing to store.
-    case refused(WebhookRefusal)
-    /// A repeat within the dedupe window: nothing to store.
-    case duplicate
-    /// Accepted, but the outbox could not take it (503).
-    case unavailable(String)
-    /// Accepted and in the outbox.
-    case stored(WebhookAcceptance)
-}
-
 /// What the webhook listener answers to one request.
 struct WebhookReply: Sendable, Equatable {
     /// The HTTP status.
@@ -31,49 +19,56 @@ struct WebhookReply: Sendable, Equatable {
 /// that retry through): with `persist = false` while MQTT is disconnected (memory-only messages
 /// during a broker outage are safer at Pusher), when the outbox would drop something for lack of
 /// room (`drop-newest`), when the spool is degraded, and while the bridge is stopping.
+///
+/// The decisions are the supervisor's (BridgeCore's ``BridgeSupervisor``); no lock is held across
+/// the outbox: an accepted request waits for its turn (requests reach the outbox in the order they
+/// were decided, so a retained `count` does not go back in time), appends, and hands the turn on.
 extension BridgeRuntime {
     /// Whether this bridge takes webhooks (`[bridge.webhooks]` is set).
-    var takesWebhooks: Bool { webhooks.withLock { $0 != nil } }
+    var takesWebhooks: Bool { decisions.withLock { $0.supervisor.takesWebhooks } }
 
     /// Handles one request whose body was read in full (at most 1 MiB).
-    ///
-    /// Checking, translating and appending to the outbox happen under the receiver's lock, so
-    /// that concurrent requests reach the outbox in the order their counts were computed (a
-    /// retained `count` must not go back in time).
-    func webhookRequest(body: [UInt8], key: String?, signature: String?) -> WebhookReply {
+    func webhookRequest(body: [UInt8], key: String?, signature: String?) async -> WebhookReply {
         let now = ContinuousClock.now
-        let handled: WebhookHandling? = webhooks.withLock { receiver in
-            guard let decision = receiver?.requestReceived(body: body, key: key, signature: signature, now: now) else { return nil }
-            let acceptance: WebhookAcceptance
-            switch decision {
-            case .refused(let refusal): return .refused(refusal)
-            case .duplicate: return .duplicate
-            case .accepted(let accepted): acceptance = accepted
-            }
-            if let reason = storeWebhookPublishes(acceptance.publishes) {
-                receiver?.requestUnavailable(acceptance.digest)
-                return .unavailable(reason)
-            }
-            return .stored(acceptance)
-        }
-        switch handled {
-        case nil:
+        switch decisions.withLock({ $0.supervisor.webhookRequestReceived(body: body, key: key, signature: signature, now: now) }) {
+        case .notEnabled:
             return WebhookReply(status: 404, text: "webhooks are not enabled for this bridge\n")
         case .refused(let refusal):
             return webhookRefused(refusal.outcome, reason: refusal.reason, now: now)
         case .duplicate:
             metrics.webhooks(bridge: name, outcome: .duplicate).increment()
             return WebhookReply(status: 200, text: "duplicate: already published\n")
-        case .unavailable(let reason):
-            return webhookRefused(.unavailable, reason: reason, now: now)
-        case .stored(let acceptance):
+        case .accepted(let acceptance, let ticket):
+            await waitForWebhookTurn(ticket)
+            let unavailable = storeWebhookPublishes(acceptance.publishes)
+            let done = Self.supervisorNow
+            let (next, actions) = decisions.withLock { state in
+                let (next, actions) = state.supervisor.webhookTurnDone(stored: acceptance, unavailable: unavailable != nil, done)
+                return (state.webhookTurns.removeValue(forKey: next), actions)
+            }
+            next?.resume()
+            if let reason = unavailable { return webhookRefused(.unavailable, reason: reason, now: now) }
             metrics.webhooks(bridge: name, outcome: .accepted).increment()
             for (outcome, count) in acceptance.skipped { metrics.webhooks(bridge: name, outcome: outcome).increment(by: count) }
             if let unknown = acceptance.skipped[.unknownEvent] {
                 logger.debug("webhook events with unknown names skipped", metadata: ["events": "\(unknown)"])
             }
-            webhookEventsAccepted(acceptance.events, timeMillis: acceptance.timeMillis)
+            // Channel discovery (docs/contract.md §7.1) reacts to `channel_occupied` and `subscription_count`.
+            execute(actions)
+            if !actions.isEmpty { timerWake.continuation.yield() }
             return WebhookReply(status: 200, text: "ok\n")
+        }
+    }
+
+    /// Returns once it is `ticket`'s turn to append to the outbox (the request before it is done).
+    private func waitForWebhookTurn(_ ticket: UInt64) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now = decisions.withLock { state in
+                guard !state.supervisor.isWebhookTurn(ticket) else { return true }
+                state.webhookTurns[ticket] = continuation
+                return false
+            }
+            if now { continuation.resume() }
         }
     }
 
@@ -105,8 +100,7 @@ extension BridgeRuntime {
     /// Counts a refusal and logs it, at most 10 lines a minute per bridge.
     private func webhookRefused(_ outcome: WebhookOutcome, reason: String, now: ContinuousClock.Instant) -> WebhookReply {
         metrics.webhooks(bridge: name, outcome: outcome).increment()
-        let (allowed, suppressed) = webhookRefusalLog.withLock { $0.allow(now: now) }
-        if allowed {
+        if let suppressed = decisions.withLock({ $0.supervisor.webhookRefused(now: now) }) {
             logger.warning(
                 "webhook refused",
                 metadata: [
@@ -115,39 +109,5 @@ extension BridgeRuntime {
                 ])
         }
         return WebhookReply(status: outcome.httpStatus, text: "\(outcome.rawValue): \(reason)\n")
-    }
-
-    /// `[bridge.webhooks]` after a reload: enabled, changed (members known so far are kept) or removed.
-    func webhookSettingsChanged(_ settings: BridgeSettings) {
-        webhooks.withLock { receiver in
-            guard let new = settings.webhooks else {
-                receiver = nil
-                return
-            }
-            if receiver != nil {
-                receiver?.settingsChanged(to: new)
-            } else {
-                receiver = WebhookReceiver(settings: settings)
-            }
-        }
-    }
-
-    /// Called once a request was accepted and its publishes are in the outbox.
-    /// Channel discovery (docs/contract.md §7.1) reacts to `channel_occupied` (join, poll the
-    /// prefix at once) and `subscription_count` (leave when only the bridge is left), each count
-    /// dated by the request's `time_ms` (`timeMillis`).
-    func webhookEventsAccepted(_ events: [PusherWebhookEvent], timeMillis: Int64?) {
-        let nowMillis = UTCTimestamp.now().millisecondsSince1970
-        let asOf = ChannelDiscovery.webhookCountAsOf(timeMillis: timeMillis, nowMillis: nowMillis, now: .now)
-        for event in events {
-            switch event.kind {
-            case .channelOccupied:
-                discoveryChannelOccupied(event.channel)
-            case .subscriptionCount:
-                if let count = event.subscriptionCount { discoveryWebhookCount(event.channel, count: count, asOf: asOf) }
-            default:
-                break
-            }
-        }
     }
 }

@@ -18,10 +18,11 @@ struct BridgeStatus: Sendable, Equatable {
 /// One bridge at work: a Pusher client and an MQTT client wired through the bridge's state
 /// machine, with an outbox (buffer + spool) per direction.
 ///
-/// This type decides nothing: BridgeCore's ``BridgeStateMachine`` does (routing, presence
-/// mirrors, loop prevention, redelivery, readiness, rate-limited logs, reload), and
-/// ``PusherBatchDelivery`` decides retries and dead letters for the HTTP API. The runtime feeds
-/// them what happened and carries out the actions they return (``execute(_:)``).
+/// This type decides nothing: BridgeCore's ``BridgeSupervisor`` does (the bridge machine: routing,
+/// presence mirrors, loop prevention, redelivery, readiness, rate-limited logs, reload; channel
+/// discovery; the cluster), and ``PusherBatchDelivery`` decides retries and dead letters for the
+/// HTTP API. The runtime feeds them what happened and carries out the actions they return
+/// (``perform(_:)``, ``execute(_:)``).
 ///
 /// Tasks, all children of ``run()`` (docs/architecture.md):
 /// - the two clients' own loops;
@@ -31,6 +32,8 @@ struct BridgeStatus: Sendable, Equatable {
 ///   bursts → machine → outbox → lanes by channel → `batch_events`;
 /// - the MQTT state watcher, the command runner (subscribe, unsubscribe, status publishes) and
 ///   the housekeeping loop (BridgeRuntime+Connections.swift);
+/// - the supervisor's timer (BridgeRuntime+Supervisor.swift), the discovery polls and the cluster's
+///   publisher;
 /// - the graceful-shutdown watcher, which drains the bridge when the service group stops.
 final class BridgeRuntime: Service, Sendable {
     let name: String
@@ -44,12 +47,22 @@ final class BridgeRuntime: Service, Sendable {
     let toPusher: Outbox<OutgoingPusher>
     /// The connection-level settings the bridge started with (a change restarts the bridge).
     let connection: BridgeSettings
-    /// The decisions; the lock only guards the machine, never I/O.
-    let machine: Locked<BridgeStateMachine<ContinuousClock.Instant>>
-    /// Publishes in flight to the broker, paired with their acknowledgements.
-    let correlation = Locked(PublishCorrelation<MQTTPublishID, OutboxEntry<OutgoingMQTT>, MQTTPublishCompletion>())
-    /// Set by the first ``stop(grace:)``: stopping is done once.
-    private let stopping = Locked(false)
+    /// The decisions (BridgeRuntime+Supervisor.swift): BridgeCore's ``BridgeSupervisor`` — the
+    /// bridge machine, discovery, the cluster, webhooks, the 403 pause, stopping — with the session
+    /// takeover detector, the publish correlation and the tasks waiting for a decision
+    /// (``RuntimeDecisions``). The runtime's one lock for them.
+    ///
+    /// Lock order: this lock is a leaf. While it is held no other lock is taken — not
+    /// ``lifecycle``, not an outbox's, a lane queue's, the connection gate's, a client's or the
+    /// metrics' — and nothing is awaited, no I/O is done and no continuation is resumed: a closure
+    /// under it only calls the pure machine, and what it returns is carried out once the lock is
+    /// released. ``lifecycle`` (the other lock of the runtime) is likewise never held while taking
+    /// this one. No lock is held across an ``Outbox`` call.
+    let decisions: Locked<RuntimeDecisions>
+    /// Wakes the supervisor's timer (``runTimer()``) when an event may have moved its next deadline.
+    let timerWake = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+    /// Discovery polls the supervisor asked for, run by ``runDiscovery()``.
+    let discoveryPolls = AsyncStream.makeStream(of: DiscoveryPoll.self)
     /// Whether ``run()`` runs, and who waits for the bridge to have released everything it holds.
     private let lifecycle = Locked(RuntimeLifecycle())
     /// Open while the MQTT connection is up (a QoS 0 publish waits for it).
@@ -61,19 +74,9 @@ final class BridgeRuntime: Service, Sendable {
     let receivedToMQTT: CoreMetrics.Counter
     let receivedToPusher: CoreMetrics.Counter
     /// The 403 pause shared by the MQTT → Pusher lanes (docs/contract.md §7.3).
-    let pusherPause = PusherDeliveryPause()
-    /// Wakes the release timer of `throttle` (``releaseThrottled()``) when a message is held.
-    let shapingWake = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
-    /// Channel discovery (docs/contract.md §7.1): BridgeRuntime+Discovery.swift.
-    let discovery: BridgeDiscovery
-    /// The cluster (docs/contract.md §7.4, BridgeRuntime+Cluster.swift): `nil` without `[bridge.cluster]`.
+    let pusherPause: PusherDeliveryPause
+    /// The cluster's publishes (docs/contract.md §7.4, BridgeRuntime+Cluster.swift): `nil` without `[bridge.cluster]`.
     let cluster: BridgeCluster?
-    /// Another process taking the MQTT session over (BridgeRuntime+SessionTakeover.swift).
-    let sessionTakeover = Locked(MQTTSessionTakeoverDetector())
-    /// Webhooks in (BridgeRuntime+Webhooks.swift): `nil` without `[bridge.webhooks]`.
-    let webhooks: Locked<WebhookReceiver<ContinuousClock.Instant>?>
-    /// Limits the log lines of refused webhook requests.
-    let webhookRefusalLog = Locked(RateLimitedLog<ContinuousClock.Instant>(perMinute: 10))
 
     typealias Action = BridgeStateMachine<ContinuousClock.Instant>.Action
 
@@ -92,9 +95,16 @@ final class BridgeRuntime: Service, Sendable {
         self.logger = logger
         pusher = PusherClient(options: try ClientSettings.pusherOptions(settings), logger: logger)
         rest = try ClientSettings.restClient(settings, logger: logger)
-        let cluster = settings.cluster.map { BridgeCluster(settings: $0, bridge: settings) }
-        self.cluster = cluster
-        mqtt = try ClientSettings.mqttClient(settings, willUserProperties: cluster?.willUserProperties ?? [], logger: logger)
+        var incarnation = ""
+        for _ in 0..<8 { incarnation += String(UInt8.random(in: 0...255), radix: 16).leftPadded(to: 2) }
+        let supervisor = BridgeSupervisor(
+            settings: settings, incarnation: incarnation, startedAt: UTCTimestamp.now().millisecondsSince1970)
+        let decisions = Locked(RuntimeDecisions(supervisor: supervisor))
+        self.decisions = decisions
+        pusherPause = PusherDeliveryPause(decisions: decisions)
+        cluster = supervisor.cluster.map { BridgeCluster(settings: $0.settings, marker: $0.marker) }
+        mqtt = try ClientSettings.mqttClient(
+            settings, willUserProperties: supervisor.cluster?.willUserProperties ?? [], logger: logger)
         let limits = BufferLimits(maxMessages: settings.buffer.maxMessages, maxBytes: settings.buffer.maxBytes)
         func spool(_ direction: MessageDirection) -> String? {
             guard settings.buffer.persist else { return nil }
@@ -108,9 +118,6 @@ final class BridgeRuntime: Service, Sendable {
         toPusher = try Outbox(
             name: MessageDirection.mqttToPusher.rawValue, limits: limits, overflow: settings.mqttToPusherOverflow,
             spoolDirectory: spool(.mqttToPusher), logger: logger)
-        machine = Locked(BridgeStateMachine(settings: settings))
-        discovery = BridgeDiscovery(settings: settings)
-        webhooks = Locked(WebhookReceiver(settings: settings))
         metrics.registerZeroSeries(for: settings)
         receivedToMQTT = metrics.received(bridge: settings.name, direction: .pusherToMQTT)
         receivedToPusher = metrics.received(bridge: settings.name, direction: .mqttToPusher)
@@ -127,19 +134,19 @@ final class BridgeRuntime: Service, Sendable {
         if toMQTT.spoolDegraded { degraded[.pusherToMQTT] = toMQTT.memoryOnly }
         if toPusher.spoolDegraded { degraded[.mqttToPusher] = toPusher.memoryOnly }
         return BridgeStatus(
-            connectivity: machine.withLock { $0.connectivity }, buffered: toMQTT.pending + toPusher.pending, memoryOnly: degraded)
+            connectivity: withBridge { $0.connectivity }, buffered: toMQTT.pending + toPusher.pending, memoryOnly: degraded)
     }
 
     /// True while ``run()`` runs (from its start until it has released everything).
     var isRunning: Bool { lifecycle.withLock { $0.isRunning } }
 
     /// True once ``stop(grace:)`` was called (a reload restarting the bridge, or the shutdown).
-    var isStopping: Bool { stopping.withLock { $0 } }
+    var isStopping: Bool { decisions.withLock { $0.supervisor.isStopping } }
 
     /// Whether the housekeeping task ran within `interval` (the systemd watchdog's liveness check).
     func isResponsive(within interval: Duration) -> Bool {
         let now = ContinuousClock.now
-        return machine.withLock { $0.isResponsive(now: now, within: interval) }
+        return withBridge { $0.isResponsive(now: now, within: interval) }
     }
 
     // MARK: Lifecycle
@@ -160,16 +167,16 @@ final class BridgeRuntime: Service, Sendable {
             group.addTask { await self.sendToPusher() }
             group.addTask { await self.runCommands() }
             group.addTask { await self.housekeeping() }
-            group.addTask { await self.releaseThrottled() }
             group.addTask { await self.runDiscovery() }
             group.addTask { await self.runCluster() }
+            group.addTask { await self.runTimer() }
             group.addTask {
                 // Cancellation (the bridge finished) throws here; a graceful shutdown drains. Not
                 // `stop(grace:)`: that waits for this very task group to end.
                 guard (try? await gracefulShutdown()) != nil else { return }
                 await self.drain(grace: self.daemon.shutdownGrace)
             }
-            execute(machine.withLock { $0.started() })
+            perform { $0.started($1) }
             pusher.connect()
             for await _ in finished.stream { break }
             group.cancelAll()
@@ -209,22 +216,19 @@ final class BridgeRuntime: Service, Sendable {
     /// status topic, disconnects, and keeps what was not delivered in the spool (docs/contract.md §3).
     /// Returns once ``run()`` has been told to end, not once it has: ``stop(grace:)`` waits for that.
     private func drain(grace: Duration) async {
-        let first = stopping.withLock { stopping in
-            defer { stopping = true }
-            return !stopping
-        }
+        let first = decisions.withLock { $0.supervisor.stopRequested() }
         guard first else { return }
         // In a cluster the channels go to the other members first (docs/contract.md §7.4,
         // "handover"), while this member still forwards their events: until a new holder has
         // subscribed, it is the only one that receives them.
         await clusterLeave()
-        _ = machine.withLock { $0.stopRequested() }
+        _ = withBridge { $0.stopRequested() }
         let deadline = ContinuousClock.now + grace
         pusher.disconnect()
         // What a `throttle` holds goes out now rather than waiting for its interval.
         var held: [Action] = []
         let now = ContinuousClock.now
-        machine.withLock { $0.releaseAllShaped(now: now, into: &held) }
+        withBridge { $0.releaseAllShaped(now: now, into: &held) }
         execute(held)
         toMQTT.close()
         // Drain what is buffered while the MQTT connection and the HTTP API are still there.
@@ -269,27 +273,16 @@ final class BridgeRuntime: Service, Sendable {
             mqtt.applyIncomingFlow(of: ClientSettings.mqttConfiguration(settings))
             toPusher.changeOverflow(to: overflow)
         }
-        let receivedAt = UTCTimestamp.now().millisecondsSince1970
-        let now = ContinuousClock.now
         metrics.registerZeroSeries(for: settings, keepingReadings: true)
-        execute(machine.withLock { $0.rulesReplaced(by: settings, receivedAtMillis: receivedAt, now: now) })
-        applyDiscoveryRules(settings)
-        cluster?.view.withLock { view in
-            view.discoveryRules = Set(settings.discoveryRules.map(\.name))
-            view.wantedChanged = true
-        }
-        clusterWantedChanged()
-        webhookSettingsChanged(settings)
+        perform { $0.rulesReplaced(by: settings, $1) }
     }
 
     // MARK: Carrying out the machine's actions
 
-    /// Carries out the machine's actions in order. Outbox appends and counters happen here and
-    /// now; what must await a client goes to the command runner.
+    /// Carries out the bridge machine's actions in order. Outbox appends and counters happen here
+    /// and now; what must await a client goes to the command runner.
     func execute(_ actions: [Action]) {
         for action in actions { execute(action) }
-        // Channels the configuration names are wanted by the group: told to the membership once per batch.
-        if cluster != nil { clusterWantedChanged() }
     }
 
     func execute(_ action: Action) {
@@ -322,18 +315,16 @@ final class BridgeRuntime: Service, Sendable {
             metrics.connectionUp(bridge: name, side: side).record(up ? 1 : 0)
             if reconnected { metrics.reconnects(bridge: name, side: side).increment() }
         case .subscribeChannel(let channel):
-            if clusterConfiguredChannel(channel, wanted: true) { break }  // the member holding it subscribes
-            // The Pusher client takes subscriptions at any time and sends them once connected; a
-            // channel asked for already is left as it is (no list copy per channel: 10,000
-            // configured channels made that quadratic).
+            // Only from `started` and `rulesReplaced`, which the supervisor lifts (in a cluster the
+            // member holding a channel subscribes): never seen here in a cluster.
             _ = pusher.subscribe(channel)
         case .unsubscribeChannel(let channel):
-            if clusterConfiguredChannel(channel, wanted: false) { break }
             pusher.unsubscribe(channel)
         case .publishStatus, .subscribeTopicFilter, .unsubscribeTopicFilter:
             commands.continuation.yield(action)
         case .shapingHeld:
-            shapingWake.continuation.yield()
+            // A `throttle` interval began: its end may be the supervisor's next deadline.
+            timerWake.continuation.yield()
         case .shapingTargetsFull(let rule, _):
             metrics.throttleTargetsFull(bridge: name, rule: rule).increment()
         }
@@ -344,7 +335,7 @@ final class BridgeRuntime: Service, Sendable {
         if admission.dropped > 0 {
             let now = ContinuousClock.now
             var actions: [Action] = []
-            machine.withLock { $0.dropped(admission.dropped, rule: rule, direction: direction, now: now, into: &actions) }
+            withBridge { $0.dropped(admission.dropped, rule: rule, direction: direction, now: now, into: &actions) }
             execute(actions)
         }
         if admission.spoolFailed {
@@ -364,15 +355,9 @@ extension PusherClient {
     }
 }
 
-/// Runs `body`, giving up with `CancellationError` at `deadline`.
-func withDeadline<T: Sendable>(_ deadline: ContinuousClock.Instant, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
-    try await withThrowingTaskGroup(of: T.self) { group in
-        group.addTask { try await body() }
-        group.addTask {
-            try await Task.sleep(until: deadline)
-            throw CancellationError()
-        }
-        defer { group.cancelAll() }
-        return try await group.next()!
+extension String {
+    /// The string with leading zeros up to `width` characters.
+    fileprivate func leftPadded(to width: Int) -> String {
+        count >= width ? self : String(repeating: "0", count: width - count) + self
     }
 }

@@ -96,7 +96,7 @@ enum ClientSettings {
     }
 
     /// - Parameter willUserProperties: in a cluster, the member's incarnation and start, so that the
-    ///   Will tells which process's record it deletes (BridgeCluster).
+    ///   Will tells which process's record it deletes (SupervisedCluster.willUserProperties).
     static func mqttConfiguration(_ settings: BridgeSettings, willUserProperties: [MQTTUserProperty] = []) -> MQTTConfiguration {
         let m = settings.mqtt
         let backpressure = settings.mqttToPusherOverflow == .backpressure

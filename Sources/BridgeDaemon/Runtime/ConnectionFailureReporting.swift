@@ -10,7 +10,7 @@ extension BridgeRuntime {
         let host = side == .pusher ? connection.pusher.host : connection.mqtt.host
         let reason = ConnectionFailureReason.summarize(error, side: side, host: host)
         let now = ContinuousClock.now
-        let decision = machine.withLock { $0.connectionFailed(side, reason: reason, now: now) }
+        let decision = withBridge { $0.connectionFailed(side, reason: reason, now: now) }
         guard decision.log else { return }
         var metadata: Logger.Metadata = ["error": "\(error)"]
         if decision.leftOut > 0 { metadata["failures_not_logged"] = "\(decision.leftOut)" }
