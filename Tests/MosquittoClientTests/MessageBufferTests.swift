@@ -34,6 +34,21 @@ import Testing
         #expect(end.isEmpty)
     }
 
+    /// A drained burst gives its storage back; a small one keeps it (a deque keeps the capacity
+    /// of its largest size otherwise; its capacity is not public, so the peak is observed).
+    @Test func aDrainedBurstReleasesTheStorage() async {
+        let count = MessageBuffer.retainedCapacity * 4
+        let buffer = MessageBuffer(capacity: count)
+        for n in 0..<count { #expect(buffer.push(message(n), maxWait: .zero)) }
+        #expect(buffer.storagePeak == count)
+        let stream = MQTTMessageStream(buffer: buffer)
+        #expect(await stream.next(max: count).map(\.topic) == (0..<count).map { "t/\($0)" })
+        #expect(buffer.storagePeak == 0)
+        for n in 0..<3 { #expect(buffer.push(message(n), maxWait: .zero)) }
+        #expect(await stream.next(max: 3).count == 3)
+        #expect(buffer.storagePeak == 3)
+    }
+
     @Test func fullBufferDropsAfterTheTimeoutAndCounts() {
         let buffer = MessageBuffer(capacity: 2)
         #expect(buffer.push(message(0), maxWait: .zero))
