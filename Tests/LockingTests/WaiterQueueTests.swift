@@ -6,6 +6,8 @@ private struct Numbers: Sendable {
     var items: [Int] = []
     var closed = false
     var waiters = WaiterQueue<Int?>()
+    /// Tests waiting for waiters to park (``NumberQueue/untilWaiting(_:)``).
+    var watchers = WaiterQueue<Bool>()
     /// Times a cancellation's outcome ran.
     var cancellations = 0
 }
@@ -34,7 +36,10 @@ private final class NumberQueue: Sendable {
 
     private static func take(_ state: inout Numbers) -> Int?? {
         if !state.items.isEmpty { return .some(state.items.removeFirst()) }
-        return state.closed ? .some(nil) : nil
+        if state.closed { return .some(nil) }
+        // The caller parks in this critical section: the watchers look again once it is done.
+        state.watchers.resumeAll(returning: false).resume()
+        return nil
     }
 
     /// Hands `number` to the longest waiter, or keeps it.
@@ -55,9 +60,9 @@ private final class NumberQueue: Sendable {
 
     var waiting: Int { state.withLock { $0.waiters.count } }
 
-    /// Returns once `count` tasks are parked (each parks in the critical section that counted it).
+    /// Returns once `count` tasks are parked: woken by each parking (no polling), it looks again.
     func untilWaiting(_ count: Int) async {
-        while waiting < count { await Task.yield() }
+        while await !state.wait(in: { $1(&$0.watchers) }, until: { $0.waiters.count >= count ? true : nil }) {}
     }
 }
 
