@@ -129,31 +129,35 @@ extension MQTTMessageStream.AsyncIterator {
     }
 }
 
-/// A `push` on a thread of its own, as libmosquitto's network thread makes it.
+/// A `push` on a thread of its own, as libmosquitto's network thread makes it. A POSIX thread,
+/// not `DispatchQueue.global()`: on Linux that shares libdispatch's worker threads with the Swift
+/// concurrency pool (2 on a 2-core machine), so a push blocked there for up to its `maxWait`, with
+/// one more blocked worker beside it, left no thread for the consumer that was to make room — the
+/// push then timed out and the test waited forever for the message it had dropped.
 private final class Producer: Sendable {
-    private let outcome = Locked<Bool?>(nil)
-    private let done = DispatchSemaphore(value: 0)
+    private struct State {
+        var outcome: Bool?
+        var waiters = WaiterQueue<Bool?>()
+    }
+
+    private let state = Locked(State())
 
     init(pushing message: MQTTMessage, into buffer: MessageBuffer, maxWait: Duration) {
-        DispatchQueue.global().async { [outcome, done] in
+        let started = detachThread(name: "producer") { [state] in
             let ok = buffer.push(message, maxWait: maxWait)
-            outcome.withLock { $0 = ok }
-            done.signal()
+            state.withLock { state in
+                state.outcome = ok
+                return state.waiters.resumeAll(returning: ok)
+            }.resume()
         }
+        precondition(started, "no thread for the producer")
     }
 
     /// What `push` returned; nil while it still waits.
-    var pushed: Bool? { outcome.withLock { $0 } }
+    var pushed: Bool? { state.withLock { $0.outcome } }
 
-    /// Waits (off the cooperative pool: blocking one of its threads starves the tests beside it)
-    /// until `push` has returned, and returns what it returned.
+    /// Waits (without blocking a thread) until `push` has returned, and returns what it returned.
     func result() async -> Bool? {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            DispatchQueue.global().async { [done] in
-                done.wait()
-                continuation.resume()
-            }
-        }
-        return pushed
+        await state.wait(in: { $1(&$0.waiters) }, until: { $0.outcome.map { .some($0) } })
     }
 }
