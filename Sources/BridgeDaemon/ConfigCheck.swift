@@ -1,5 +1,11 @@
 import Logging
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// A reload's first step: `pusher-mqtt-bridge check --config FILE` in a child process, before the
 /// daemon parses the file itself.
 ///
@@ -50,6 +56,8 @@ public struct ConfigCheck: Sendable {
         case .exited(let status): return .failed(status: status, output: result.output)
         case .notStarted(let error):
             return .failed(status: error, output: ["cannot start \(command.joined(separator: " ")): errno \(error)"])
+        case .noThread:
+            return .failed(status: EAGAIN, output: ["cannot start a thread to run the config check (pthread_create failed)"])
         case .signalled(let signal): return .crashed(signal: signal, output: result.output)
         case .timedOut: return .timedOut
         }

@@ -30,6 +30,8 @@ struct ChildProcess: Sendable {
         case timedOut
         /// `posix_spawn` (or the pipe) failed with this errno; nothing ran.
         case notStarted(Int32)
+        /// The thread that runs and waits for the child could not be created; nothing ran.
+        case noThread
     }
 
     /// What the child left behind.
@@ -50,10 +52,12 @@ struct ChildProcess: Sendable {
     /// Output kept per run; the rest is read and dropped (a check prints a rule table, not megabytes).
     static let maxOutputBytes = 64 * 1024
 
-    /// Runs the child on a dedicated thread and returns when it has ended (or been killed).
+    /// Runs the child on a dedicated thread and returns when it has ended (or been killed), or at
+    /// once with ``Termination/noThread`` when that thread cannot be created.
     func run() async -> Result {
         await withCheckedContinuation { continuation in
-            detachThread(name: "config-check") { continuation.resume(returning: self.runBlocking()) }
+            let started = detachThread(name: "config-check") { continuation.resume(returning: self.runBlocking()) }
+            if !started { continuation.resume(returning: Result(termination: .noThread, output: [])) }
         }
     }
 

@@ -69,6 +69,11 @@ public final class DeliveryBacklog {
 
     /// The most bytes held since the backlog was last empty.
     private var heldBytesPeak = 0
+    /// The most messages held since the backlog was last empty.
+    private var heldCountPeak = 0
+    /// Messages whose storage (`memory`, `tail`) is kept when the backlog drains; a larger burst's
+    /// is released (a deque keeps the capacity of its largest size otherwise).
+    static var retainedStorage: Int { 64 }
     /// Called when the backlog drains after holding at least ``FreedMemory/releaseAfterHoldingBytes``:
     /// gives freed heap memory back to the kernel (tests count the calls).
     var releaseFreedMemory: () -> Void = FreedMemory.release
@@ -126,6 +131,7 @@ public final class DeliveryBacklog {
         }
         let sequence = try store(payload)
         heldBytesPeak = max(heldBytesPeak, byteCount)
+        heldCountPeak = max(heldCountPeak, count)
         counters.stored += 1
         counters.droppedOldest += dropped.count
         return dropped.isEmpty
@@ -205,8 +211,13 @@ public final class DeliveryBacklog {
     /// The backlog is empty: after a large one, what held its messages (and the buffers around
     /// them) is freed, and the allocator is asked to give it back.
     private func drained() {
+        if heldCountPeak > Self.retainedStorage {
+            memory = []
+            tail = []
+        }
         if heldBytesPeak >= FreedMemory.releaseAfterHoldingBytes { releaseFreedMemory() }
         heldBytesPeak = 0
+        heldCountPeak = 0
     }
 
     // MARK: storage

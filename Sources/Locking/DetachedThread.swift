@@ -11,9 +11,10 @@
 /// links").
 ///
 /// - Returns: false when the thread could not be created (`pthread_create` failed: no memory or a
-///   thread limit); `body` then never runs.
-@discardableResult
+///   thread limit; or ``DetachedThreadTesting/refusesCreation`` is set); `body` then never runs, and
+///   the caller must end what waits for it (not discardable for that reason).
 public func detachThread(name: String, _ body: @escaping @Sendable () -> Void) -> Bool {
+    if DetachedThreadTesting.refusesCreation { return false }
     let start = DetachedThreadStart(name: name, body: body)
     let context = Unmanaged.passRetained(start).toOpaque()
     #if canImport(Darwin)
@@ -40,6 +41,14 @@ public func detachThread(name: String, _ body: @escaping @Sendable () -> Void) -
         pthread_detach(thread)
     #endif
     return true
+}
+
+/// Test hook for the callers' failure paths.
+public enum DetachedThreadTesting {
+    /// While true for a task (`DetachedThreadTesting.$refusesCreation.withValue(true) { … }`),
+    /// ``detachThread(name:_:)`` called from it (or its child tasks) fails as a failed
+    /// `pthread_create` would. A task-local value: tests running in parallel are not affected.
+    @TaskLocal public static var refusesCreation = false
 }
 
 /// What a thread started by ``detachThread(name:_:)`` runs: its name, then its body.

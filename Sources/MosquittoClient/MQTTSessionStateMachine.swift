@@ -128,6 +128,18 @@ struct MQTTSessionStateMachine<Publish, Waiter> {
         }
     }
 
+    /// The network thread `startRequested` asked for could not be created: nothing will connect
+    /// or carry out a stop, so everything is released with `error` by the caller (a stop asked
+    /// meanwhile included). `nil` when there is nothing to release.
+    mutating func networkThreadNotStarted(_ error: MQTTError) -> Release? {
+        switch state {
+        case .running, .stopRequested:
+            return release(error: error)
+        case .idle, .releasing, .stopped:
+            return nil
+        }
+    }
+
     /// A publish was accepted into the in-flight window.
     mutating func publishRequested(_ publish: Publish, qos: MQTTQoS) -> PublishAction {
         if isStopping { return .reject(.shutdown) }

@@ -49,23 +49,39 @@ final class MessageBuffer: Sendable {
         var policyVersion = 0
         var items: Deque<MQTTMessage> = []
         /// Parked `next()` calls, oldest first (several tasks may iterate; each message goes to one).
-        var consumers: Deque<(token: UInt64, continuation: CheckedContinuation<MQTTMessage?, Never>)> = []
-        var nextToken: UInt64 = 0
+        var consumers = WaiterQueue<MQTTMessage?>()
         var finished = false
         var producerWaiting = false
         var dropped = 0
         /// Payload bytes of `items`.
         var bytes = 0
 
+        /// The most messages ``items`` held since its storage was last released.
+        var peak = 0
+
+        mutating func append(_ message: MQTTMessage) {
+            items.append(message)
+            bytes += message.payload.count
+            peak = max(peak, items.count)
+        }
+
         mutating func popFirst() -> MQTTMessage? {
             guard let item = items.popFirst() else { return nil }
             bytes -= item.payload.count
+            // A drained burst gives its storage back (a deque keeps its largest capacity otherwise).
+            if items.isEmpty, peak > MessageBuffer.retainedCapacity {
+                items = []
+                peak = 0
+            }
             return item
         }
     }
 
     private let state: Locked<State>
     private let room = DispatchSemaphore(value: 0)
+
+    /// The messages whose storage is kept when the buffer empties; a larger burst's is released.
+    static var retainedCapacity: Int { 64 }
 
     init(policy: Policy) {
         state = Locked(State(policy: policy))
@@ -99,29 +115,31 @@ final class MessageBuffer: Sendable {
     /// Messages buffered right now.
     var count: Int { state.withLock { $0.items.count } }
 
+    /// The most messages buffered since the storage was last released (tests: a drained burst
+    /// gives its storage back; a deque's capacity is not public).
+    var storagePeak: Int { state.withLock { $0.peak } }
+
     /// Called on the network thread. Returns `false` when the message was dropped (buffer still
     /// full after `maxWait`, or the buffer finished).
     func push(_ message: MQTTMessage, maxWait: Duration) -> Bool {
         var deadline: ContinuousClock.Instant?
         while true {
-            enum Step { case delivered(CheckedContinuation<MQTTMessage?, Never>?), finished, full }
+            enum Step { case delivered(WakeUp<MQTTMessage?>), finished, full }
             let step: Step = state.withLock { state in
                 if state.finished { return .finished }
-                if let consumer = state.consumers.popFirst() {
-                    return .delivered(consumer.continuation)
-                }
+                let consumer = state.consumers.resumeFirst(returning: message)
+                if consumer.count > 0 { return .delivered(consumer) }
                 // Room, or the policy changed to `pauseReading` while this waited (never drops).
                 if state.items.count < state.policy.capacity || state.policy.overflow == .pauseReading {
-                    state.items.append(message)
-                    state.bytes += message.payload.count
-                    return .delivered(nil)
+                    state.append(message)
+                    return .delivered(consumer)
                 }
                 state.producerWaiting = true
                 return .full
             }
             switch step {
             case .delivered(let consumer):
-                consumer?.resume(returning: message)
+                consumer.resume()
                 return true
             case .finished:
                 return false
@@ -147,17 +165,16 @@ final class MessageBuffer: Sendable {
     /// Called on the network thread when it pauses reading instead (`pauseReading`): buffers the
     /// message whatever the level, never waits. Returns `false` only when the buffer finished.
     func append(_ message: MQTTMessage) -> Bool {
-        enum Step { case delivered(CheckedContinuation<MQTTMessage?, Never>?), finished }
+        enum Step { case delivered(WakeUp<MQTTMessage?>), finished }
         let step: Step = state.withLock { state in
             if state.finished { return .finished }
-            if let consumer = state.consumers.popFirst() { return .delivered(consumer.continuation) }
-            state.items.append(message)
-            state.bytes += message.payload.count
-            return .delivered(nil)
+            let consumer = state.consumers.resumeFirst(returning: message)
+            if consumer.count == 0 { state.append(message) }
+            return .delivered(consumer)
         }
         switch step {
         case .delivered(let consumer):
-            consumer?.resume(returning: message)
+            consumer.resume()
             return true
         case .finished:
             return false
@@ -169,35 +186,20 @@ final class MessageBuffer: Sendable {
 
     /// The next message; `nil` once finished and drained, or when the task is cancelled.
     func next() async -> MQTTMessage? {
-        let token = state.withLock { state in
-            defer { state.nextToken += 1 }
-            return state.nextToken
-        }
-        return await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<MQTTMessage?, Never>) in
-                enum Step { case value(MQTTMessage?, wakeProducer: Bool), parked }
-                let step: Step = state.withLock { state in
-                    if let item = state.popFirst() {
-                        let wake = state.producerWaiting
-                        state.producerWaiting = false
-                        return .value(item, wakeProducer: wake)
-                    }
-                    if state.finished || Task.isCancelled { return .value(nil, wakeProducer: false) }
-                    state.consumers.append((token, continuation))
-                    return .parked
+        var wakeProducer = false
+        let message = await state.wait(
+            in: { $1(&$0.consumers) },
+            until: { state in
+                if let item = state.popFirst() {
+                    wakeProducer = state.producerWaiting
+                    state.producerWaiting = false
+                    return .some(item)
                 }
-                if case .value(let item, let wake) = step {
-                    if wake { room.signal() }
-                    continuation.resume(returning: item)
-                }
-            }
-        } onCancel: {
-            let consumer = state.withLock { state -> CheckedContinuation<MQTTMessage?, Never>? in
-                guard let index = state.consumers.firstIndex(where: { $0.token == token }) else { return nil }
-                return state.consumers.remove(at: index).continuation
-            }
-            consumer?.resume(returning: nil)
-        }
+                return state.finished ? .some(nil) : nil
+            },
+            ifCancelled: { _ in nil })
+        if wakeProducer { room.signal() }
+        return message
     }
 
     /// The next message and up to `max - 1` more that are already buffered, in order; `[]` once
@@ -219,12 +221,10 @@ final class MessageBuffer: Sendable {
 
     /// No more messages will come; consumers drain what is buffered, then get `nil`.
     func finish() {
-        let consumers = state.withLock { state in
+        state.withLock { state in
             state.finished = true
-            defer { state.consumers.removeAll() }
-            return state.consumers
-        }
-        for consumer in consumers { consumer.continuation.resume(returning: nil) }
+            return state.consumers.resumeAll(returning: nil)
+        }.resume()
         room.signal()
     }
 }

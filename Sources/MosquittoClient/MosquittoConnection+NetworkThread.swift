@@ -384,23 +384,12 @@ extension MosquittoConnection {
         messageBuffer.finish()
         let stopWaiters = withMachine { session in
             session.machine.handleDestroyed()
-            defer { session.stopWaiters.removeAll() }
-            return session.stopWaiters
+            return session.stopWaiters.resumeAll(returning: ())
         }
         statesContinuation.finish()
         completionHandler.withLock { $0 = nil }
         completionsContinuation.finish()
         logger.debug("stopped")
-        for waiter in stopWaiters { waiter.resume() }
+        stopWaiters.resume()
     }
-}
-
-/// The network thread's flow control and the buffer policy it was built for (`MessageBuffer`'s
-/// policy version): none unless the policy is `.pauseReading`.
-struct IncomingFlow {
-    var control: IncomingFlowControl?
-    var version = -1
-
-    var isPaused: Bool { control?.isPaused ?? false }
-    var mayReconnect: Bool { control?.mayReconnect ?? true }
 }

@@ -69,7 +69,7 @@ final class MosquittoConnection: Sendable {
         /// Every decision about the session.
         var machine: Machine
         /// Tasks in `waitUntilStopped`, resumed once the handle is destroyed.
-        var stopWaiters: [CheckedContinuation<Void, Never>] = []
+        var stopWaiters = WaiterQueue<Void>()
     }
 
     /// What libmosquitto's connect/disconnect callbacks reported during one `mosquitto_loop`.
@@ -180,10 +180,21 @@ final class MosquittoConnection: Sendable {
             // The thread holds `self` strongly until it has destroyed the handle, so the unretained
             // pointer given to libmosquitto stays valid for every callback.
             mosquitto_user_data_set(handle.raw, Unmanaged.passUnretained(self).toOpaque())
-            detachThread(name: "mqtt-\(configuration.clientID)") { [self] in self.networkThreadMain() }
+            let started = detachThread(name: "mqtt-\(configuration.clientID)") { [self] in self.networkThreadMain() }
+            if !started { networkThreadNotStarted() }
         case .none:
             break
         }
+    }
+
+    /// The network thread could not be created: the client gives up at once, as after its last
+    /// reconnect attempt (everything waiting fails, the state stream ends with `.stopped(error:)`),
+    /// instead of leaving `run()` and `shutdown()` waiting for a thread that never comes.
+    private func networkThreadNotStarted() {
+        let error = MQTTError(kind: .library, message: "cannot start the MQTT network thread (pthread_create failed)")
+        guard let release = withMachine({ $0.machine.networkThreadNotStarted(error) }) else { return }
+        logger.error("giving up: no network thread", metadata: ["mqtt.error": "\(error)"])
+        self.release(release)
     }
 
     /// Asks the network thread to drain, disconnect and stop. Does not wait.
@@ -201,14 +212,7 @@ final class MosquittoConnection: Sendable {
 
     /// Waits until the client has stopped and released the handle.
     func waitUntilStopped() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let stopped = session.withLock { session in
-                if session.machine.isStopped { return true }
-                session.stopWaiters.append(continuation)
-                return false
-            }
-            if stopped { continuation.resume() }
-        }
+        await session.wait(in: { $1(&$0.stopWaiters) }, until: { $0.machine.isStopped ? () : nil })
     }
 
     var currentState: MQTTConnectionState { session.withLock { $0.machine.connectionState } }

@@ -12,7 +12,8 @@ import Locking
 public final class PusherUpdateBatches: Sendable {
     private struct State {
         var pending: [PusherUpdate] = []
-        var waiter: CheckedContinuation<[PusherUpdate]?, Never>?
+        /// The consumer waiting in ``next()``.
+        var consumer = WaiterQueue<[PusherUpdate]?>()
         var finished = false
     }
 
@@ -23,18 +24,15 @@ public final class PusherUpdateBatches: Sendable {
     /// Adds one update (the client, under its own lock, so every consumer sees one order).
     /// Returns false once the consumer went away: the client then forgets this sink.
     func append(_ update: PusherUpdate) -> Bool {
-        let (accepted, waiter) = state.withLock { state -> (Bool, CheckedContinuation<[PusherUpdate]?, Never>?) in
-            guard !state.finished else { return (false, nil) }
-            guard let waiter = state.waiter else {
-                state.pending.append(update)
-                return (true, nil)
-            }
-            state.waiter = nil
-            return (true, waiter)
+        let (accepted, consumer) = state.withLock { state -> (Bool, WakeUp<[PusherUpdate]?>) in
+            guard !state.finished else { return (false, WakeUp()) }
+            // The waiting consumer gets this one update directly: nothing was queued before it.
+            let consumer = state.consumer.resumeFirst(returning: [update])
+            if consumer.count == 0 { state.pending.append(update) }
+            return (true, consumer)
         }
-        // Outside our lock (a cancellation handler takes it): the waiting consumer gets this one
-        // update directly, nothing was queued before it.
-        waiter?.resume(returning: [update])
+        // Outside our lock (a cancellation handler takes it).
+        consumer.resume()
         return accepted
     }
 
@@ -42,27 +40,17 @@ public final class PusherUpdateBatches: Sendable {
     /// `nil` once finished and drained, or when the calling task is cancelled. One consumer.
     public func next() async -> [PusherUpdate]? {
         if let ready = take() { return ready }
-        return await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<[PusherUpdate]?, Never>) in
-                let ready: [PusherUpdate]?? = state.withLock { state in
-                    if !state.pending.isEmpty { return .some(Self.takeAll(&state.pending)) }
-                    if state.finished || Task.isCancelled {
-                        state.finished = true
-                        return .some(nil)
-                    }
-                    state.waiter = continuation
-                    return .none
-                }
-                if let ready { continuation.resume(returning: ready) }
-            }
-        } onCancel: {
-            let waiter = state.withLock { state in
+        // A cancelled consumer ends the batches: the client stops feeding them.
+        return await state.wait(
+            in: { $1(&$0.consumer) },
+            until: { state in
+                if !state.pending.isEmpty { return .some(Self.takeAll(&state.pending)) }
+                return state.finished ? .some(nil) : nil
+            },
+            ifCancelled: { state in
                 state.finished = true
-                defer { state.waiter = nil }
-                return state.waiter
-            }
-            waiter?.resume(returning: nil)
-        }
+                return nil
+            })
     }
 
     /// What is pending, without waiting; `nil` when nothing is.
@@ -79,11 +67,9 @@ public final class PusherUpdateBatches: Sendable {
 
     /// No more updates: ``next()`` returns what is pending, then `nil`.
     public func finish() {
-        let waiter = state.withLock { state in
+        state.withLock { state in
             state.finished = true
-            defer { state.waiter = nil }
-            return state.waiter
-        }
-        waiter?.resume(returning: nil)
+            return state.consumer.resumeAll(returning: nil)
+        }.resume()
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Locking
 import Testing
 
 @testable import BridgeDaemon
@@ -101,6 +102,13 @@ import Testing
 
     @Test func anotherStatusIsAFailure() async {
         #expect(await verdict("echo usage >&2; exit 64") == .failed(status: 64, output: ["usage"]))
+    }
+
+    /// No thread for the check (`pthread_create` failed): the verdict comes at once, a failure that
+    /// refuses the reload with its reason, instead of a reload that never ends.
+    @Test func noThreadForTheCheckIsAFailure() async {
+        let result = await DetachedThreadTesting.$refusesCreation.withValue(true) { await verdict("exit 0") }
+        #expect(result == .failed(status: EAGAIN, output: ["cannot start a thread to run the config check (pthread_create failed)"]))
     }
 
     @Test func aHangIsATimeout() async {

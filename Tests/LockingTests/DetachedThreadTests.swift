@@ -51,14 +51,27 @@ struct DetachedThreadTests {
             for index in 0..<32 {
                 group.addTask {
                     await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                        detachThread(name: "t\(index)") {
+                        let started = detachThread(name: "t\(index)") {
                             runs.withLock { $0 += 1 }
                             continuation.resume()
                         }
+                        #expect(started)
                     }
                 }
             }
         }
         #expect(runs.withLock { $0 } == 32)
+    }
+
+    /// The test hook makes the creation fail for its task only: the body never runs, and a thread
+    /// started from another task meanwhile still runs.
+    @Test func refusedCreationRunsNothing() async {
+        let ran = Locked(false)
+        let started = DetachedThreadTesting.$refusesCreation.withValue(true) {
+            detachThread(name: "refused") { ran.withLock { $0 = true } }
+        }
+        #expect(!started)
+        #expect(await Self.nameSeenByBody(of: "not-refused") == "not-refused")
+        #expect(!ran.withLock { $0 })
     }
 }

@@ -218,6 +218,22 @@ import Testing
         #expect(machine.networkThreadStarted(now: t0) == .release(.init(error: nil, publishes: [], requests: [])))
     }
 
+    /// No network thread could be created: the caller releases what waited with the error, also
+    /// when a stop was asked before (no thread will carry it out); the client ends stopped with it.
+    @Test func aNetworkThreadThatCannotStartReleasesWithTheError() {
+        let noThread = MQTTError(kind: .library, message: "no thread")
+        var machine = Machine(policy: policy, drainTimeout: drain)
+        #expect(machine.networkThreadNotStarted(noThread) == nil)
+        _ = machine.startRequested()
+        #expect(machine.publishRequested(7, qos: .atLeastOnce) == .queued)
+        #expect(machine.stopRequested() == .wakeNetworkThread)
+        #expect(machine.networkThreadNotStarted(noThread) == .init(error: noThread, publishes: [7], requests: []))
+        #expect(machine.networkThreadNotStarted(noThread) == nil)
+        #expect(machine.isReleased)
+        machine.handleDestroyed()
+        #expect(machine.connectionState == .stopped(error: noThread))
+    }
+
     @Test func stopWhileConnectedDrainsUntilTheDeadlineThenReleases() {
         var machine = connected()
         #expect(machine.stopRequested() == .wakeNetworkThread)

@@ -34,6 +34,21 @@ import Testing
         #expect(end.isEmpty)
     }
 
+    /// A drained burst gives its storage back; a small one keeps it (a deque keeps the capacity
+    /// of its largest size otherwise; its capacity is not public, so the peak is observed).
+    @Test func aDrainedBurstReleasesTheStorage() async {
+        let count = MessageBuffer.retainedCapacity * 4
+        let buffer = MessageBuffer(capacity: count)
+        for n in 0..<count { #expect(buffer.push(message(n), maxWait: .zero)) }
+        #expect(buffer.storagePeak == count)
+        let stream = MQTTMessageStream(buffer: buffer)
+        #expect(await stream.next(max: count).map(\.topic) == (0..<count).map { "t/\($0)" })
+        #expect(buffer.storagePeak == 0)
+        for n in 0..<3 { #expect(buffer.push(message(n), maxWait: .zero)) }
+        #expect(await stream.next(max: 3).count == 3)
+        #expect(buffer.storagePeak == 3)
+    }
+
     @Test func fullBufferDropsAfterTheTimeoutAndCounts() {
         let buffer = MessageBuffer(capacity: 2)
         #expect(buffer.push(message(0), maxWait: .zero))
@@ -45,7 +60,7 @@ import Testing
         #expect(buffer.count == 2)
     }
 
-    @Test func fullBufferBlocksTheProducerUntilTheConsumerMakesRoom() async {
+    @Test func fullBufferBlocksTheProducerUntilTheConsumerMakesRoom() async throws {
         let buffer = MessageBuffer(capacity: 1)
         #expect(buffer.push(message(0), maxWait: .zero))
         let producer = Producer(pushing: message(1), into: buffer, maxWait: .seconds(10))
@@ -54,7 +69,8 @@ import Testing
         #expect(producer.pushed == nil)
         var iterator = MQTTMessageStream(buffer: buffer).makeAsyncIterator()
         #expect(await iterator.next()?.topic == "t/0")
-        #expect(await producer.result() == true)
+        // Required: a push that was dropped leaves no message to wait for below.
+        try #require(await producer.result() == true)
         #expect(await iterator.next()?.topic == "t/1")
         #expect(buffer.droppedCount == 0)
     }
@@ -114,31 +130,35 @@ extension MQTTMessageStream.AsyncIterator {
     }
 }
 
-/// A `push` on a thread of its own, as libmosquitto's network thread makes it.
+/// A `push` on a thread of its own, as libmosquitto's network thread makes it. A POSIX thread,
+/// not `DispatchQueue.global()`: on Linux that shares libdispatch's worker threads with the Swift
+/// concurrency pool (2 on a 2-core machine), so a push blocked there for up to its `maxWait`, with
+/// one more blocked worker beside it, left no thread for the consumer that was to make room — the
+/// push then timed out and the test waited forever for the message it had dropped.
 private final class Producer: Sendable {
-    private let outcome = Locked<Bool?>(nil)
-    private let done = DispatchSemaphore(value: 0)
+    private struct State {
+        var outcome: Bool?
+        var waiters = WaiterQueue<Bool?>()
+    }
+
+    private let state = Locked(State())
 
     init(pushing message: MQTTMessage, into buffer: MessageBuffer, maxWait: Duration) {
-        DispatchQueue.global().async { [outcome, done] in
+        let started = detachThread(name: "producer") { [state] in
             let ok = buffer.push(message, maxWait: maxWait)
-            outcome.withLock { $0 = ok }
-            done.signal()
+            state.withLock { state in
+                state.outcome = ok
+                return state.waiters.resumeAll(returning: ok)
+            }.resume()
         }
+        precondition(started, "no thread for the producer")
     }
 
     /// What `push` returned; nil while it still waits.
-    var pushed: Bool? { outcome.withLock { $0 } }
+    var pushed: Bool? { state.withLock { $0.outcome } }
 
-    /// Waits (off the cooperative pool: blocking one of its threads starves the tests beside it)
-    /// until `push` has returned, and returns what it returned.
+    /// Waits (without blocking a thread) until `push` has returned, and returns what it returned.
     func result() async -> Bool? {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            DispatchQueue.global().async { [done] in
-                done.wait()
-                continuation.resume()
-            }
-        }
-        return pushed
+        await state.wait(in: { $1(&$0.waiters) }, until: { $0.outcome.map { .some($0) } })
     }
 }

@@ -18,9 +18,15 @@ public final class BridgeMetrics: Sendable {
     /// The registry `/metrics` renders.
     public let registry: PrometheusCollectorRegistry
     private let factory: PrometheusMetricsFactory
-    private let counters = Locked<[String: CoreMetrics.Counter]>([:])
-    /// `messages_total` is counted per message: its cache is keyed without building a string.
-    private let messageCounters = Locked<[MessageKey: CoreMetrics.Counter]>([:])
+    /// The metric objects made so far, by label set: one lock for every cache.
+    private let caches = Locked(Caches())
+
+    private struct Caches {
+        var counters: [String: CoreMetrics.Counter] = [:]
+        /// `messages_total` is counted per message: its cache is keyed without building a string.
+        var messageCounters: [MessageKey: CoreMetrics.Counter] = [:]
+        var gauges: [String: CoreMetrics.Gauge] = [:]
+    }
 
     private struct MessageKey: Hashable {
         var bridge: String
@@ -28,7 +34,6 @@ public final class BridgeMetrics: Sendable {
         var direction: Direction
         var outcome: Outcome
     }
-    private let gauges = Locked<[String: CoreMetrics.Gauge]>([:])
     private let deliveryTimer: CoreMetrics.Timer
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
@@ -46,12 +51,12 @@ public final class BridgeMetrics: Sendable {
     /// `pusher_mqtt_bridge_messages_total{bridge,rule,direction,outcome}`.
     public func messages(bridge: String, rule: String, direction: Direction, outcome: Outcome) -> CoreMetrics.Counter {
         let key = MessageKey(bridge: bridge, rule: rule, direction: direction, outcome: outcome)
-        if let existing = messageCounters.withLock({ $0[key] }) { return existing }
+        if let existing = caches.withLock({ $0.messageCounters[key] }) { return existing }
         let made = counter(
             "pusher_mqtt_bridge_messages_total",
             [("bridge", bridge), ("rule", rule), ("direction", direction.rawValue), ("outcome", outcome.rawValue)]
         )
-        messageCounters.withLock { $0[key] = made }
+        caches.withLock { $0.messageCounters[key] = made }
         return made
     }
 
@@ -221,20 +226,20 @@ public final class BridgeMetrics: Sendable {
 
     private func counter(_ label: String, _ dimensions: [(String, String)]) -> CoreMetrics.Counter {
         let key = Self.key(label, dimensions)
-        return counters.withLock { cache in
-            if let existing = cache[key] { return existing }
+        return caches.withLock { caches in
+            if let existing = caches.counters[key] { return existing }
             let made = CoreMetrics.Counter(label: label, dimensions: dimensions, factory: factory)
-            cache[key] = made
+            caches.counters[key] = made
             return made
         }
     }
 
     private func gauge(_ label: String, _ dimensions: [(String, String)]) -> CoreMetrics.Gauge {
         let key = Self.key(label, dimensions)
-        return gauges.withLock { cache in
-            if let existing = cache[key] { return existing }
+        return caches.withLock { caches in
+            if let existing = caches.gauges[key] { return existing }
             let made = CoreMetrics.Gauge(label: label, dimensions: dimensions, factory: factory)
-            cache[key] = made
+            caches.gauges[key] = made
             return made
         }
     }

@@ -5,8 +5,7 @@ import Locking
 final class ConnectionGate: Sendable {
     private struct State {
         var open = false
-        var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
-        var nextWaiter: UInt64 = 0
+        var waiters = WaiterQueue<Void>()
     }
 
     private let state = Locked(State())
@@ -16,32 +15,14 @@ final class ConnectionGate: Sendable {
 
     /// The connection is up (`true`) or down.
     func set(open: Bool) {
-        let woken: [CheckedContinuation<Void, Never>] = state.withLock { state in
+        state.withLock { state in
             state.open = open
-            guard open else { return [] }
-            defer { state.waiters.removeAll() }
-            return Array(state.waiters.values)
-        }
-        for waiter in woken { waiter.resume() }
+            return open ? state.waiters.resumeAll(returning: ()) : WakeUp()
+        }.resume()
     }
 
     /// Returns once the gate is open, or the task is cancelled.
     func waitUntilOpen() async {
-        let id = state.withLock { state in
-            defer { state.nextWaiter += 1 }
-            return state.nextWaiter
-        }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let resumeNow = state.withLock { state in
-                    if state.open || Task.isCancelled { return true }
-                    state.waiters[id] = continuation
-                    return false
-                }
-                if resumeNow { continuation.resume() }
-            }
-        } onCancel: {
-            state.withLock { $0.waiters.removeValue(forKey: id) }?.resume()
-        }
+        await state.wait(in: { $1(&$0.waiters) }, until: { $0.open ? () : nil }, ifCancelled: { _ in })
     }
 }

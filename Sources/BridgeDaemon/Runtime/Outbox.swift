@@ -30,20 +30,21 @@ struct OutboxEntry<Item: OutboxItem>: Sendable {
 /// and logs the degraded spool once, then at most once a minute with the count held in memory
 /// only, and once when it resumes.
 final class Outbox<Item: OutboxItem>: Sendable {
-    private struct State: ~Copyable {
+    struct State: ~Copyable {
         var backlog: DeliveryBacklog
         var spool: Spool?
         /// The highest sequence handed to the consumer.
         var handedOut: UInt64 = 0
-        var waiter: CheckedContinuation<Void, Never>?
+        /// The consumer waiting in ``next(max:)`` for a message.
+        var consumers = WaiterQueue<Void>()
         var closed = false
-        /// Tasks waiting for the backlog to empty (``waitUntilEmpty()``), by ticket.
-        var emptyWaiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
-        var nextTicket: UInt64 = 0
+        /// Tasks waiting for the backlog to empty (``waitUntilEmpty()``).
+        var drainWaiters = WaiterQueue<Void>()
         /// When to log the degraded spool.
         var degradedLog = SpoolDegradedLog<ContinuousClock.Instant>()
-        /// The producer waiting in ``waitForRoom(messages:bytes:)``: the room it needs, by ticket.
-        var roomWaiter: (ticket: UInt64, messages: Int, bytes: Int, continuation: CheckedContinuation<Void, Never>)?
+        /// The producer waiting in ``waitForRoom(messages:bytes:)`` (one at a time), and the room it needs.
+        var producers = WaiterQueue<Void>()
+        var roomWanted = (messages: 0, bytes: 0)
         /// Items appended by this process and not handed out yet, oldest first, with their
         /// sequences: ``next(max:)`` takes them as they are instead of decoding their records
         /// again. At most ``freshLimit`` items and ``freshByteLimit`` bytes of their records: under a
@@ -51,6 +52,8 @@ final class Outbox<Item: OutboxItem>: Sendable {
         var fresh: Deque<(entry: OutboxEntry<Item>, bytes: Int)> = []
         /// The records' sizes of the items in ``fresh``, added up.
         var freshBytes = 0
+        /// The most items ``fresh`` held since its storage was last released.
+        var freshPeak = 0
 
         /// Remembers an appended item whose record is `bytes` long (when there is room) for the hand-out.
         mutating func appended(_ item: Item, bytes: Int, _ admission: BacklogAdmission) {
@@ -59,6 +62,7 @@ final class Outbox<Item: OutboxItem>: Sendable {
             case .stored(let sequence), .storedDroppingOldest(let sequence, _):
                 fresh.append((OutboxEntry(sequence: sequence, item: item), bytes))
                 freshBytes += bytes
+                freshPeak = max(freshPeak, fresh.count)
             case .droppedNewest, .droppedOversize:
                 break
             }
@@ -70,33 +74,44 @@ final class Outbox<Item: OutboxItem>: Sendable {
             while let first = fresh.first, first.entry.sequence < sequence { freshBytes -= fresh.removeFirst().bytes }
             guard let first = fresh.first, first.entry.sequence == sequence else { return nil }
             freshBytes -= first.bytes
+            defer { releaseFreshStorageIfDrained() }
             return fresh.removeFirst().entry.item
         }
 
+        /// Gives the storage of ``fresh`` back once it is empty after a burst (a deque keeps the
+        /// capacity of its largest size otherwise).
+        mutating func releaseFreshStorageIfDrained() {
+            guard fresh.isEmpty, freshPeak > Outbox.freshRetained else { return }
+            fresh = []
+            freshPeak = 0
+        }
+
         /// The producer to wake when the room it waits for is there now (taken out of the state).
-        mutating func takeRoomWaiterIfRoom() -> CheckedContinuation<Void, Never>? {
-            guard let waiter = roomWaiter, closed || backlog.hasRoom(messages: waiter.messages, bytes: waiter.bytes) else { return nil }
-            roomWaiter = nil
-            return waiter.continuation
+        mutating func takeRoomWaiterIfRoom() -> WakeUp<Void> {
+            guard !producers.isEmpty, closed || backlog.hasRoom(messages: roomWanted.messages, bytes: roomWanted.bytes) else {
+                return WakeUp()
+            }
+            return producers.resumeAll(returning: ())
         }
 
         /// The waiters to wake when the backlog is empty now (taken out of the state).
-        mutating func takeEmptyWaitersIfDrained() -> [CheckedContinuation<Void, Never>] {
-            guard !emptyWaiters.isEmpty, backlog.count == 0 else { return [] }
-            defer { emptyWaiters.removeAll() }
-            return Array(emptyWaiters.values)
+        mutating func takeEmptyWaitersIfDrained() -> WakeUp<Void> {
+            guard !drainWaiters.isEmpty, backlog.count == 0 else { return WakeUp() }
+            return drainWaiters.resumeAll(returning: ())
         }
     }
 
     /// The most items kept for the hand-out besides their records (``State/fresh``).
     static var freshLimit: Int { 1024 }
+    /// The items whose storage ``State/fresh`` keeps when it empties; a larger burst's is released.
+    static var freshRetained: Int { 64 }
     /// The most record bytes kept so (1,024 8 KB items were a second 8 MiB of a backlog: BENCHMARKS.md "Memory").
     static var freshByteLimit: Int { 256 * 1024 }
 
     let name: String
-    private let state: Locked<State>
-    private let logger: Logger
-    private let flushSpool: @Sendable (SpoolSyncPoint) async throws -> Void
+    let state: Locked<State>
+    let logger: Logger
+    let flushSpool: @Sendable (SpoolSyncPoint) async throws -> Void
 
     /// - Parameters:
     ///   - spoolDirectory: where to keep the spool; `nil` keeps messages in memory only.
@@ -112,16 +127,14 @@ final class Outbox<Item: OutboxItem>: Sendable {
         self.name = name
         self.logger = logger
         self.flushSpool = flushSpool
-        if let spoolDirectory {
-            let spool = try Spool(directory: spoolDirectory, configuration: spoolConfiguration, logger: logger)
-            let backlog = DeliveryBacklog(limits: limits, overflow: overflow, spool: spool)
-            if backlog.count > 0 {
-                logger.notice("spool recovered", metadata: ["outbox": "\(name)", "messages": "\(backlog.count)"])
-            }
-            state = Locked(State(backlog: backlog, spool: spool))
-        } else {
-            state = Locked(State(backlog: DeliveryBacklog(limits: limits, overflow: overflow), spool: nil))
+        let spool = try spoolDirectory.map { try Spool(directory: $0, configuration: spoolConfiguration, logger: logger) }
+        let backlog =
+            spool.map { DeliveryBacklog(limits: limits, overflow: overflow, spool: $0) }
+            ?? DeliveryBacklog(limits: limits, overflow: overflow)
+        if spool != nil, backlog.count > 0 {
+            logger.notice("spool recovered", metadata: ["outbox": "\(name)", "messages": "\(backlog.count)"])
         }
+        state = Locked(State(backlog: backlog, spool: spool))
     }
 
     /// The overflow policy in force (``waitForRoom(messages:bytes:)`` is for `backpressure`).
@@ -130,13 +143,10 @@ final class Outbox<Item: OutboxItem>: Sendable {
     /// Changes the overflow policy in place (a reload); a producer waiting for room under
     /// `backpressure` goes on when the new policy drops instead.
     func changeOverflow(to overflow: BufferOverflowPolicy) {
-        let producer = state.withLock { state -> CheckedContinuation<Void, Never>? in
+        state.withLock { state in
             state.backlog.overflow = overflow
-            guard overflow != .backpressure, let waiter = state.roomWaiter else { return nil }
-            state.roomWaiter = nil
-            return waiter.continuation
-        }
-        producer?.resume()
+            return overflow != .backpressure ? state.producers.resumeAll(returning: ()) : WakeUp()
+        }.resume()
     }
 
     /// Messages not yet acknowledged (waiting or in flight).
@@ -146,6 +156,9 @@ final class Outbox<Item: OutboxItem>: Sendable {
     var spoolDegraded: Bool { state.withLock { $0.backlog.isSpoolDegraded } }
     /// The bytes of the records whose items are kept for the hand-out (at most ``freshByteLimit``).
     var rememberedBytes: Int { state.withLock { $0.freshBytes } }
+    /// The most items the hand-out's memory held since its storage was last released (tests: a
+    /// drained burst gives its storage back).
+    var rememberedPeak: Int { state.withLock { $0.freshPeak } }
     /// Messages held in memory only while the spool is degraded (a crash loses them).
     var memoryOnly: Int { state.withLock { $0.backlog.isPersistent ? $0.backlog.memoryOnlyCount : 0 } }
 
@@ -153,7 +166,7 @@ final class Outbox<Item: OutboxItem>: Sendable {
     @discardableResult
     func append(_ item: Item) -> OutboxAdmission {
         var admission = OutboxAdmission()
-        let waiter: CheckedContinuation<Void, Never>? = state.withLock { state in
+        let consumer = state.withLock { state in
             do {
                 let record = item.encoded()
                 let bytes = record.count
@@ -164,10 +177,9 @@ final class Outbox<Item: OutboxItem>: Sendable {
                 admission.spoolFailed = true
                 logger.error("spool refused the message: not stored", metadata: ["outbox": "\(name)", "error": "\(error)"])
             }
-            defer { state.waiter = nil }
-            return state.waiter
+            return state.consumers.resumeAll(returning: ())
         }
-        waiter?.resume()
+        consumer.resume()
         return admission
     }
 
@@ -176,7 +188,7 @@ final class Outbox<Item: OutboxItem>: Sendable {
     func append(contentsOf items: [Item]) -> [OutboxAdmission] {
         guard items.count > 1 else { return items.map { append($0) } }
         var admissions: [OutboxAdmission] = []
-        let waiter: CheckedContinuation<Void, Never>? = state.withLock { state in
+        let consumer = state.withLock { state in
             do {
                 let records = items.map { $0.encoded() }
                 let stored = try state.backlog.enqueue(contentsOf: records)
@@ -190,10 +202,9 @@ final class Outbox<Item: OutboxItem>: Sendable {
                     metadata: ["outbox": "\(name)", "error": "\(error)", "messages": "\(items.count)"])
                 admissions = Array(repeating: OutboxAdmission(dropped: 0, spoolFailed: true), count: items.count)
             }
-            defer { state.waiter = nil }
-            return state.waiter
+            return state.consumers.resumeAll(returning: ())
         }
-        waiter?.resume()
+        consumer.resume()
         return admissions
     }
 
@@ -203,27 +214,13 @@ final class Outbox<Item: OutboxItem>: Sendable {
     /// outbox is closed or the task cancelled: a shutdown then stores over the limits rather than
     /// lose what it has. One producer at a time.
     func waitForRoom(messages: Int, bytes: Int) async {
-        let ticket = state.withLock { state in
-            defer { state.nextTicket += 1 }
-            return state.nextTicket
-        }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let resumeNow = state.withLock { state in
-                    if state.closed || Task.isCancelled || state.backlog.hasRoom(messages: messages, bytes: bytes) { return true }
-                    state.roomWaiter = (ticket, messages, bytes, continuation)
-                    return false
-                }
-                if resumeNow { continuation.resume() }
-            }
-        } onCancel: {
-            let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-                guard let waiter = state.roomWaiter, waiter.ticket == ticket else { return nil }
-                state.roomWaiter = nil
-                return waiter.continuation
-            }
-            waiter?.resume()
-        }
+        await state.wait(
+            in: { $1(&$0.producers) },
+            until: { state in
+                if state.closed || state.backlog.hasRoom(messages: messages, bytes: bytes) { return () }
+                state.roomWanted = (messages, bytes)
+                return nil
+            }, ifCancelled: { _ in })
     }
 
     /// Whether `items` would all be stored now without the overflow policy dropping anything, the
@@ -236,7 +233,7 @@ final class Outbox<Item: OutboxItem>: Sendable {
     }
 
     /// Whether a producer waits in ``waitForRoom(messages:bytes:)`` now.
-    var isWaitingForRoom: Bool { state.withLock { $0.roomWaiter != nil } }
+    var isWaitingForRoom: Bool { state.withLock { !$0.producers.isEmpty } }
 
     /// Up to `max` messages not handed out yet, oldest first, waiting while there are none.
     /// Returns `[]` once the outbox is closed and everything was handed out, or on cancellation.
@@ -263,30 +260,20 @@ final class Outbox<Item: OutboxItem>: Sendable {
                         _ = try? state.backlog.acknowledge(record.sequence)
                     }
                 }
-                // Unreadable records acknowledged above can empty the backlog.
-                for waiter in state.takeEmptyWaitersIfDrained() { waiter.resume() }
+                // Unreadable records acknowledged above can empty the backlog (resumed under the
+                // lock: rare, and the drain waiters take no lock of ours when they go on).
+                state.takeEmptyWaitersIfDrained().resume()
                 return entries
             }
             if let taken, !taken.isEmpty || isClosed { return taken }
             if Task.isCancelled { return [] }
             if taken != nil { continue }  // every record was unreadable: look again
-            await withTaskCancellationHandler {
-                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                    let resumeNow = state.withLock { state in
-                        let more = (try? state.backlog.pending(after: state.handedOut, limit: 1).isEmpty == false) ?? false
-                        if more || state.closed || state.waiter != nil { return true }
-                        state.waiter = continuation
-                        return false
-                    }
-                    if resumeNow { continuation.resume() }
-                }
-            } onCancel: {
-                let waiter = state.withLock { state in
-                    defer { state.waiter = nil }
-                    return state.waiter
-                }
-                waiter?.resume()
-            }
+            await state.wait(
+                in: { $1(&$0.consumers) },
+                until: { state in
+                    let more = (try? state.backlog.pending(after: state.handedOut, limit: 1).isEmpty == false) ?? false
+                    return more || state.closed ? () : nil
+                }, ifCancelled: { _ in })
         }
     }
 
@@ -308,8 +295,8 @@ final class Outbox<Item: OutboxItem>: Sendable {
             }
             return (pending, state.takeEmptyWaitersIfDrained(), state.takeRoomWaiterIfRoom())
         }
-        for waiter in drained { waiter.resume() }
-        producer?.resume()
+        drained.resume()
+        producer.resume()
         return pending
     }
 
@@ -327,163 +314,24 @@ final class Outbox<Item: OutboxItem>: Sendable {
             }
             return (pending, state.takeEmptyWaitersIfDrained(), state.takeRoomWaiterIfRoom())
         }
-        for waiter in drained { waiter.resume() }
-        producer?.resume()
+        drained.resume()
+        producer.resume()
         return pending
     }
 
     /// Returns once every message was acknowledged (the backlog is empty), or when the task is
     /// cancelled: the stop path waits on it, bounded by its grace period, instead of polling.
     func waitUntilEmpty() async {
-        let ticket = state.withLock { state in
-            defer { state.nextTicket += 1 }
-            return state.nextTicket
-        }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let resumeNow = state.withLock { state in
-                    if state.backlog.count == 0 || Task.isCancelled { return true }
-                    state.emptyWaiters[ticket] = continuation
-                    return false
-                }
-                if resumeNow { continuation.resume() }
-            }
-        } onCancel: {
-            state.withLock { $0.emptyWaiters.removeValue(forKey: ticket) }?.resume()
-        }
-    }
-
-    /// Forces spooled appends to disk (called about once a second; see `SpoolFsyncPolicy`), and
-    /// while the spool is degraded first tries to write what waits in memory into it.
-    ///
-    /// Only the quick part runs under the outbox lock: taking the sync point (which writes the
-    /// acknowledgement record into the page cache, in order with the appends). The `fdatasync`
-    /// runs on the spools' sync thread without the lock — appends, hand-outs and acknowledgements
-    /// go on meanwhile, and what they write belongs to the next sync — and its result is recorded
-    /// under the lock again (a failed flush is retried by the next sync, and degrades the spool).
-    func sync() async {
-        let point: SpoolSyncPoint? = state.withLock { state in
-            guard let spool = state.spool else { return nil }
-            state.backlog.resumeSpool()
-            do {
-                let point = try spool.prepareSync()
-                guard !point.isEmpty else {
-                    spool.finishSync(point, flushed: true)
-                    return nil
-                }
-                return point
-            } catch {
-                syncFailed(error, backlog: state.backlog)
-                return nil
-            }
-        }
-        if let point {
-            var failure: (any Error)?
-            do { try await flushSpool(point) } catch { failure = error }
-            state.withLock { state in
-                state.spool?.finishSync(point, flushed: failure == nil)
-                if let failure { syncFailed(failure, backlog: state.backlog) }
-            }
-        }
-        reportDegradedSpool(now: .now)
-    }
-
-    /// A disk failure degrades the spool (reported by ``reportDegradedSpool(now:)``); anything
-    /// else (the sync thread not running) is logged here.
-    private func syncFailed(_ error: any Error, backlog: DeliveryBacklog) {
-        if let error = error as? SpoolError, error.isDiskFailure {
-            backlog.spoolFailed(error)
-        } else {
-            logger.warning("spool sync failed", metadata: ["outbox": "\(name)", "error": "\(error)"])
-        }
-    }
-
-    /// Logs the degraded spool: when it degrades, then at most once a minute with the count of
-    /// messages in memory only, and when it resumes.
-    private func reportDegradedSpool(now: ContinuousClock.Instant) {
-        let (line, failure): (SpoolDegradedLog<ContinuousClock.Instant>.Line?, SpoolError?) = state.withLock { state in
-            guard state.spool != nil else { return (nil, nil) }
-            let line = state.degradedLog.observed(
-                degraded: state.backlog.isSpoolDegraded, memoryOnly: state.backlog.memoryOnlyCount, now: now)
-            return (line, state.backlog.spoolFailure)
-        }
-        switch line {
-        case .degraded(let memoryOnly):
-            logger.error(
-                "spool degraded: new messages wait in memory only (lost on a crash) until the disk takes writes again",
-                metadata: ["outbox": "\(name)", "memory_only": "\(memoryOnly)", "error": "\(failure.map { "\($0)" } ?? "")"])
-        case .stillDegraded(let memoryOnly):
-            logger.warning(
-                "spool still degraded",
-                metadata: ["outbox": "\(name)", "memory_only": "\(memoryOnly)", "error": "\(failure.map { "\($0)" } ?? "")"])
-        case .resumed:
-            logger.notice("spool resumed: every message is on disk again", metadata: ["outbox": "\(name)"])
-        case nil:
-            break
-        }
+        await state.wait(in: { $1(&$0.drainWaiters) }, until: { $0.backlog.count == 0 ? () : nil }, ifCancelled: { _ in })
     }
 
     /// No more messages will be appended; `next` returns `[]` once everything was handed out.
     func close() {
-        let (waiter, producer) = state.withLock { state in
+        let (consumer, producer) = state.withLock { state in
             state.closed = true
-            defer { state.waiter = nil }
-            return (state.waiter, state.takeRoomWaiterIfRoom())
+            return (state.consumers.resumeAll(returning: ()), state.takeRoomWaiterIfRoom())
         }
-        waiter?.resume()
-        producer?.resume()
-    }
-
-    /// Closes the spool file (what is still pending stays on disk for the next start). A last
-    /// ``sync()`` first, so the close itself finds nothing to wait for on the disk (unless
-    /// something was written in between).
-    func closeSpool() async {
-        await sync()
-        state.withLock { state in
-            if state.spool != nil, state.backlog.memoryOnlyCount > 0 {
-                logger.error(
-                    "spool degraded at close: messages held in memory only are lost",
-                    metadata: ["outbox": "\(name)", "messages": "\(state.backlog.memoryOnlyCount)"])
-            }
-            do { try state.spool?.close() } catch {
-                logger.warning("spool close failed", metadata: ["outbox": "\(name)", "error": "\(error)"])
-            }
-            state.spool = nil
-        }
-    }
-}
-
-/// When to log a degraded spool (docs/contract.md §7.6): a line when it degrades, then at most one
-/// a minute while it stays degraded, with the count of messages in memory only; a line when it
-/// resumes, if its degradation was logged. A spool that degrades again within a minute of its last
-/// line waits for the minute: at most one degraded line and one resumed line a minute.
-struct SpoolDegradedLog<Instant: InstantProtocol> where Instant.Duration == Duration {
-    /// A line to log.
-    enum Line: Equatable {
-        /// The spool degraded: this many messages are held in memory only.
-        case degraded(memoryOnly: Int)
-        /// A minute later, still degraded.
-        case stillDegraded(memoryOnly: Int)
-        /// Writes succeed again; everything is on disk.
-        case resumed
-    }
-
-    /// The shortest time between two degraded lines.
-    static var interval: Duration { .seconds(60) }
-
-    private var lastLine: Instant?
-    private var announced = false
-
-    /// The spool's state at `now` (observed about once a second): the line to log, if any.
-    mutating func observed(degraded: Bool, memoryOnly: Int, now: Instant) -> Line? {
-        guard degraded else {
-            guard announced else { return nil }
-            announced = false
-            return .resumed
-        }
-        if let lastLine, lastLine.duration(to: now) < Self.interval { return nil }
-        lastLine = now
-        defer { announced = true }
-        return announced ? .stillDegraded(memoryOnly: memoryOnly) : .degraded(memoryOnly: memoryOnly)
+        consumer.resume()
+        producer.resume()
     }
 }

@@ -1,4 +1,3 @@
-import DequeModule
 import Locking
 import NIOCore
 import NIOHTTP1
@@ -33,7 +32,6 @@ public final class PusherHTTPConnectionPool: Sendable {
     private let hosts = Locked<[PusherHTTPEndpoint: HostConnections]>([:])
     /// One TLS context per CA file ("" for the system roots), built on first use, not per request.
     private let tlsContexts = Locked<[String: NIOSSLContext]>([:])
-    private let waiterIDs = Locked(0)
 
     /// What a request gets from the pool.
     private enum Lease: Sendable {
@@ -47,13 +45,6 @@ public final class PusherHTTPConnectionPool: Sendable {
         case cancelled
     }
 
-    /// A request waiting for a connection of a full endpoint.
-    private struct Waiter: Sendable {
-        let id: Int
-        let continuation: CheckedContinuation<Lease, Never>
-        let timer: Scheduled<Void>
-    }
-
     /// One endpoint's connections.
     private struct HostConnections: Sendable {
         /// Open connections waiting for a request, the most recently used last.
@@ -61,7 +52,7 @@ public final class PusherHTTPConnectionPool: Sendable {
         /// Connections open or being opened (idle and busy).
         var open = 0
         /// Requests waiting for a connection, first come first served.
-        var waiters = Deque<Waiter>()
+        var waiters = WaiterQueue<Lease>()
     }
 
     /// A pool; connections run on `eventLoopGroup`.
@@ -180,33 +171,15 @@ public final class PusherHTTPConnectionPool: Sendable {
     ) async throws(HTTPExchangeFailure) -> (any Channel, reused: Bool) {
         var lease = hosts.withLock { take(from: &$0[endpoint, default: HostConnections()], preferNew: preferNew) }
         if lease == nil {
-            let id = waiterIDs.withLock { id in
-                id += 1
-                return id
-            }
-            lease = await withTaskCancellationHandler {
-                await withCheckedContinuation { (continuation: CheckedContinuation<Lease, Never>) in
-                    let ready = hosts.withLock { hosts -> Lease? in
-                        // Taken again under the same lock as the enqueueing: a connection freed since
-                        // the first look is not missed.
-                        if let lease = take(from: &hosts[endpoint, default: HostConnections()], preferNew: preferNew) {
-                            return lease
-                        }
-                        // Checked under the lock the cancellation handler takes too: a cancellation
-                        // that found no waiter to remove is seen here.
-                        if Task.isCancelled { return .cancelled }
-                        let timer = eventLoopGroup.next().scheduleTask(deadline: deadline) { [self] in
-                            waiterGaveUp(id, endpoint: endpoint, with: .timedOut)
-                        }
-                        hosts[endpoint, default: HostConnections()].waiters.append(
-                            Waiter(id: id, continuation: continuation, timer: timer))
-                        return nil
-                    }
-                    if let ready { continuation.resume(returning: ready) }
-                }
-            } onCancel: {
-                waiterGaveUp(id, endpoint: endpoint, with: .cancelled)
-            }
+            // Taken again under the same lock as the parking: a connection freed since the first
+            // look is not missed. The deadline and a cancellation take the request out of the queue.
+            let waitDeadline = ContinuousClock.now + .nanoseconds((deadline - .now()).nanoseconds)
+            lease = await hosts.wait(
+                in: { hosts, body in body(&hosts[endpoint, default: HostConnections()].waiters) },
+                deadline: waitDeadline,
+                until: { take(from: &$0[endpoint, default: HostConnections()], preferNew: preferNew) },
+                ifTimedOut: { _ in .timedOut },
+                ifCancelled: { _ in .cancelled })
         }
         switch lease {
         case .reuse(let channel):
@@ -238,39 +211,22 @@ public final class PusherHTTPConnectionPool: Sendable {
     /// Returns a connection after a complete response: to the first waiter, else to the idle list.
     private func release(_ channel: any Channel, to endpoint: PusherHTTPEndpoint) {
         guard channel.isActive else { return }  // Closed (`Connection: close`): `closeFuture` counts it.
-        let waiter = hosts.withLock { hosts -> Waiter? in
-            if let waiter = hosts[endpoint]?.waiters.popFirst() { return waiter }
-            hosts[endpoint, default: HostConnections()].idle.append(channel)
-            return nil
-        }
-        if let waiter {
-            waiter.timer.cancel()
-            waiter.continuation.resume(returning: .reuse(channel))
-        }
+        hosts.withLock { hosts in
+            let waiter = hosts[endpoint, default: HostConnections()].waiters.resumeFirst(returning: .reuse(channel))
+            if waiter.count == 0 { hosts[endpoint, default: HostConnections()].idle.append(channel) }
+            return waiter
+        }.resume()
     }
 
     /// A connection closed, or could not be opened: its slot goes to the first waiter, if any.
     private func slotFreed(_ endpoint: PusherHTTPEndpoint, channel: (any Channel)?) {
-        let waiter = hosts.withLock { hosts -> Waiter? in
+        hosts.withLock { hosts in
             if let channel { hosts[endpoint]?.idle.removeAll { $0 === channel } }
-            if let waiter = hosts[endpoint]?.waiters.popFirst() { return waiter }  // It inherits the slot.
-            hosts[endpoint]?.open -= 1
-            return nil
-        }
-        if let waiter {
-            waiter.timer.cancel()
-            waiter.continuation.resume(returning: .connect)
-        }
-    }
-
-    /// A waiter's deadline passed or its task was cancelled: it leaves the queue (unless served already).
-    private func waiterGaveUp(_ id: Int, endpoint: PusherHTTPEndpoint, with outcome: Lease) {
-        let waiter = hosts.withLock { hosts -> Waiter? in
-            guard let index = hosts[endpoint]?.waiters.firstIndex(where: { $0.id == id }) else { return nil }
-            return hosts[endpoint]?.waiters.remove(at: index)
-        }
-        waiter?.timer.cancel()
-        waiter?.continuation.resume(returning: outcome)
+            // The first waiter inherits the slot.
+            let waiter = hosts[endpoint]?.waiters.resumeFirst(returning: .connect) ?? WakeUp()
+            if waiter.count == 0 { hosts[endpoint]?.open -= 1 }
+            return waiter
+        }.resume()
     }
 
     /// Opens a connection (TCP, then TLS when secure) in a slot already counted as open; returns it

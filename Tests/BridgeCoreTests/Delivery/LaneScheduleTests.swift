@@ -1,6 +1,6 @@
 import Testing
 
-@testable import BridgeDaemon
+@testable import BridgeCore
 
 /// Which events a free MQTT → Pusher lane sends (docs/contract.md §5.2): one batch in flight per
 /// channel, the channel that waited longest first, other channels joining a batch only whole.
@@ -136,6 +136,24 @@ import Testing
             #expect(events == Array(arrived[channel, default: []].prefix(events.count)))
         }
     }
+
+    /// A burst over many channels gives its storage back once it drained (a dictionary keeps the
+    /// capacity of its largest size otherwise).
+    @Test func aDrainedBurstOverManyChannelsReleasesItsStorage() {
+        var schedule = LaneSchedule<Int>(capacity: 10_000)
+        for n in 0..<1_000 { schedule.arrived(n, channel: "c\(n)") }
+        #expect(schedule.storageCapacity >= 1_000)
+        var sent = 0
+        while true {
+            let batch = schedule.nextBatch(max: 100)
+            if batch.elements.isEmpty { break }
+            sent += batch.elements.count
+            schedule.finished(batch)
+        }
+        #expect(sent == 1_000)
+        #expect(schedule.count == 0)
+        #expect(schedule.storageCapacity <= LaneSchedule<Int>.retainedChannels)
+    }
 }
 
 /// A small deterministic random number generator for the interleaving test.
@@ -149,4 +167,5 @@ struct SplitMix {
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
     }
+
 }
