@@ -237,7 +237,7 @@ public final class Mosquitto: Sendable {
         // that inherited another test's connection held it open after that test closed it (its
         // client never saw the close: issue 26's "no response within 5 s" in HTTPConnectionPoolTests).
         // `posix_spawn_file_actions_addclosefrom_np` (glibc 2.34+) is not imported: looked up by name,
-        // as in Sources/BridgeDaemon/ConfigCheckProcess.swift.
+        // as in Sources/BridgeDaemon/Daemon/ChildProcess.swift.
         _ = addCloseFrom?(&actions, 3)
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }

@@ -21,7 +21,7 @@ STREAM = f"p2m/{CHANNEL}"
 RULE = rule("disk", "pusher", channel=CHANNEL, events=["tagged"], topic="disk/{channel}", qos=1)
 LIVE_EVENTS = 10
 DEGRADED = 'pusher_mqtt_bridge_spool_degraded{bridge="disk",direction="pusher_to_mqtt"}'
-# Log lines about the degraded spool (Sources/BridgeDaemon/Runtime/Outbox.swift).
+# Log lines about the degraded spool (Sources/BridgeDaemon/Queues/Outbox+Spool.swift).
 DEGRADED_LINES = ("spool degraded", "spool still degraded")
 
 
