@@ -163,6 +163,8 @@ lint:
 	$(SWIFT) format lint --strict --recursive Sources Tests Fuzz Benchmarks Package.swift
 	scripts/check-layout.sh
 	scripts/test-check-layout.sh
+	python3 scripts/check-docs.py
+	scripts/test-check-docs.sh
 
 clean:
 	rm -rf .build
