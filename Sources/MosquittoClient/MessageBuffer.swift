@@ -109,6 +109,9 @@ final class MessageBuffer: Sendable {
         if wake { room.signal() }
     }
 
+    /// Whether a producer waits for room now (tests: a producer blocked on a full buffer).
+    var producerIsWaiting: Bool { state.withLock { $0.producerWaiting } }
+
     /// Messages dropped because the consumer did not make room within the timeout.
     var droppedCount: Int { state.withLock { $0.dropped } }
 

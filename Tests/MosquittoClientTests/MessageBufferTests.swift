@@ -63,14 +63,18 @@ import Testing
     @Test func fullBufferBlocksTheProducerUntilTheConsumerMakesRoom() async throws {
         let buffer = MessageBuffer(capacity: 1)
         #expect(buffer.push(message(0), maxWait: .zero))
-        let producer = Producer(pushing: message(1), into: buffer, maxWait: .seconds(10))
-        // Give the producer time to find the buffer full; it must still be blocked.
-        try? await Task.sleep(for: .milliseconds(100))
+        // A wait no test outlasts: the producer stays blocked until the consumer makes room, however
+        // late this task runs (with a 10 s wait and a 100 ms sleep here, a CI rehearsal at load 15
+        // starved the sleep past the producer's timeout, and the push was dropped).
+        let producer = Producer(pushing: message(1), into: buffer, maxWait: .seconds(3600))
+        try await eventually("the producer finds the buffer full and waits") { buffer.producerIsWaiting }
         #expect(producer.pushed == nil)
         var iterator = MQTTMessageStream(buffer: buffer).makeAsyncIterator()
         #expect(await iterator.next()?.topic == "t/0")
+        // Bounded, so that a producer never let in fails the test instead of hanging the run.
+        try await eventually("the consumer's room lets the producer in") { producer.pushed != nil }
         // Required: a push that was dropped leaves no message to wait for below.
-        try #require(await producer.result() == true)
+        try #require(producer.pushed == true)
         #expect(await iterator.next()?.topic == "t/1")
         #expect(buffer.droppedCount == 0)
     }
@@ -135,6 +139,20 @@ extension MQTTMessageStream.AsyncIterator {
 /// concurrency pool (2 on a 2-core machine), so a push blocked there for up to its `maxWait`, with
 /// one more blocked worker beside it, left no thread for the consumer that was to make room — the
 /// push then timed out and the test waited forever for the message it had dropped.
+/// Looks at `condition` every 5 ms until it holds; fails naming `what` after 60 s. The condition
+/// is looked at before the clock, so a task that ran late still sees what became true.
+private func eventually(_ what: String, _ condition: () -> Bool) async throws {
+    let deadline = ContinuousClock.now + .seconds(60)
+    while !condition() {
+        guard ContinuousClock.now < deadline else { throw MessageBufferTestFailure(description: "timed out waiting until \(what)") }
+        try await Task.sleep(for: .milliseconds(5))
+    }
+}
+
+private struct MessageBufferTestFailure: Error, CustomStringConvertible {
+    let description: String
+}
+
 private final class Producer: Sendable {
     private struct State {
         var outcome: Bool?

@@ -197,19 +197,9 @@ extension BridgeRuntime {
     /// Returns once the state watcher has taken in an MQTT state after the `seen`-th (at once if it
     /// has), or the task is cancelled.
     private func nextMQTTState(after seen: UInt64) async {
-        let id = decisions.withLock { $0.mqttStateWaiters.ticket() }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let waiting = decisions.withLock { state in
-                    guard state.mqttStates == seen, !Task.isCancelled else { return false }
-                    state.mqttStateWaiters.add(id, continuation)
-                    return true
-                }
-                if !waiting { continuation.resume() }
-            }
-        } onCancel: {
-            decisions.withLock { $0.mqttStateWaiters.remove(id) }?.resume()
-        }
+        await decisions.wait(
+            in: { state, queue in queue(&state.mqttStateWaiters) }, until: { $0.mqttStates == seen ? nil : () },
+            ifCancelled: { _ in () })
     }
 
     /// Takes the client's publish outcomes: in batches on its network thread (no task wake-up per

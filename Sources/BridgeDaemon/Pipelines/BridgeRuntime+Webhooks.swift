@@ -42,11 +42,11 @@ extension BridgeRuntime {
             await waitForWebhookTurn(ticket)
             let unavailable = storeWebhookPublishes(acceptance.publishes)
             let done = Self.supervisorNow
-            let (next, actions) = decisions.withLock { state in
-                let (next, actions) = state.supervisor.webhookTurnDone(stored: acceptance, unavailable: unavailable != nil, done)
-                return (state.webhookTurns.removeValue(forKey: next), actions)
+            let (waiting, actions) = decisions.withLock { state in
+                let (_, actions) = state.supervisor.webhookTurnDone(stored: acceptance, unavailable: unavailable != nil, done)
+                return (state.webhookTurns.resumeAll(returning: ()), actions)
             }
-            next?.resume()
+            waiting.resume()
             if let reason = unavailable { return webhookRefused(.unavailable, reason: reason, now: now) }
             metrics.webhooks(bridge: name, outcome: .accepted).increment()
             for (outcome, count) in acceptance.skipped { metrics.webhooks(bridge: name, outcome: outcome).increment(by: count) }
@@ -61,14 +61,13 @@ extension BridgeRuntime {
     }
 
     /// Returns once it is `ticket`'s turn to append to the outbox (the request before it is done).
+    /// Every waiting request is woken when a turn ends and looks whether the next is its own: few
+    /// requests wait at once (one per webhook POST in flight).
     private func waitForWebhookTurn(_ ticket: UInt64) async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let now = decisions.withLock { state in
-                guard !state.supervisor.isWebhookTurn(ticket) else { return true }
-                state.webhookTurns[ticket] = continuation
-                return false
+        while !decisions.withLock({ $0.supervisor.isWebhookTurn(ticket) }) {
+            await decisions.wait(in: { state, queue in queue(&state.webhookTurns) }) {
+                $0.supervisor.isWebhookTurn(ticket) ? () : nil
             }
-            if now { continuation.resume() }
         }
     }
 

@@ -20,20 +20,19 @@ struct PusherDeliveryPause: Sendable {
     func accepted(now: ContinuousClock.Instant) -> DeliveryPause.Transition {
         let (transition, woken) = decisions.withLock { state in
             let transition = state.supervisor.pause.accepted(now: now)
-            guard case .resumed = transition else { return (transition, [CheckedContinuation<Void, Never>]()) }
-            return (transition, state.pausedLanes.removeAll())
+            guard case .resumed = transition else { return (transition, WakeUp<Void>()) }
+            return (transition, state.pausedLanes.resumeAll(returning: ()))
         }
-        for lane in woken { lane.resume() }
+        woken.resume()
         return transition
     }
 
     /// The lanes stop (the bridge stops): every waiting lane is woken, and none waits from now on.
     func wakeAll() {
-        let woken = decisions.withLock { state in
+        decisions.withLock { state in
             state.pausedLanesReleased = true
-            return state.pausedLanes.removeAll()
-        }
-        for lane in woken { lane.resume() }
+            return state.pausedLanes.resumeAll(returning: ())
+        }.resume()
     }
 
     /// Waits up to `limit` (the backoff's cap), less if delivery resumes meanwhile, the task is
@@ -41,33 +40,11 @@ struct PusherDeliveryPause: Sendable {
     /// `stop()` is true (looked at when the wait begins and whenever the lane is woken).
     func waitWhilePaused(upTo limit: Duration, stop: () -> Bool = { false }) async {
         let deadline = ContinuousClock.now.advanced(by: limit)
-        while decisions.withLock({ $0.supervisor.pause.isPaused && !$0.pausedLanesReleased }), !stop(), !Task.isCancelled,
-            ContinuousClock.now < deadline
-        {
-            await withTaskGroup(of: Void.self) { group in
-                group.addTask { try? await Task.sleep(until: deadline) }
-                group.addTask { await self.wokenOrResumed() }
-                await group.next()
-                group.cancelAll()
-            }
-        }
-    }
-
-    /// Returns when delivery resumes or ``wakeAll()`` is called (at once if it is not paused or
-    /// the lanes stopped), or the task is cancelled.
-    private func wokenOrResumed() async {
-        let id = decisions.withLock { $0.pausedLanes.ticket() }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let waiting = decisions.withLock { state in
-                    guard state.supervisor.pause.isPaused, !state.pausedLanesReleased, !Task.isCancelled else { return false }
-                    state.pausedLanes.add(id, continuation)
-                    return true
-                }
-                if !waiting { continuation.resume() }
-            }
-        } onCancel: {
-            decisions.withLock { $0.pausedLanes.remove(id) }?.resume()
+        func paused(_ state: RuntimeDecisions) -> Bool { state.supervisor.pause.isPaused && !state.pausedLanesReleased }
+        while !stop(), !Task.isCancelled, ContinuousClock.now < deadline, decisions.withLock({ paused($0) }) {
+            await decisions.wait(
+                in: { state, queue in queue(&state.pausedLanes) }, deadline: deadline,
+                until: { paused($0) ? nil : () }, ifTimedOut: { _ in () }, ifCancelled: { _ in () })
         }
     }
 }

@@ -25,11 +25,10 @@ extension BridgeRuntime {
                 if let error { logger.error("MQTT gave up", metadata: ["error": "\(error)"]) }
             }
             mqttUp.set(open: connected)
-            let waiting = decisions.withLock { state in
+            decisions.withLock { state in
                 state.mqttStates &+= 1
-                return state.mqttStateWaiters.removeAll()
-            }
-            for publisher in waiting { publisher.resume() }
+                return state.mqttStateWaiters.resumeAll(returning: ())
+            }.resume()
             if connected { logger.info("mqtt connected", metadata: ["mqtt.session_present": "\(sessionPresent)"]) }
             perform { $0.mqttConnectionChanged(to: description, connected: connected, $1) }
         }

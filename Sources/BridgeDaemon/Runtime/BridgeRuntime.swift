@@ -52,19 +52,16 @@ final class BridgeRuntime: Service, Sendable {
     /// takeover detector, the publish correlation and the tasks waiting for a decision
     /// (``RuntimeDecisions``). The runtime's one lock for them.
     ///
-    /// Lock order: this lock is a leaf. While it is held no other lock is taken — not
-    /// ``lifecycle``, not an outbox's, a lane queue's, the connection gate's, a client's or the
-    /// metrics' — and nothing is awaited, no I/O is done and no continuation is resumed: a closure
-    /// under it only calls the pure machine, and what it returns is carried out once the lock is
-    /// released. ``lifecycle`` (the other lock of the runtime) is likewise never held while taking
-    /// this one. No lock is held across an ``Outbox`` call.
+    /// Lock order: this lock is a leaf. While it is held no other lock is taken — not an outbox's,
+    /// a lane queue's, the connection gate's, a client's or the metrics' — and nothing is awaited,
+    /// no I/O is done and no continuation is resumed: a closure under it only calls the pure
+    /// machine or parks a waiter, and what it returns is carried out once the lock is released.
+    /// No lock is held across an ``Outbox`` call.
     let decisions: Locked<RuntimeDecisions>
     /// Wakes the supervisor's timer (``runTimer()``) when an event may have moved its next deadline.
     let timerWake = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     /// Discovery polls the supervisor asked for, run by ``runDiscovery()``.
     let discoveryPolls = AsyncStream.makeStream(of: DiscoveryPoll.self)
-    /// Whether ``run()`` runs, and who waits for the bridge to have released everything it holds.
-    private let lifecycle = Locked(RuntimeLifecycle())
     /// Open while the MQTT connection is up (a QoS 0 publish waits for it).
     let mqttUp = ConnectionGate()
     /// Commands that await the clients (subscribe, unsubscribe, status): run by ``runCommands()``.
@@ -138,7 +135,7 @@ final class BridgeRuntime: Service, Sendable {
     }
 
     /// True while ``run()`` runs (from its start until it has released everything).
-    var isRunning: Bool { lifecycle.withLock { $0.isRunning } }
+    var isRunning: Bool { decisions.withLock { $0.lifecycle.isRunning } }
 
     /// True once ``stop(grace:)`` was called (a reload restarting the bridge, or the shutdown).
     var isStopping: Bool { decisions.withLock { $0.supervisor.isStopping } }
@@ -155,7 +152,7 @@ final class BridgeRuntime: Service, Sendable {
     /// reload, or by this service itself when its service group shuts down gracefully).
     func run() async throws {
         // A runtime stopped before its service ran (a reload racing a shutdown) has released everything.
-        guard lifecycle.withLock({ $0.runStarted() }) else { return }
+        guard decisions.withLock({ $0.lifecycle.runStarted() }) else { return }
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.pusher.runUntilCancelled(logger: self.logger) }
             group.addTask { await self.mqtt.run() }
@@ -184,7 +181,7 @@ final class BridgeRuntime: Service, Sendable {
         // Every task has ended: no acknowledgement can come any more. What is pending stays on disk.
         await releaseSpools()
         logger.info("bridge stopped")
-        for waiter in lifecycle.withLock({ $0.ended() }) { waiter.resume(returning: false) }
+        decisions.withLock { $0.lifecycle.ended() }.resume()
     }
 
     /// Syncs and closes both spools, which releases their directory locks.
@@ -201,12 +198,8 @@ final class BridgeRuntime: Service, Sendable {
     /// (docs/contract.md §3).
     func stop(grace: Duration) async {
         await drain(grace: grace)
-        let notRunning: Bool = await withCheckedContinuation { continuation in
-            switch lifecycle.withLock({ $0.waitForEnd(continuation) }) {
-            case .waiting: break
-            case .alreadyEnded: continuation.resume(returning: false)
-            case .neverRan: continuation.resume(returning: true)
-            }
+        let notRunning = await decisions.wait(in: { state, queue in queue(&state.lifecycle.endWaiters) }) {
+            $0.lifecycle.endOrNeverRan()
         }
         // The service never ran (nothing else will close the spools): close them here.
         if notRunning { await releaseSpools() }

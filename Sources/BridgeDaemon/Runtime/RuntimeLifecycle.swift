@@ -1,29 +1,23 @@
+import Locking
+
 /// Whether a ``BridgeRuntime``'s service has run, and who waits for it to have released what it
-/// holds (its spools' directory locks, its MQTT client id, its Pusher connection).
+/// holds (its spools' directory locks, its MQTT client id, its Pusher connection). Kept under the
+/// runtime's one lock (``RuntimeDecisions``).
 ///
 /// A reload stops a bridge and starts its successor on the same spools: the successor may open
 /// them only once the old runtime has closed them, which happens at the end of its `run()`, after
 /// every task of the bridge has ended (docs/contract.md §3). A runtime whose service never ran (a
 /// reload that raced a shutdown) is ended by whoever stops it.
-struct RuntimeLifecycle: ~Copyable {
+struct RuntimeLifecycle: Sendable {
     private enum Phase {
         case notStarted
         case running
         case ended
     }
 
-    /// What ``waitForEnd(_:)`` found.
-    enum Wait {
-        /// The runtime runs: the continuation is resumed (with false) when it has ended.
-        case waiting
-        /// It has ended already: resume at once.
-        case alreadyEnded
-        /// Its service never ran, and now never will: the caller releases what it holds.
-        case neverRan
-    }
-
     private var phase = Phase.notStarted
-    private var waiters: [CheckedContinuation<Bool, Never>] = []
+    /// Tasks waiting for the end of `run()` (``BridgeRuntime/stop(grace:)``); each gets false.
+    var endWaiters = WaiterQueue<Bool>()
 
     /// Whether `run()` runs and has not ended yet.
     var isRunning: Bool {
@@ -38,24 +32,24 @@ struct RuntimeLifecycle: ~Copyable {
         return true
     }
 
-    /// `run()` has released everything: the waiters to resume.
-    mutating func ended() -> [CheckedContinuation<Bool, Never>] {
+    /// `run()` has released everything: the waiters to resume once the lock is released.
+    mutating func ended() -> WakeUp<Bool> {
         phase = .ended
-        defer { waiters.removeAll() }
-        return waiters
+        return endWaiters.resumeAll(returning: false)
     }
 
-    /// Waits for the end of `run()`, or says why there is nothing to wait for.
-    mutating func waitForEnd(_ continuation: CheckedContinuation<Bool, Never>) -> Wait {
+    /// What a task about to wait for the end of `run()` finds: `nil` while it runs (wait), false
+    /// when it has ended, true when its service never ran and now never will (the caller then
+    /// releases what the runtime holds).
+    mutating func endOrNeverRan() -> Bool? {
         switch phase {
         case .notStarted:
             phase = .ended
-            return .neverRan
+            return true
         case .running:
-            waiters.append(continuation)
-            return .waiting
+            return nil
         case .ended:
-            return .alreadyEnded
+            return false
         }
     }
 }
