@@ -158,11 +158,15 @@ format:
 
 # swift-format with the checked-in .swift-format: zero findings, or `make test` fails (`make format` fixes most).
 # Then the layout rules (scripts/check-layout.sh: file sizes, polling sleeps, lock count, generated files in
-# Sources/, …; the enforced ones are listed at its top) and the tests of that check.
+# Sources/, …; the enforced ones are listed at its top) and the tests of that check; then the docs
+# (scripts/check-docs.py: every name the docs give exists, and docs/architecture.md's tables of locks,
+# threads and runtime tasks list exactly what the code has) and the tests of that check.
 lint:
 	$(SWIFT) format lint --strict --recursive Sources Tests Fuzz Benchmarks Package.swift
 	scripts/check-layout.sh
 	scripts/test-check-layout.sh
+	python3 scripts/check-docs.py
+	scripts/test-check-docs.sh
 
 clean:
 	rm -rf .build

@@ -20,7 +20,9 @@ import re
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+# `--root DIR` checks another tree (scripts/test-check-docs.sh); the repository by default.
+ROOT = (Path(sys.argv[sys.argv.index("--root") + 1]).resolve() if "--root" in sys.argv[:-1]
+        else Path(__file__).resolve().parent.parent)
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted(ROOT.glob("Sources/*/README.md"))]
 # Reference notes about other projects' code (swift-websocket, libmosquitto, …): they name those
 # projects' symbols, which are not ours to check.
@@ -176,19 +178,35 @@ def code_threads() -> set[str]:
     """The names of the threads we start (`detachThread(name:)`), up to the first interpolation."""
     names = set()
     for path in (ROOT / "Sources").rglob("*.swift"):
-        for m in re.finditer(r'detachThread\(name:\s*"([^"\\]*)', re.sub(r"//.*", "", path.read_text())):
+        code = re.sub(r"//.*", "", path.read_text())
+        for m in re.finditer(r'detachThread\(name:\s*"([^"\\]*)', code):
             names.add(m.group(1))
+        # A name that is not a string literal cannot be checked: it needs a row `?` (and a literal).
+        if re.search(r'(?<!func )\bdetachThread\(name:\s*[^"\s]', code):
+            names.add("?")
     return names
 
 
 def code_runtime_tasks() -> set[str]:
-    """The child tasks of `BridgeRuntime.run()`: each `group.addTask { … self.NAME(` in it."""
-    text = (ROOT / "Sources/BridgeDaemon").rglob("*.swift")
-    for path in text:
+    """The child tasks of `BridgeRuntime.run()`, each named by the first call it awaits without
+    `self.` (`group.addTask { await self.pusher.runUntilCancelled(…) }` is `pusher.runUntilCancelled`,
+    the graceful-shutdown watcher is `gracefulShutdown`). A task that awaits no call is reported as
+    `?`, so that it still needs a row."""
+    for path in (ROOT / "Sources/BridgeDaemon").rglob("*.swift"):
         body = path.read_text()
-        if "final class BridgeRuntime" in body:
-            run = body.split("func run() async", 1)[1].split("\n    }\n", 1)[0]
-            return set(re.findall(r"addTask\s*\{[^}]*?self\.(\w+)[(.]", run))
+        if "final class BridgeRuntime" not in body or "func run() async" not in body:
+            continue
+        run = body.split("func run() async", 1)[1].split("\n    }\n", 1)[0]
+        names = set()
+        for start in (m.end() for m in re.finditer(r"\baddTask\s*\{", run)):
+            depth, end = 1, start
+            while depth and end < len(run):
+                depth += {"{": 1, "}": -1}.get(run[end], 0)
+                end += 1
+            task = re.sub(r"//.*", "", run[start:end])
+            call = re.search(r"\bawait\s+(?:self\.)?([A-Za-z_][\w.]*)\s*\(", task)
+            names.add(call.group(1) if call else "?")
+        return names
     return set()
 
 

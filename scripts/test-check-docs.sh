@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Tests of scripts/check-docs.py (run by `make lint`): a small tree whose docs match its code must
+# pass; a doc naming a type the code lacks, a lock, thread or runtime task added to the code
+# without a table row, and a row the code does not have must each fail and name the offender.
+# No network, no build; well under a second.
+set -euo pipefail
+check="$(cd "$(dirname "$0")" && pwd)/check-docs.py"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+
+fail() {
+    echo "test-check-docs: FAIL: $*"
+    failures=$((failures + 1))
+}
+
+# A tree whose architecture.md lists exactly its one lock, one thread and two runtime tasks.
+clean_tree() {
+    local tree=$1
+    mkdir -p "$tree/Sources/BridgeDaemon" "$tree/Sources/Locking" "$tree/Tests" "$tree/docs"
+    cat >"$tree/Sources/BridgeDaemon/BridgeRuntime.swift" <<'SWIFT'
+final class BridgeRuntime {
+    let decisions = Locked(0)
+
+    func run() async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.consume() }
+            group.addTask { await self.mqtt.run() }
+        }
+    }
+
+    func consume() async {}
+}
+SWIFT
+    cat >"$tree/Sources/Locking/Worker.swift" <<'SWIFT'
+struct Worker {
+    func start() { _ = detachThread(name: "worker-\(id)") {} }
+}
+SWIFT
+    cat >"$tree/README.md" <<'MD'
+The runtime is `BridgeRuntime`; it calls `consume()`.
+MD
+    cat >"$tree/docs/architecture.md" <<'MD'
+# Architecture
+
+## Locks
+
+| lock | owner | guards |
+|---|---|---|
+| `decisions` | `BridgeRuntime` | everything |
+
+## Threads
+
+| thread | started by |
+|---|---|
+| `worker-` | `Worker` |
+
+### The tasks of a bridge
+
+| task | what |
+|---|---|
+| `consume` | consumes |
+| `mqtt.run` | the client |
+MD
+}
+
+# Runs the check on `tree`; sets `output` and `status`.
+run() {
+    status=0
+    output=$(python3 "$check" --root "$1" 2>&1) || status=$?
+}
+
+# expect_failure NAME TREE TEXT: the check fails on TREE and its output contains TEXT.
+expect_failure() {
+    run "$2"
+    if [ "$status" -eq 0 ]; then
+        fail "$1: passed"
+    elif ! grep -qF -- "$3" <<<"$output"; then
+        fail "$1: output does not name '$3': $output"
+    fi
+}
+
+fresh() {
+    rm -rf "$work/tree"
+    clean_tree "$work/tree"
+}
+
+fresh
+run "$work/tree"
+[ "$status" -eq 0 ] || fail "a tree whose docs match its code: $output"
+
+fresh
+echo 'The runtime hands work to `MissingType`.' >>"$work/tree/README.md"
+expect_failure "a missing name" "$work/tree" "'MissingType' is not declared"
+
+fresh
+echo 'It calls `vanished()`.' >>"$work/tree/docs/architecture.md"
+expect_failure "a missing func" "$work/tree" "no func 'vanished' is declared"
+
+fresh
+sed -i 's/    let decisions = Locked(0)/    let decisions = Locked(0)\n    private let extra: Locked<Int>/' "$work/tree/Sources/BridgeDaemon/BridgeRuntime.swift"
+expect_failure "an extra lock" "$work/tree" "the code has lock (owner, name) ('BridgeRuntime', 'extra')"
+
+fresh
+sed -i '/^| `decisions` /d' "$work/tree/docs/architecture.md"
+expect_failure "a missing lock row" "$work/tree" "the code has lock (owner, name) ('BridgeRuntime', 'decisions') and the table does not"
+
+fresh
+sed -i 's/^| `worker-` .*/| `worker-` | `Worker` |\n| `ghost` | nobody |/' "$work/tree/docs/architecture.md"
+expect_failure "a thread row without code" "$work/tree" "the table lists thread ghost and the code does not"
+
+fresh
+sed -i 's/{} }/{}; _ = detachThread(name: "sync") {} }/' "$work/tree/Sources/Locking/Worker.swift"
+expect_failure "a thread without a row" "$work/tree" "the code has thread sync"
+
+fresh
+sed -i '/^| `mqtt.run` /d' "$work/tree/docs/architecture.md"
+expect_failure "a missing task row" "$work/tree" "the code has runtime task mqtt.run"
+
+fresh
+sed -i 's/            group.addTask { await self.mqtt.run() }/&\n            group.addTask {\n                guard (try? await gracefulShutdown()) != nil else { return }\n            }/' \
+    "$work/tree/Sources/BridgeDaemon/BridgeRuntime.swift"
+expect_failure "a runtime task without a row" "$work/tree" "the code has runtime task gracefulShutdown"
+
+fresh
+sed -i 's/^### The tasks of a bridge/### Tasks/' "$work/tree/docs/architecture.md"
+expect_failure "a missing section" "$work/tree" "no section 'The tasks of a bridge'"
+
+if [ "$failures" -gt 0 ]; then
+    echo "test-check-docs: $failures failure(s)"
+    exit 1
+fi
+echo "test-check-docs: every case behaves"
