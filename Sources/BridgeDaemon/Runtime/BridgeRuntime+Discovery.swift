@@ -51,19 +51,6 @@ extension BridgeRuntime {
         }
     }
 
-    // MARK: What Pusher and webhooks report
-
-    /// A `channel_occupied` webhook for `channel` (docs/contract.md §7.2): joined at once if a
-    /// prefix takes it, and its prefix polled.
-    func discoveryChannelOccupied(_ channel: String) {
-        perform { $0.channelOccupied(channel, $1) }
-    }
-
-    /// A `subscription_count` webhook: `count` subscribers on `channel`, counted at `asOf` (nil: unknown).
-    func discoveryWebhookCount(_ channel: String, count: Int, asOf: ContinuousClock.Instant?) {
-        perform { $0.webhookSubscriptionCount(channel, count: count, asOf: asOf, $1) }
-    }
-
     /// N of `{"subscription_count":N}`.
     static func subscriptionCount(_ data: String?) -> Int? {
         guard let data, let pointer = countPointer else { return nil }
