@@ -32,12 +32,16 @@ extension PusherClient {
                 case .closeTransport:
                     if let outgoing = state.outgoing {
                         outgoing.yield(.close)
-                        state.closeRequested = true
-                        // Still in the opening handshake: no writer reads `.close` yet, and a server
-                        // that never answers the upgrade would hold the machine in `dropping` (which
-                        // has no deadline) for ever. Closing the connection ends the handshake.
-                        followups.closeHandshake = state.handshakeChannel
-                        state.handshakeChannel = nil
+                        // A drop (the handshake timeout) while the opening handshake is still under
+                        // way: no writer reads `.close` yet, and a server that never answers the
+                        // upgrade would hold the machine in `dropping` (which has no deadline) for
+                        // ever. Closing the connection ends the handshake. (The application's
+                        // disconnect keeps the clean close once the WebSocket is open.)
+                        if state.machine.connectionState == .reconnecting {
+                            state.closeRequested = true
+                            followups.closeHandshake = state.handshakeChannel
+                            state.handshakeChannel = nil
+                        }
                     } else {
                         state.closePending = true
                     }

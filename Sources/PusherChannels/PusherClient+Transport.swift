@@ -55,12 +55,11 @@ extension PusherClient {
             state.closeRequested = false
             if state.closePending {
                 state.closePending = false
-                state.closeRequested = true
                 continuation.yield(.close)
             }
             return state.transportID
         }
-        /// The connection is open and its opening handshake starts: a close asked for from now
+        /// The connection is open and its opening handshake starts: a drop asked for from now
         /// until the WebSocket runs closes the connection (``State/handshakeChannel``).
         @Sendable func opened(_ channel: any Channel) {
             let closeNow = state.withLock { state -> Bool in
