@@ -1,4 +1,5 @@
 import Logging
+import NIOCore
 import PusherProtocol
 
 /// Carrying out the machine's actions: frames, streams, work, callbacks and logs.
@@ -12,6 +13,8 @@ extension PusherClient {
         var logs: [PusherConnectionStateMachine.Action] = []
         /// The event brought the machine's deadline earlier than the one the timer sleeps until.
         var wakeTimer = false
+        /// A connection still in its opening handshake that the machine asked to close.
+        var closeHandshake: (any Channel)?
     }
 
     /// Runs one machine event under the lock, sends frames and feeds streams in order while
@@ -29,6 +32,16 @@ extension PusherClient {
                 case .closeTransport:
                     if let outgoing = state.outgoing {
                         outgoing.yield(.close)
+                        // A drop (the handshake timeout) while the opening handshake is still under
+                        // way: no writer reads `.close` yet, and a server that never answers the
+                        // upgrade would hold the machine in `dropping` (which has no deadline) for
+                        // ever. Closing the connection ends the handshake. (The application's
+                        // disconnect keeps the clean close once the WebSocket is open.)
+                        if state.machine.connectionState == .reconnecting {
+                            state.closeRequested = true
+                            followups.closeHandshake = state.handshakeChannel
+                            state.handshakeChannel = nil
+                        }
                     } else {
                         state.closePending = true
                     }
@@ -68,6 +81,7 @@ extension PusherClient {
             followups.wakeTimer = state.timer.deadlineChanged(to: state.machine.nextDeadline)
             return followups
         }
+        followups.closeHandshake?.close(promise: nil)
         if followups.wakeTimer { timerWakeUpContinuation.yield() }
         for item in followups.work { workContinuation.yield(item) }
         for (callback, event) in followups.callbacks { callback(event) }

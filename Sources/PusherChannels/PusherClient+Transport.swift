@@ -51,18 +51,40 @@ extension PusherClient {
         let transportID = state.withLock { state in
             state.transportID += 1
             state.outgoing = continuation
+            state.handshakeChannel = nil
+            state.closeRequested = false
             if state.closePending {
                 state.closePending = false
                 continuation.yield(.close)
             }
             return state.transportID
         }
+        /// The connection is open and its opening handshake starts: a drop asked for from now
+        /// until the WebSocket runs closes the connection (``State/handshakeChannel``).
+        @Sendable func opened(_ channel: any Channel) {
+            let closeNow = state.withLock { state -> Bool in
+                guard state.transportID == transportID else { return true }
+                if state.closeRequested { return true }
+                state.handshakeChannel = channel
+                return false
+            }
+            if closeNow { channel.close(promise: nil) }
+        }
+        /// The WebSocket runs: its writer carries out `.close` from now on.
+        @Sendable func upgraded() {
+            state.withLock { state in
+                if state.transportID == transportID { state.handshakeChannel = nil }
+            }
+        }
         /// Unregister before telling the machine, so a close it asks for from now on is kept
         /// for the next transport's opening instead of going to this finished one.
         @Sendable func unregister() {
             continuation.finish()
             state.withLock { state in
-                if state.transportID == transportID { state.outgoing = nil }
+                if state.transportID == transportID {
+                    state.outgoing = nil
+                    state.handshakeChannel = nil
+                }
             }
         }
         let configuration = PusherWebSocket.Configuration(
@@ -77,9 +99,11 @@ extension PusherClient {
                 configuration: configuration,
                 tlsConfiguration: tlsConfiguration,
                 eventLoopGroup: eventLoopGroup,
-                logger: logger
+                logger: logger,
+                opened: opened
             ) { inbound, outbound, _ in
-                try await withThrowingTaskGroup(of: Void.self) { group in
+                upgraded()
+                return try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask {
                         for await item in outgoing {
                             switch item {

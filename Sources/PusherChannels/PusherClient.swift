@@ -87,6 +87,12 @@ public final class PusherClient: Service, Sendable {
         /// The machine asked to close while no transport was registered yet (it was still
         /// being opened): the transport closes as soon as it registers.
         var closePending = false
+        /// The current transport's connection while its opening handshake is under way (`nil`
+        /// before it is open and once the WebSocket runs): a drop asked for then closes it, since
+        /// its writer, which carries out `.close`, only starts with the WebSocket.
+        var handshakeChannel: (any Channel)?
+        /// The current transport was dropped (closed as soon as its connection is open).
+        var closeRequested = false
         var transportID = 0
         var sinks: [Int: Sink] = [:]
         var bindings: [Int: Binding] = [:]

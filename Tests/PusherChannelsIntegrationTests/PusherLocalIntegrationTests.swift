@@ -219,7 +219,12 @@ import Testing
     }
 
     @Test func reconnectsWhenTheServerStopsAnsweringPings() async throws {
-        try await Self.withLocal(activityTimeout: .seconds(1)) { local in
+        // pusher-local keeps its own (default, 120 s) activity timeout: with 1 s it pinged the
+        // silent client every second, and any frame answers the client's ping (docs/pusher-protocol.md
+        // §1 "Keep-alive"), so whenever the server's ping reached the client before the client's
+        // pong deadline the client rightly kept the connection: both sides pinged in lockstep, and
+        // under load the race could go the server's way round after round past the 15 s wait.
+        try await Self.withLocal { local in
             let client = try Self.client(local, userID: "bridge", activity: .seconds(1), pong: .seconds(1))
             let updates = client.updates()
             client.subscribe("news")

@@ -192,19 +192,64 @@ func withScriptedPusherServer(
 
 /// Runs `body` and fails if it takes longer than `seconds` (× `testTimeScale`: under TSan whole
 /// seconds of stall were seen while both cores ran other tests).
+///
+/// On a timeout `body` is cancelled but not waited for: a body that ignores cancellation (a
+/// defect) leaves its task behind and the test fails with this message instead of hanging the
+/// whole test run (a task group would wait for it for ever).
 func withTimeout<T: Sendable>(_ seconds: Double, _ what: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
     let seconds = seconds * testTimeScale
-    return try await withThrowingTaskGroup(of: T?.self) { group in
-        group.addTask { try await body() }
-        group.addTask {
-            try await Task.sleep(for: .milliseconds(Int(seconds * 1000)))
-            return nil
+    let race = FirstOutcome<T>()
+    let work = Task { race.settle(await outcome(of: body)) }
+    let timer = Task {
+        guard (try? await Task.sleep(for: .milliseconds(Int(seconds * 1000)))) != nil else { return }
+        race.settle(.failure(TestFailure("timed out after \(seconds) s waiting for \(what)")))
+    }
+    let first = await withTaskCancellationHandler {
+        await race.outcome()
+    } onCancel: {
+        race.settle(.failure(CancellationError()))
+    }
+    work.cancel()
+    timer.cancel()
+    return try first.get()
+}
+
+/// The first of several outcomes racing each other (``withTimeout(_:_:_:)``): later ones are ignored.
+final class FirstOutcome<T: Sendable>: Sendable {
+    private struct State {
+        var outcome: Result<T, any Error>?
+        var waiter: CheckedContinuation<Result<T, any Error>, Never>?
+    }
+    private let state = Locked(State())
+
+    func settle(_ outcome: Result<T, any Error>) {
+        let waiter = state.withLock { state -> CheckedContinuation<Result<T, any Error>, Never>? in
+            guard state.outcome == nil else { return nil }
+            state.outcome = outcome
+            defer { state.waiter = nil }
+            return state.waiter
         }
-        defer { group.cancelAll() }
-        guard let first = try await group.next(), let value = first else {
-            throw TestFailure("timed out after \(seconds) s waiting for \(what)")
+        waiter?.resume(returning: outcome)
+    }
+
+    func outcome() async -> Result<T, any Error> {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { state -> Result<T, any Error>? in
+                if let outcome = state.outcome { return outcome }
+                state.waiter = continuation
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
         }
-        return value
+    }
+}
+
+/// What `body` returned or threw.
+func outcome<T>(of body: () async throws -> T) async -> Result<T, any Error> {
+    do {
+        return .success(try await body())
+    } catch {
+        return .failure(error)
     }
 }
 
@@ -217,13 +262,17 @@ func waitUntil(_ what: String, seconds: Double = 15, _ condition: @escaping @Sen
     }
 }
 
-/// Runs a client (its `run()` in a child task) for the duration of `body`.
+/// Runs a client (its `run()` in a task of its own) for the duration of `body`, then cancels it
+/// and waits for `run()` to return — at most 10 s (× `testTimeScale`): a client that cannot be
+/// stopped (a defect: the bridge could not stop either) fails the test instead of hanging the run.
 func withRunningClient(_ client: PusherClient, _ body: @Sendable (PusherClient) async throws -> Void) async throws {
-    try await withThrowingTaskGroup(of: Void.self) { group in
-        group.addTask { try await client.run() }
-        defer { group.cancelAll() }
-        try await body(client)
+    let running = Task { try await client.run() }
+    let result = await outcome { try await body(client) }
+    running.cancel()
+    try await withTimeout(10, "client.run() to return after being cancelled") {
+        _ = await running.result
     }
+    try result.get()
 }
 
 /// Collects updates until `predicate` says stop; returns all collected. The default wait is

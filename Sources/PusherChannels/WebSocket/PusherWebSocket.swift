@@ -104,6 +104,10 @@ package enum PusherWebSocket {
     /// Connects to `url`, runs `handler` with the WebSocket and returns the server's close frame
     /// (`nil` when there was none), like `WebSocketClient.connect`.
     ///
+    /// `opened` is called with the connection as soon as it is open, before the opening handshake:
+    /// closing it then ends the wait for an upgrade answer that may never come (the caller's
+    /// handshake timeout; without it only cancelling the task could).
+    ///
     /// - Throws: an invalid URL, a failed connection or handshake (``WebSocketHandshakeError``),
     ///   or what the WebSocket or `handler` threw.
     package static func connect(
@@ -112,6 +116,7 @@ package enum PusherWebSocket {
         tlsConfiguration: TLSConfiguration? = nil,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger,
+        opened: @Sendable (any Channel) -> Void = { _ in },
         handler: @escaping WebSocketDataHandler<Context>
     ) async throws -> WebSocketCloseFrame? {
         guard let address = Address(url: url) else { throw WebSocketHandshakeError("invalid WebSocket URL \(url)") }
@@ -141,6 +146,7 @@ package enum PusherWebSocket {
                     return (channel, handshake.upgraded.futureResult)
                 }
             }
+        opened(channel)
         // A cancelled task (the client stopping) does not wait for an answer that may never come.
         let webSocket = try await withTaskCancellationHandler {
             try await upgraded.get()
