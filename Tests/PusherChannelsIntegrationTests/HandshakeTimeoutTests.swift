@@ -3,6 +3,7 @@ import Locking
 import Logging
 import NIOCore
 import NIOPosix
+import TestSupport
 import Testing
 
 @testable import PusherChannels
