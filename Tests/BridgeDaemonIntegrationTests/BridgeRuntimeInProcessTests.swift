@@ -14,8 +14,7 @@ import Testing
     static func numbered(_ prefix: String, _ range: Range<Int>) -> [String] { range.map { "\(prefix)\($0)" } }
 
     @Test func routesMQTTToPusherAndPusherToMQTT() async throws {
-        let rig = try await BridgeUnderTest()
-        do {
+        try await BridgeUnderTest.with { rig in
             let runtime = try rig.makeRuntime()
             try await withRunning(runtime) {
                 try await rig.waitUntilBridging()
@@ -34,18 +33,13 @@ import Testing
                 #expect(rig.downPayloads("down/cmd") == down)
                 try await waitUntil("both outboxes are empty") { runtime.status.buffered == 0 }
             }
-        } catch {
-            await rig.tearDown()
-            throw error
         }
-        await rig.tearDown()
     }
 
     /// `stop` returns once the bridge has let go of everything: `run()` has returned, its Pusher
     /// connection is closed at the server, `offline` is on its status topic, and its spools open again.
     @Test func stopReleasesSpoolsAndConnections() async throws {
-        let rig = try await BridgeUnderTest()
-        do {
+        try await BridgeUnderTest.with { rig in
             let runtime = try rig.makeRuntime()
             let task = Task { try await runtime.run() }
             try await rig.waitUntilBridging()
@@ -64,18 +58,13 @@ import Testing
             // The spools' directory locks are free: a successor opens them (SpoolError.locked otherwise).
             let successor = try rig.makeRuntime()
             await successor.stop(grace: .zero)
-        } catch {
-            await rig.tearDown()
-            throw error
         }
-        await rig.tearDown()
     }
 
     /// The broker goes away: Pusher events keep arriving and are buffered; once the broker is back
     /// (same port, its persistence kept the test subscriber's session) every one is published.
     @Test func brokerLossBuffersAndDeliversAfterTheBrokerIsBack() async throws {
-        let rig = try await BridgeUnderTest()
-        do {
+        try await BridgeUnderTest.with { rig in
             let runtime = try rig.makeRuntime()
             try await withRunning(runtime) {
                 try await rig.waitUntilBridging()
@@ -95,18 +84,13 @@ import Testing
                 try await waitUntil("the buffer is empty") { runtime.status.buffered == 0 }
                 #expect(runtime.status.connectivity.isReady)
             }
-        } catch {
-            await rig.tearDown()
-            throw error
         }
-        await rig.tearDown()
     }
 
     /// pusher-local's control endpoint closes every connection (4200, reconnect at once): the bridge
     /// reconnects with a new socket and subscribes to its channel again.
     @Test func pusherClosingTheConnectionIsFollowedByAResubscription() async throws {
-        let rig = try await BridgeUnderTest()
-        do {
+        try await BridgeUnderTest.with { rig in
             let runtime = try rig.makeRuntime()
             try await withRunning(runtime) {
                 try await rig.waitUntilBridging()
@@ -122,19 +106,14 @@ import Testing
                 for data in down { try await rig.trigger("cmd", data: data) }
                 try await rig.waitForAll(down, "Pusher → MQTT after the reconnect") { rig.downPayloads("down/cmd") }
             }
-        } catch {
-            await rig.tearDown()
-            throw error
         }
-        await rig.tearDown()
     }
 
     /// pusher-local stops (as on SIGTERM: 4200 to every client, port closed) and starts again on the
     /// same port: what MQTT brought meanwhile is buffered and published once it is back, and the bridge
     /// subscribes to its channel on the new server.
     @Test func pusherServerRestartBuffersAndResubscribes() async throws {
-        let rig = try await BridgeUnderTest()
-        do {
+        try await BridgeUnderTest.with { rig in
             let runtime = try rig.makeRuntime()
             try await withRunning(runtime) {
                 try await rig.waitUntilBridging()
@@ -162,10 +141,6 @@ import Testing
                 for data in down { try await rig.trigger("cmd", data: data) }
                 try await rig.waitForAll(down, "Pusher → MQTT on the restarted server") { rig.downPayloads("down/cmd") }
             }
-        } catch {
-            await rig.tearDown()
-            throw error
         }
-        await rig.tearDown()
     }
 }

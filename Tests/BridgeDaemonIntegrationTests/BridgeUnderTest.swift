@@ -108,6 +108,18 @@ final class BridgeUnderTest: Sendable {
     }
 
     /// Stops the test's clients and both servers and removes the state directory.
+    /// A rig for `body`, torn down afterwards whether `body` returned or threw.
+    static func with(_ body: (BridgeUnderTest) async throws -> Void) async throws {
+        let rig = try await BridgeUnderTest()
+        do {
+            try await body(rig)
+        } catch {
+            await rig.tearDown()
+            throw error
+        }
+        await rig.tearDown()
+    }
+
     func tearDown() async {
         for task in tasks.withLock({ $0 }) { task.cancel() }
         await mqtt.shutdown()

@@ -28,8 +28,7 @@ import Testing
     /// the bridge) while QoS 1 messages keep coming: every message arrives, the new rule applies after
     /// it, and Pusher → MQTT works on. Then the shutdown stops everything and releases the spools.
     @Test func reloadChangingARuleAndAConnectionSettingLosesNothing() async throws {
-        let rig = try await BridgeUnderTest()
-        do {
+        try await BridgeUnderTest.with { rig in
             let configPath = rig.stateDirectory + "/bridges.conf"
             try rig.conf.write(to: configPath)
             let (daemon, task) = try Self.start(rig, configPath: configPath)
@@ -96,17 +95,12 @@ import Testing
             // Released: the spools open again.
             let successor = try rig.makeRuntime()
             await successor.stop(grace: .zero)
-        } catch {
-            await rig.tearDown()
-            throw error
         }
-        await rig.tearDown()
     }
 
     /// A reload of an invalid file changes nothing: the bridge keeps its connections and routes on.
     @Test func anInvalidReloadKeepsTheRunningBridge() async throws {
-        let rig = try await BridgeUnderTest()
-        do {
+        try await BridgeUnderTest.with { rig in
             let configPath = rig.stateDirectory + "/bridges.conf"
             try rig.conf.write(to: configPath)
             let (daemon, task) = try Self.start(rig, configPath: configPath)
@@ -127,11 +121,7 @@ import Testing
             daemon.requestShutdown(reason: "test")
             #expect(await task.value == .success)
             #expect(!first.isRunning)
-        } catch {
-            await rig.tearDown()
-            throw error
         }
-        await rig.tearDown()
     }
 
     /// `errors_total{kind="reload"}` as the metrics endpoint would show it.
