@@ -60,6 +60,18 @@ private let badConfigs: [BadConfig] = [
             "/etc/bridges.conf:1:2: error: Error while parsing table header: expected bare key starting character or string delimiter, saw '?'"
         ]),
     BadConfig(
+        name: "a second byte order mark before a bad header would crash toml++ (found by the CI's fuzz smoke)",
+        text: "\u{FEFF}\u{FEFF}[,brid[[bridge]]\nname = \"b\"\n",
+        expected: [
+            "/etc/bridges.conf:1:1: error: a byte order mark (U+FEFF) inside the file: only one is allowed, as its very first character"
+        ]),
+    BadConfig(
+        name: "a byte order mark inside the file is refused where it is",
+        text: "[daemon]\nlog_level = \"info\"\n\u{FEFF}x = 1\n",
+        expected: [
+            "/etc/bridges.conf:3:1: error: a byte order mark (U+FEFF) inside the file: only one is allowed, as its very first character"
+        ]),
+    BadConfig(
         name: "a date-time without a digit after 'T' would crash toml++ (found by make fuzz)",
         text: "[[bridge]]\nname =1979-05-27T\u{10}7:32:00Z\nkey = \"${PUSHE8R_KE6Y}\"\nsnt = \"{#}\"\n",
         expected: [

@@ -59,6 +59,22 @@ public enum ConfigLoader {
         return try parse(text, file: path, environment: environment)
     }
 
+    /// The line and column (1-based, in characters) of the first U+FEFF in `text`.
+    static func byteOrderMark(in text: String) -> (line: Int, column: Int)? {
+        var line = 1
+        var column = 1
+        for scalar in text.unicodeScalars {
+            if scalar == "\u{FEFF}" { return (line, column) }
+            if scalar == "\n" {
+                line += 1
+                column = 1
+            } else {
+                column += 1
+            }
+        }
+        return nil
+    }
+
     /// Validates `text`, naming it `file` in messages.
     public static func parse(_ text: String, file: String, environment: ConfigEnvironment) throws(ConfigError)
         -> BridgeConfiguration
@@ -67,6 +83,15 @@ public enum ConfigLoader {
         // in, it hid a bad first header from the guards below and toml++ aborted (make fuzz).
         let bom: [UInt8] = [0xEF, 0xBB, 0xBF]
         let text = text.utf8.starts(with: bom) ? String(decoding: text.utf8.dropFirst(3), as: UTF8.self) : text
+        // Another one anywhere else (a second mark, or one pasted inside) is refused here: where
+        // toml++ expects a key it aborts on it (make fuzz: two marks before a bad header).
+        if let mark = Self.byteOrderMark(in: text) {
+            throw ConfigError(diagnostics: [
+                ConfigDiagnostic(
+                    file: file, line: mark.line, column: mark.column,
+                    message: "a byte order mark (U+FEFF) inside the file: only one is allowed, as its very first character")
+            ])
+        }
         let sourceMap = ConfigSourceMap(text: text)
         if let unsafe = sourceMap.unsafeHeader ?? ConfigSourceMap.unsafeValue(in: text) {
             throw ConfigError(diagnostics: [ConfigDiagnostic(file: file, line: unsafe.line, column: unsafe.column, message: unsafe.message)]
