@@ -41,35 +41,7 @@ extension MosquittoConnection {
             Unmanaged<MosquittoConnection>.fromOpaque(context).takeUnretainedValue()
                 .noteLoopEvent(.disconnected(code: code))
         }
-        mosquitto_publish_v5_callback_set(mosq) { _, context, mid, reason, _ in
-            guard let context else { return }
-            Unmanaged<MosquittoConnection>.fromOpaque(context).takeUnretainedValue()
-                .publishAcknowledged(mid: mid, reason: reason)
-        }
-        mosquitto_subscribe_v5_callback_set(mosq) { _, context, mid, count, granted, _ in
-            guard let context else { return }
-            let codes = granted.map { Array(UnsafeBufferPointer(start: $0, count: Int(max(count, 0)))) } ?? []
-            Unmanaged<MosquittoConnection>.fromOpaque(context).takeUnretainedValue()
-                .requestAcknowledged(mid: mid, codes: codes)
-        }
-        mosquitto_unsubscribe_v5_callback_set(mosq) { _, context, mid, _ in
-            guard let context else { return }
-            Unmanaged<MosquittoConnection>.fromOpaque(context).takeUnretainedValue()
-                .requestAcknowledged(mid: mid, codes: [])
-        }
-        mosquitto_message_v5_callback_set(mosq) { _, context, message, properties in
-            guard let context, let message else { return }
-            // Copy everything now: libmosquitto frees the message when we return, and has
-            // already sent the PUBACK (docs/mqtt-notes.md §1).
-            let m = message.pointee
-            let topic = m.topic.map { String(cString: $0) } ?? ""
-            let payload =
-                m.payload.map { Array(UnsafeRawBufferPointer(start: $0, count: Int(max(m.payloadlen, 0)))) } ?? []
-            let copied = MQTTMessage(
-                topic: topic, payload: payload, qos: MQTTQoS(rawValue: Int(m.qos)) ?? .atMostOnce,
-                retain: m.retain, properties: MosquittoProperties.read(properties))
-            Unmanaged<MosquittoConnection>.fromOpaque(context).takeUnretainedValue().received(copied)
-        }
+        setPublishSubscribeCallbacks(mosq)
     }
 
     private func noteLoopEvent(_ event: LoopEvent) {

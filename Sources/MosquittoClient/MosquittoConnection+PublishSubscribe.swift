@@ -1,5 +1,6 @@
 import CMosquitto
 import Logging
+import MQTTVocabulary
 
 /// Handing publishes and (un)subscribe requests to libmosquitto, matching their
 /// acknowledgements, and telling the waiting tasks.
@@ -311,6 +312,41 @@ extension MosquittoConnection {
         }
         if let request = callbacks.withLock({ $0.requests.acknowledged(mid, result) }) {
             complete(request, with: result)
+        }
+    }
+
+    /// The callbacks of this file, registered by `setCallbacks`: a PUBLISH from the broker (copied,
+    /// then buffered by ``received(_:)``), the broker's acknowledgement of ours
+    /// (``publishAcknowledged(mid:reason:)``) and of (un)subscribe requests.
+    static func setPublishSubscribeCallbacks(_ mosq: OpaquePointer) {
+        mosquitto_message_v5_callback_set(mosq) { _, context, message, properties in
+            guard let context, let message else { return }
+            // Copy everything now: libmosquitto frees the message when we return, and has
+            // already sent the PUBACK (docs/mqtt-notes.md §1).
+            let m = message.pointee
+            let topic = m.topic.map { String(cString: $0) } ?? ""
+            let payload =
+                m.payload.map { Array(UnsafeRawBufferPointer(start: $0, count: Int(max(m.payloadlen, 0)))) } ?? []
+            let copied = MQTTMessage(
+                topic: topic, payload: payload, qos: MQTTQoS(rawValue: Int(m.qos)) ?? .atMostOnce,
+                retain: m.retain, properties: MosquittoProperties.read(properties))
+            Unmanaged<MosquittoConnection>.fromOpaque(context).takeUnretainedValue().received(copied)
+        }
+        mosquitto_publish_v5_callback_set(mosq) { _, context, mid, reason, _ in
+            guard let context else { return }
+            Unmanaged<MosquittoConnection>.fromOpaque(context).takeUnretainedValue()
+                .publishAcknowledged(mid: mid, reason: reason)
+        }
+        mosquitto_subscribe_v5_callback_set(mosq) { _, context, mid, count, granted, _ in
+            guard let context else { return }
+            let codes = granted.map { Array(UnsafeBufferPointer(start: $0, count: Int(max(count, 0)))) } ?? []
+            Unmanaged<MosquittoConnection>.fromOpaque(context).takeUnretainedValue()
+                .requestAcknowledged(mid: mid, codes: codes)
+        }
+        mosquitto_unsubscribe_v5_callback_set(mosq) { _, context, mid, _ in
+            guard let context else { return }
+            Unmanaged<MosquittoConnection>.fromOpaque(context).takeUnretainedValue()
+                .requestAcknowledged(mid: mid, codes: [])
         }
     }
 
