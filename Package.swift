@@ -4,7 +4,7 @@
 // Folder = part (see README "Layout"). Dependencies point one way, toward the pure core
 // (our modules only; each target's `dependencies` below list exactly what its files import):
 //   pusher-mqtt-bridge (exe) -> BridgeDaemon, BridgeCore, PusherChannels
-//   BridgeDaemon    -> Durability, BridgeCore, PusherChannels, MosquittoClient, MQTTVocabulary, PusherProtocol, Backoff, Locking
+//   BridgeDaemon    -> Durability, BridgeCore, PusherChannels, MosquittoClient, MQTTVocabulary, PusherProtocol, Backoff, Locking, CGlibcMalloc
 //   Durability      -> BridgeVocabulary, MQTTVocabulary (the buffer's limits and overflow policy, the messages its
 //                      record format holds; not BridgeCore, whose TOMLKit would come along)
 //   BridgeCore      -> BridgeVocabulary (re-exported), MQTTVocabulary, PusherProtocol, Backoff
@@ -84,6 +84,8 @@ let package = Package(
 
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
+        // glibc's malloc_trim (BridgeDaemon's FreeMemory): part of libc, nothing to link.
+        .systemLibrary(name: "CGlibcMalloc"),
 
         // MARK: parts
 
@@ -183,7 +185,7 @@ let package = Package(
             name: "BridgeDaemon",
             dependencies: [
                 "BridgeCore", "Durability", "PusherChannels", "PusherProtocol", "MosquittoClient", "MQTTVocabulary", "Backoff",
-                "Locking",
+                "Locking", "CGlibcMalloc",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),

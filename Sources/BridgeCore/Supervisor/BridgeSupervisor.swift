@@ -81,6 +81,8 @@ public struct BridgeSupervisor: Sendable {
     var webhookTurns = Turns()
     /// The 403 pause of MQTT → Pusher delivery (docs/contract.md §7.3).
     public var pause = DeliveryPause()
+    /// When the allocator's free pages go back after a backlog drained.
+    public private(set) var memory = MemoryRelease()
     /// Whether the bridge was told to stop (it stops once).
     public private(set) var isStopping = false
 
@@ -102,6 +104,12 @@ public struct BridgeSupervisor: Sendable {
     public mutating func housekept(now: Instant) -> Instant {
         bridge.heartbeat(now: now)
         return now + Self.housekeepingInterval
+    }
+
+    /// The runtime's housekeeping measured the bridge's backlog (both outboxes) at `now`: true when
+    /// the allocator's free pages should be handed back (``MemoryRelease``).
+    public mutating func backlogMeasured(_ backlog: Int, now: Instant) -> Bool {
+        memory.measured(backlog: backlog, now: now)
     }
 
     /// The bridge is told to stop: true the first time only.

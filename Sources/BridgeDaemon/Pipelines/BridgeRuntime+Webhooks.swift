@@ -1,6 +1,5 @@
 import BridgeCore
 import Logging
-import PusherProtocol
 
 /// What the webhook listener answers to one request.
 struct WebhookReply: Sendable, Equatable {

@@ -71,8 +71,13 @@ extension BridgeRuntime {
     func housekeeping() async {
         while !Task.isCancelled {
             let now = ContinuousClock.now
-            // The watchdog's heartbeat; the supervisor says when the next round is due (about a second).
-            let next = decisions.withLock { $0.supervisor.housekept(now: now) }
+            let backlog = toMQTT.pending + toPusher.pending
+            // The watchdog's heartbeat; the supervisor says when the next round is due (about a
+            // second) and whether a drained backlog's memory should go back to the system.
+            let (next, releaseMemory) = decisions.withLock {
+                ($0.supervisor.housekept(now: now), $0.supervisor.backlogMeasured(backlog, now: now))
+            }
+            if releaseMemory { FreeMemory.giveBack(logger: logger) }
             await toMQTT.sync()
             await toPusher.sync()
             // A degraded spool counts as a spool error each second (docs/contract.md §7.6).

@@ -1,0 +1,2 @@
+// glibc's allocator controls (malloc_trim), which Swift's Glibc module does not export.
+#include <malloc.h>
