@@ -12,8 +12,8 @@ struct MemoryReleaseTests {
     @Test func aLargeBacklogReleasesOnceWhenItHasDrainedNotBefore() {
         var memory = MemoryRelease()
         #expect(!memory.measured(backlog: big * 3, now: t0), "still waiting: nothing to give back yet")
-        #expect(!memory.measured(backlog: 5, now: t0 + .seconds(1)), "not drained")
-        #expect(memory.measured(backlog: 0, now: t0 + .seconds(2)), "drained after a peak of \(big * 3)")
+        #expect(!memory.measured(backlog: MemoryRelease.drained + 1, now: t0 + .seconds(1)), "not drained")
+        #expect(memory.measured(backlog: MemoryRelease.drained, now: t0 + .seconds(2)), "drained (what steady traffic keeps in flight) after a peak of \(big * 3)")
         #expect(!memory.measured(backlog: 0, now: t0 + .seconds(30)), "once per backlog, not every idle second")
         #expect(memory.peakSinceRelease == 0)
     }
