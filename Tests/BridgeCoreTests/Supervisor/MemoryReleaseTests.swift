@@ -8,13 +8,17 @@ import Testing
 struct MemoryReleaseTests {
     let t0 = ContinuousClock.now
     let big = MemoryRelease.threshold
+    let drained = MemoryRelease.drained
 
     @Test func aLargeBacklogReleasesOnceWhenItHasDrainedNotBefore() {
         var memory = MemoryRelease()
-        #expect(!memory.measured(backlog: big * 3, now: t0), "still waiting: nothing to give back yet")
-        #expect(!memory.measured(backlog: MemoryRelease.drained + 1, now: t0 + .seconds(1)), "not drained")
-        #expect(memory.measured(backlog: MemoryRelease.drained, now: t0 + .seconds(2)), "drained (what steady traffic keeps in flight) after a peak of \(big * 3)")
-        #expect(!memory.measured(backlog: 0, now: t0 + .seconds(30)), "once per backlog, not every idle second")
+        func measured(_ backlog: Int, atSecond second: Int) -> Bool {
+            memory.measured(backlog: backlog, now: t0 + .seconds(second))
+        }
+        #expect(!measured(big * 3, atSecond: 0), "still waiting: nothing to give back yet")
+        #expect(!measured(drained + 1, atSecond: 1), "not drained")
+        #expect(measured(drained, atSecond: 2), "drained (what steady traffic keeps in flight) after a peak of \(big * 3)")
+        #expect(!measured(0, atSecond: 30), "once per backlog, not every idle second")
         #expect(memory.peakSinceRelease == 0)
     }
 
@@ -22,25 +26,32 @@ struct MemoryReleaseTests {
         var memory = MemoryRelease()
         for second in 0..<100 {
             let backlog = second.isMultiple(of: 2) ? big - 1 : 0
-            #expect(!memory.measured(backlog: backlog, now: t0 + .seconds(second)))
+            let released = memory.measured(backlog: backlog, now: t0 + .seconds(second))
+            #expect(!released, "second \(second): a backlog of \(backlog)")
         }
     }
 
     @Test func aSecondBacklogWithinTheIntervalIsReleasedWhenTheIntervalHasPassed() {
         var memory = MemoryRelease()
-        #expect(!memory.measured(backlog: big, now: t0))
-        #expect(memory.measured(backlog: 0, now: t0 + .seconds(1)))
-        #expect(!memory.measured(backlog: big, now: t0 + .seconds(2)))
-        #expect(!memory.measured(backlog: 0, now: t0 + .seconds(3)), "10 s have not passed since the last release")
-        #expect(!memory.measured(backlog: 0, now: t0 + .seconds(10)))
-        #expect(memory.measured(backlog: 0, now: t0 + .seconds(11)), "the interval has passed and it is still drained")
-        #expect(!memory.measured(backlog: 0, now: t0 + .seconds(40)))
+        func measured(_ backlog: Int, atSecond second: Int) -> Bool {
+            memory.measured(backlog: backlog, now: t0 + .seconds(second))
+        }
+        #expect(!measured(big, atSecond: 0))
+        #expect(measured(0, atSecond: 1))
+        #expect(!measured(big, atSecond: 2))
+        #expect(!measured(0, atSecond: 3), "10 s have not passed since the last release")
+        #expect(!measured(0, atSecond: 10))
+        #expect(measured(0, atSecond: 11), "the interval has passed and it is still drained")
+        #expect(!measured(0, atSecond: 40))
     }
 
     @Test func theSupervisorAsksAfterItsBacklogDrained() throws {
         var supervisor = try BridgeSupervisorTests.supervisor()
-        #expect(!supervisor.backlogMeasured(big, now: t0))
-        #expect(supervisor.backlogMeasured(0, now: t0 + .seconds(1)))
-        #expect(!supervisor.backlogMeasured(0, now: t0 + .seconds(2)))
+        func measured(_ backlog: Int, atSecond second: Int) -> Bool {
+            supervisor.backlogMeasured(backlog, now: t0 + .seconds(second))
+        }
+        #expect(!measured(big, atSecond: 0))
+        #expect(measured(0, atSecond: 1))
+        #expect(!measured(0, atSecond: 2))
     }
 }
