@@ -114,6 +114,9 @@ public struct PusherEventMerge: Sendable {
         var joinedAt: UInt64
         /// Entries that left the log before it delivered them, since its last match.
         var behind: UInt64 = 0
+        /// By key, the sequence numbers of the entries it may match, in order: an index, so that an
+        /// event costs the same whatever the log holds.
+        var waiting: [PusherEventKey: Deque<UInt64>] = [:]
 
         /// Whether this connection may still match `entry` (`bit` is its own).
         func awaits(_ entry: Entry, bit: UInt8) -> Bool {
@@ -234,14 +237,19 @@ public struct PusherEventMerge: Sendable {
         if othersLive, let first = state.log.first(where: { now < $0.at + limits.joinGrace }) {
             floor = first.seq
         }
-        state.cursors[connection] = Cursor(floor: floor, joinedAt: state.nextSeq)
+        var cursor = Cursor(floor: floor, joinedAt: state.nextSeq)
+        let bit = UInt8(1) << UInt8(connection)
+        for entry in state.log where cursor.awaits(entry, bit: bit) {
+            cursor.waiting[entry.key, default: []].append(entry.seq)
+        }
+        state.cursors[connection] = cursor
     }
 
     private mutating func decide(_ connection: Int, key: PusherEventKey, _ state: inout Channel, now: Instant) -> Verdict {
         guard var cursor = state.cursors[connection] else { return .publish }
+        state.cursors[connection] = nil  // moved out while it changes (no copy of its index)
         let bit = UInt8(1) << UInt8(connection)
-        let from = Self.index(of: cursor.floor, in: state.log)
-        if let match = state.log[from...].firstIndex(where: { $0.key == key && cursor.awaits($0, bit: bit) }) {
+        if let match = Self.firstAwaited(key, by: &cursor, bit: bit, in: state.log) {
             state.log[match].deliveredBy |= bit
             let entry = state.log[match]
             if entry.seq < cursor.joinedAt { counters.joinMatches &+= 1 }
@@ -258,52 +266,75 @@ public struct PusherEventMerge: Sendable {
             // only if there is room (it must not push out the entries this connection is behind on).
             cursor.behind -= 1
             counters.lateCopies &+= 1
-            state.cursors[connection] = cursor
-            if state.log.count >= limits.maxEntries { return .publish }
+            if state.log.count >= limits.maxEntries {
+                state.cursors[connection] = cursor
+                return .publish
+            }
         }
         state.cursors[connection] = cursor
-        state.log.append(Entry(key: key, seq: state.nextSeq, at: now, deliveredBy: bit))
+        let seq = state.nextSeq
+        state.log.append(Entry(key: key, seq: seq, at: now, deliveredBy: bit))
         state.nextSeq += 1
+        for other in state.cursors.indices where other != connection && state.cursors[other] != nil {
+            state.cursors[other]!.waiting[key, default: []].append(seq)
+        }
         while state.log.count > limits.maxEntries {
-            let entry = state.log.removeFirst()
+            let entry = removeFirst(&state)
             if now < entry.at + limits.window { counters.evictedByCount &+= 1 }
-            leftUndelivered(entry, &state)
         }
         dropDelivered(&state, now: now)
         return .publish
+    }
+
+    /// The index in `log` of the first entry with `key` that `cursor`'s connection may match,
+    /// taken off its index (with the stale ones before it).
+    private static func firstAwaited(_ key: PusherEventKey, by cursor: inout Cursor, bit: UInt8, in log: Deque<Entry>) -> Int? {
+        guard var seqs = cursor.waiting.removeValue(forKey: key) else { return nil }
+        defer { if !seqs.isEmpty { cursor.waiting[key] = seqs } }
+        let base = log.first?.seq ?? 0
+        while let seq = seqs.popFirst() {
+            guard seq >= base, seq - base < UInt64(log.count) else { continue }
+            let index = Int(seq - base)
+            if cursor.awaits(log[index], bit: bit) { return index }
+        }
+        return nil
+    }
+
+    /// Takes the oldest entry off the log and out of every index, counting it against the live
+    /// connections that still awaited it.
+    @discardableResult
+    private mutating func removeFirst(_ state: inout Channel) -> Entry {
+        let entry = state.log.removeFirst()
+        for index in state.cursors.indices {
+            guard var cursor = state.cursors[index] else { continue }
+            state.cursors[index] = nil
+            if cursor.waiting[entry.key]?.first == entry.seq {
+                cursor.waiting[entry.key]!.removeFirst()
+                if cursor.waiting[entry.key]!.isEmpty { cursor.waiting[entry.key] = nil }
+            }
+            if cursor.awaits(entry, bit: UInt8(1) << UInt8(index)) {
+                cursor.behind += 1
+                counters.expiredUnmatched &+= 1
+            }
+            state.cursors[index] = cursor
+        }
+        return entry
     }
 
     /// Entries past the window leave (counted against the live connections that still awaited
     /// them), then those no live connection awaits any more, once older than the join grace.
     private mutating func expire(_ state: inout Channel, now: Instant) {
         while let first = state.log.first, now >= first.at + limits.window {
-            state.log.removeFirst()
-            leftUndelivered(first, &state)
+            removeFirst(&state)
         }
         dropDelivered(&state, now: now)
     }
 
-    private func dropDelivered(_ state: inout Channel, now: Instant) {
+    private mutating func dropDelivered(_ state: inout Channel, now: Instant) {
         while let first = state.log.first, now >= first.at + limits.joinGrace,
             !state.cursors.indices.contains(where: { state.cursors[$0]?.awaits(first, bit: UInt8(1) << UInt8($0)) ?? false })
         {
-            state.log.removeFirst()
+            removeFirst(&state)
         }
-    }
-
-    private mutating func leftUndelivered(_ entry: Entry, _ state: inout Channel) {
-        for index in state.cursors.indices {
-            guard var cursor = state.cursors[index], cursor.awaits(entry, bit: UInt8(1) << UInt8(index)) else { continue }
-            cursor.behind += 1
-            state.cursors[index] = cursor
-            counters.expiredUnmatched &+= 1
-        }
-    }
-
-    /// The index in `log` of the first entry with a sequence number of at least `seq`.
-    private static func index(of seq: UInt64, in log: Deque<Entry>) -> Int {
-        guard let first = log.first else { return 0 }
-        guard seq > first.seq else { return 0 }
-        return min(Int(seq - first.seq), log.count)
     }
 }
