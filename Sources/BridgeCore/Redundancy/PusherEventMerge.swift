@@ -40,11 +40,13 @@ import DequeModule
 /// channel keeps at most ``Limits/maxEntries``; an entry every live connection has delivered (or
 /// may not match) leaves after ``Limits/joinGrace``. Past the window nothing can match: a copy
 /// arriving later than the window after its first copy is published again (and logged like a new
-/// event if the channel has room). Such copies are counted as ``Counters/lateCopies``, as well as the merge can tell: an
-/// entry that leaves while a live connection has not delivered it is counted as
-/// ``Counters/expiredUnmatched``, and that connection's next unmatched events, up to that many,
-/// are taken for late copies. Entries pushed out by the count before their time are counted as
-/// ``Counters/evictedByCount``. When the last connection loses a channel its log is dropped.
+/// event if the channel has room). Such copies are counted as ``Counters/lateCopies``, as well as
+/// the merge can tell: an entry that leaves while a live connection has not delivered it is
+/// counted as ``Counters/expiredUnmatched``, and that connection's next unmatched events, up to
+/// that many, are taken for late copies. Entries pushed out by the count before their time are
+/// counted as ``Counters/evictedByCount``. When the last connection loses a channel its log is
+/// dropped. Besides the log, each live connection keeps an index by key of the entries it may
+/// match (at most the log's size), so that an event costs the same whatever the log holds.
 ///
 /// With one connection the merge is a pass-through: every event is published, no log is kept.
 public struct PusherEventMerge: Sendable {
