@@ -67,16 +67,11 @@ public final class DeliveryBacklog {
     /// The failure that degraded the spool (the latest one while it stays degraded).
     public private(set) var spoolFailure: SpoolError?
 
-    /// The most bytes held since the backlog was last empty.
-    private var heldBytesPeak = 0
     /// The most messages held since the backlog was last empty.
     private var heldCountPeak = 0
     /// Messages whose storage (`memory`, `tail`) is kept when the backlog drains; a larger burst's
     /// is released (a deque keeps the capacity of its largest size otherwise).
     static var retainedStorage: Int { 64 }
-    /// Called when the backlog drains after holding at least ``FreedMemory/releaseAfterHoldingBytes``:
-    /// gives freed heap memory back to the kernel (tests count the calls).
-    var releaseFreedMemory: () -> Void = FreedMemory.release
 
     /// A backlog in memory only (`persist = false`): lost on restart.
     public init(limits: BufferLimits, overflow: BufferOverflowPolicy) {
@@ -130,7 +125,6 @@ public final class DeliveryBacklog {
             dropped.append(oldest)
         }
         let sequence = try store(payload)
-        heldBytesPeak = max(heldBytesPeak, byteCount)
         heldCountPeak = max(heldCountPeak, count)
         counters.stored += 1
         counters.droppedOldest += dropped.count
@@ -151,7 +145,6 @@ public final class DeliveryBacklog {
             let before = spool.lastSequence
             do {
                 let sequences = try spool.append(contentsOf: payloads)
-                heldBytesPeak = max(heldBytesPeak, byteCount)
                 counters.stored += sequences.count
                 return sequences.map { .stored(sequence: $0) }
             } catch let error as SpoolError where error.isDiskFailure {
@@ -209,14 +202,13 @@ public final class DeliveryBacklog {
     }
 
     /// The backlog is empty: after a large one, what held its messages (and the buffers around
-    /// them) is freed, and the allocator is asked to give it back.
+    /// them) is freed. Giving the freed memory back to the system is the daemon's (its supervisor's
+    /// `MemoryRelease`, after any backlog of the bridge drained: docs/architecture.md).
     private func drained() {
         if heldCountPeak > Self.retainedStorage {
             memory = []
             tail = []
         }
-        if heldBytesPeak >= FreedMemory.releaseAfterHoldingBytes { releaseFreedMemory() }
-        heldBytesPeak = 0
         heldCountPeak = 0
     }
 

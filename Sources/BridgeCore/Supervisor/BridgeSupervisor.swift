@@ -108,8 +108,8 @@ public struct BridgeSupervisor: Sendable {
 
     /// The runtime's housekeeping measured the bridge's backlog (both outboxes) at `now`: true when
     /// the allocator's free pages should be handed back (``MemoryRelease``).
-    public mutating func backlogMeasured(_ backlog: Int, now: Instant) -> Bool {
-        memory.measured(backlog: backlog, now: now)
+    public mutating func backlogMeasured(_ backlog: Int, bytes: Int = 0, now: Instant) -> Bool {
+        memory.measured(backlog: backlog, bytes: bytes, now: now)
     }
 
     /// The bridge is told to stop: true the first time only.

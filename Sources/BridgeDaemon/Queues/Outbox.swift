@@ -151,6 +151,8 @@ final class Outbox<Item: OutboxItem>: Sendable {
 
     /// Messages not yet acknowledged (waiting or in flight).
     var pending: Int { state.withLock { $0.backlog.count } }
+    /// What is pending, in messages and in bytes (the housekeeping's measure for ``MemoryRelease``).
+    var pendingSize: (messages: Int, bytes: Int) { state.withLock { ($0.backlog.count, $0.backlog.byteCount) } }
     /// True while the spool cannot write and new messages wait in memory only
     /// (`pusher_mqtt_bridge_spool_degraded`, docs/contract.md §7.6).
     var spoolDegraded: Bool { state.withLock { $0.backlog.isSpoolDegraded } }

@@ -71,11 +71,15 @@ extension BridgeRuntime {
     func housekeeping() async {
         while !Task.isCancelled {
             let now = ContinuousClock.now
-            let backlog = toMQTT.pending + toPusher.pending
+            let (outToMQTT, outToPusher) = (toMQTT.pendingSize, toPusher.pendingSize)
             // The watchdog's heartbeat; the supervisor says when the next round is due (about a
             // second) and whether a drained backlog's memory should go back to the system.
             let (next, releaseMemory) = decisions.withLock {
-                ($0.supervisor.housekept(now: now), $0.supervisor.backlogMeasured(backlog, now: now))
+                (
+                    $0.supervisor.housekept(now: now),
+                    $0.supervisor.backlogMeasured(
+                        outToMQTT.messages + outToPusher.messages, bytes: outToMQTT.bytes + outToPusher.bytes, now: now)
+                )
             }
             if releaseMemory { FreeMemory.giveBack(logger: logger) }
             await toMQTT.sync()

@@ -45,6 +45,20 @@ struct MemoryReleaseTests {
         #expect(!measured(0, atSecond: 40))
     }
 
+    @Test func fewLargeMessagesCountByTheirBytes() {
+        var memory = MemoryRelease()
+        func measured(_ backlog: Int, bytes: Int, atSecond second: Int) -> Bool {
+            memory.measured(backlog: backlog, bytes: bytes, now: t0 + .seconds(second))
+        }
+        // 100 messages of 64 KiB: few messages, but 6.25 MiB held.
+        #expect(!measured(100, bytes: 100 << 16, atSecond: 0), "not drained: still holding them")
+        #expect(measured(0, bytes: 0, atSecond: 1), "drained after holding \(100 << 16) bytes")
+        #expect(memory.peakBytesSinceRelease == 0)
+        // 100 messages of 8 KiB (800 KiB): small by both measures.
+        #expect(!measured(100, bytes: 100 << 13, atSecond: 20))
+        #expect(!measured(0, bytes: 0, atSecond: 21))
+    }
+
     @Test func theSupervisorAsksAfterItsBacklogDrained() throws {
         var supervisor = try BridgeSupervisorTests.supervisor()
         func measured(_ backlog: Int, atSecond second: Int) -> Bool {
