@@ -128,7 +128,7 @@ struct ReceivedAccountingTests {
     /// went to an outbox + what the throttle holds, per direction.
     @Test func theBooksBalanceAfterEveryStep() throws {
         var machine = try Self.machine()
-        var generator = RateShaperModelTests.SplitMix(state: 14)
+        var generator = SplitMix64(seed: 14)
         var totals: [MessageDirection: Books] = [.pusherToMQTT: Books(), .mqttToPusher: Books()]
         for step in 0..<3000 {
             let now = t0.advanced(by: .milliseconds(Int64(step * 7)))

@@ -1,3 +1,4 @@
+import TestSupport
 import Testing
 
 @testable import BridgeCore
@@ -105,7 +106,7 @@ import Testing
     /// Many channels, random arrivals and completions: every event leaves exactly once, each
     /// channel's events in order, and a channel never has two batches out.
     @Test func orderPerChannelAndOneBatchPerChannelUnderRandomInterleavings() {
-        var generator = SplitMix(seed: 16)
+        var generator = SplitMix64(seed: 16)
         var schedule = LaneSchedule<Int>(capacity: 1000)
         var out: [LaneSchedule<Int>.Batch] = []
         var sent: [String: [Int]] = [:]
@@ -154,18 +155,4 @@ import Testing
         #expect(schedule.count == 0)
         #expect(schedule.storageCapacity <= LaneSchedule<Int>.retainedChannels)
     }
-}
-
-/// A small deterministic random number generator for the interleaving test.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
 }

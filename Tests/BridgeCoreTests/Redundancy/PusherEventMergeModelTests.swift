@@ -1,3 +1,4 @@
+import TestSupport
 import Testing
 
 @testable import BridgeCore
@@ -26,20 +27,8 @@ import Testing
 /// With distinct payloads the join ambiguity cannot arise: nothing may be lost at all.
 @Suite("PusherEventMerge against a reference model")
 struct PusherEventMergeModelTests {
-    /// SplitMix64, seeded per case.
-    struct Generator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-
-        mutating func int(_ range: ClosedRange<Int>) -> Int { Int.random(in: range, using: &self) }
-        mutating func chance(_ percent: Int) -> Bool { int(0...99) < percent }
-    }
+    /// Seeded per case (TestSupport).
+    typealias Generator = SplitMix64
 
     enum Happening {
         /// The connection's subscription to the channel took effect at the server at `registered`.
@@ -66,7 +55,7 @@ struct PusherEventMergeModelTests {
     /// A case: with `distinct`, every event of the true stream has its own payload; otherwise the
     /// payloads come from 1 to 4 values (so most events have identical twins close by).
     static func scenario(seed: UInt64, distinct: Bool) -> Scenario {
-        var random = Generator(state: seed)
+        var random = Generator(seed: seed)
         let connections = random.chance(10) ? 1 : random.int(2...3)
         let channels = random.int(1...2)
         let alphabet = distinct ? Int.max : random.int(1...4)
@@ -155,7 +144,7 @@ struct PusherEventMergeModelTests {
 
     static func run(seed: UInt64, distinct: Bool) -> Outcome {
         let scenario = scenario(seed: seed, distinct: distinct)
-        var random = Generator(state: seed ^ 0xA5A5_A5A5)
+        var random = Generator(seed: seed ^ 0xA5A5_A5A5)
         let t0 = ContinuousClock.now
         var merge = PusherEventMerge(connections: scenario.connections)
         let channels = scenario.keys.count

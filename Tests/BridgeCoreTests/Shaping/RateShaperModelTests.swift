@@ -8,17 +8,8 @@ import Testing
 /// must agree.
 @Suite("RateShaper against a naive model")
 struct RateShaperModelTests {
-    /// A small seeded generator (SplitMix64), so a failure repeats.
-    struct SplitMix: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
+    /// Seeded (TestSupport), so a failure repeats.
+    typealias SplitMix = SplitMix64
 
     /// The semantics written out plainly: every call scans every target.
     struct Model {
@@ -117,7 +108,7 @@ struct RateShaperModelTests {
         var model = Model(
             throttle: testCase.throttleMilliseconds, onChange: testCase.onChange,
             memory: max(testCase.throttleMilliseconds ?? 0, 600_000), maxTargets: testCase.maxTargets)
-        var random = SplitMix(state: testCase.seed)
+        var random = SplitMix(seed: testCase.seed)
         let payloads: [[UInt8]] = [[], [1], [2], Array(repeating: 7, count: 40), Array(repeating: 7, count: 39) + [8]]
         var now: Int64 = 0
         for message in 0..<6000 {
