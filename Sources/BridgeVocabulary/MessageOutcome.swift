@@ -16,4 +16,7 @@ public enum MessageOutcome: String, Sendable, Hashable {
     case coalesced
     /// Equal to the last payload forwarded for its target, under `on_change` (§7.3).
     case unchanged
+    /// A later copy of a Pusher event another of the bridge's connections delivered first
+    /// (`[bridge.pusher] connections` ≥ 2; counted per bridge with `rule=""`, docs/pusher-merge.md).
+    case duplicate
 }

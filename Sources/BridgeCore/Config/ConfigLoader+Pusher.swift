@@ -97,6 +97,7 @@ extension LoadContext {
         }
         if let limit = reader.size("max_event_bytes", in: 1...(10 * 1024 * 1024)) { settings.maxEventBytes = limit }
         if let lanes = reader.int("api_lanes", in: 1...64) { settings.apiLanes = lanes }
+        if let connections = reader.int("connections", in: 1...3) { settings.connections = connections }
         return key == nil ? nil : settings
     }
 

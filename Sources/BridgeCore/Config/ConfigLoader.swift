@@ -32,6 +32,7 @@ import TOMLKit
 /// | bridge.pusher | encryption_master_key_base64 / _file | secret, 32 bytes | — |
 /// | bridge.pusher | max_event_bytes | size | 10KiB |
 /// | bridge.pusher | api_lanes | integer 1…64 | 8 |
+/// | bridge.pusher | connections | integer 1…3 | 1 |
 /// | bridge.mqtt | host, port, tls, ca_file, cert_file, key_file, tls_insecure | | localhost, 1883 |
 /// | bridge.mqtt | client_id | string | pusher-mqtt-bridge-NAME |
 /// | bridge.mqtt | username, password / password_file | | — |

@@ -43,6 +43,9 @@ public struct PusherSettings: Sendable, Equatable {
     public var maxEventBytes: Int
     /// `api_lanes`, default 8 (1…64): MQTT → Pusher requests in flight at once; a channel always uses one lane (docs/contract.md §5.2).
     public var apiLanes = 8
+    /// `connections`, default 1 (1…3): independent connections, each holding every channel the
+    /// bridge holds; their events are merged (docs/pusher-merge.md).
+    public var connections = 1
 
     public init(
         key: String, appID: String? = nil, secret: Secret? = nil, cluster: String? = "mt1", host: String = "ws-mt1.pusher.com",

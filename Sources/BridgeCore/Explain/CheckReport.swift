@@ -41,6 +41,13 @@ public enum CheckReport {
                 + ", HTTP API \(pusher.useTLS ? "https" : "http")://\(pusher.restHost):\(pusher.restPort)"
                 + ", auth: \(auth.isEmpty ? "none (public channels only)" : auth.joined(separator: ", "))"
                 + ", max_event_bytes \(pusher.maxEventBytes), api_lanes \(pusher.apiLanes)")
+        if pusher.connections > 1 {
+            // Pusher counts a message per subscriber it reaches: every connection is one.
+            lines.append(
+                "  pusher  \(pusher.connections) connections, events merged: Pusher counts each Pusher → MQTT event "
+                    + "\(pusher.connections)× (\(pusher.connections) messages per event), and \(pusher.connections) connections "
+                    + "against the app's connection limit")
+        }
         lines.append(
             "  mqtt    \(mqtt.useTLS ? "mqtts" : "mqtt")://\(mqtt.host):\(mqtt.port), MQTT \(mqtt.protocolVersion == .v5 ? "5" : "3.1.1"), "
                 + "client_id \(mqtt.clientID), \(mqtt.cleanSession ? "clean session" : "persistent session"), "

@@ -149,6 +149,13 @@ public struct ChannelCoverage: Sendable {
         return (0..<connections).filter { holders & (UInt8(1) << UInt8($0)) != 0 }
     }
 
+    /// The channels connection `connection` holds, in name order.
+    public func channelsHeld(by connection: Int) -> [String] {
+        guard connectionUp.indices.contains(connection) else { return [] }
+        let bit = UInt8(1) << UInt8(connection)
+        return channels.filter { $0.value.holders & bit != 0 }.keys.sorted()
+    }
+
     /// Whether some connection holds `channel`.
     public func isHeld(_ channel: String) -> Bool { (channels[channel]?.holders ?? 0) != 0 }
 

@@ -26,6 +26,7 @@ public final class BridgeMetrics: Sendable {
         /// `messages_total` is counted per message: its cache is keyed without building a string.
         var messageCounters: [MessageKey: CoreMetrics.Counter] = [:]
         var gauges: [String: CoreMetrics.Gauge] = [:]
+        var floatingCounters: [String: CoreMetrics.FloatingPointCounter] = [:]
     }
 
     private struct MessageKey: Hashable {
@@ -92,6 +93,33 @@ public final class BridgeMetrics: Sendable {
     /// `pusher_mqtt_bridge_connection_up{bridge,side}`: 1 while connected, else 0.
     public func connectionUp(bridge: String, side: Side) -> CoreMetrics.Gauge {
         gauge("pusher_mqtt_bridge_connection_up", [("bridge", bridge), ("side", side.rawValue)])
+    }
+
+    /// `pusher_mqtt_bridge_connection_up{bridge,side="pusher",connection}`: each of a bridge's
+    /// Pusher connections when it has more than one (the series without `connection` is 1 while
+    /// any is up; docs/pusher-merge.md).
+    public func pusherConnectionUp(bridge: String, connection: Int) -> CoreMetrics.Gauge {
+        gauge(
+            "pusher_mqtt_bridge_connection_up",
+            [("bridge", bridge), ("side", Side.pusher.rawValue), ("connection", "\(connection)")])
+    }
+
+    /// `pusher_mqtt_bridge_pusher_gaps_total{bridge}`: gap records published (a channel no
+    /// connection held for a while; docs/pusher-merge.md).
+    public func pusherGaps(bridge: String) -> CoreMetrics.Counter {
+        counter("pusher_mqtt_bridge_pusher_gaps_total", [("bridge", bridge)])
+    }
+
+    /// `pusher_mqtt_bridge_pusher_gap_seconds_total{bridge}`: the gaps' lengths, summed.
+    public func pusherGapSeconds(bridge: String) -> CoreMetrics.FloatingPointCounter {
+        let key = Self.key("pusher_mqtt_bridge_pusher_gap_seconds_total", [("bridge", bridge)])
+        return caches.withLock { caches in
+            if let existing = caches.floatingCounters[key] { return existing }
+            let made = CoreMetrics.FloatingPointCounter(
+                label: "pusher_mqtt_bridge_pusher_gap_seconds_total", dimensions: [("bridge", bridge)], factory: factory)
+            caches.floatingCounters[key] = made
+            return made
+        }
     }
 
     /// `pusher_mqtt_bridge_throttle_targets{bridge,rule}`: targets a rule with `throttle` or
@@ -181,6 +209,16 @@ public final class BridgeMetrics: Sendable {
         }
         _ = messages(bridge: name, rule: "", direction: .mqttToPusher, outcome: .suppressed)
         for kind in Self.errorKinds { _ = errors(bridge: name, kind: kind) }
+        // Gap records (any number of connections: a reconnect leaves a gap) and the merge's duplicates.
+        _ = pusherGaps(bridge: name)
+        _ = pusherGapSeconds(bridge: name)
+        for outcome in [Outcome.delivered, .dropped] {
+            _ = messages(bridge: name, rule: "gaps", direction: .pusherToMQTT, outcome: outcome)
+        }
+        if bridge.pusher.connections > 1 {
+            _ = messages(bridge: name, rule: "", direction: .pusherToMQTT, outcome: .duplicate)
+            for connection in 0..<bridge.pusher.connections { zero(pusherConnectionUp(bridge: name, connection: connection)) }
+        }
         func rule(_ rule: String, _ direction: Direction, _ conditions: PayloadConditions, extra: [Outcome] = []) {
             var outcomes: [Outcome] = [.delivered, .deadLettered, .dropped] + extra
             if conditions.condition != nil { outcomes.append(.filtered) }

@@ -164,7 +164,7 @@ extension BridgeRuntime {
 
     /// One attempt at a batch: client events on our WebSocket, the rest in one `batch_events` request.
     private func send(_ batch: [OutboxEntry<OutgoingPusher>]) async -> PusherBatchAttempt {
-        let socketID = pusher.socketID
+        let socketID = pusherSocketID
         var httpEvents: [PusherBatchEvent] = []
         // In a cluster the holder's socket_id: Pusher then does not send the event back through it.
         // Looked up once per run of one channel (a batch is mostly one channel), not per event.
@@ -175,7 +175,7 @@ extension BridgeRuntime {
             case .clientEvent:
                 // Client events need our own subscribed connection (docs/pusher-protocol.md §1, "Client events").
                 do {
-                    try pusher.trigger(channel: event.channel, event: event.event, data: event.data)
+                    try triggerClientEvent(channel: event.channel, event: event.event, data: event.data)
                 } catch {
                     return .clientEventFailed("client event on \(event.channel): \(error)")
                 }

@@ -9,7 +9,7 @@ extension BridgeRuntime {
     /// Takes the Pusher client's updates in batches (everything that arrived since the last look):
     /// a run of events is routed under one lock and handed to the outbox together; anything else
     /// one at a time, in order. Each run's actions are carried out before the next update is looked at.
-    func consumePusher() async {
+    func consumePusher(_ pusher: PusherClient, connection: Int) async {
         let batches = pusher.updateBatches()
         // Ended here too (not only by a cancelled wait), so the client stops queueing for us.
         defer { batches.finish() }
@@ -21,10 +21,10 @@ extension BridgeRuntime {
                 var end = index
                 while end < batch.endIndex, case .event = batch[end] { end += 1 }
                 if end > index {
-                    routeEvents(batch[index..<end], into: &actions)
+                    routeEvents(batch[index..<end], connection: connection, into: &actions)
                     index = end
                 } else {
-                    handleUpdate(batch[index], into: &actions)
+                    handleUpdate(batch[index], connection: connection, into: &actions)
                     index += 1
                 }
                 executeBatched(actions)
@@ -33,17 +33,32 @@ extension BridgeRuntime {
         }
     }
 
-    /// Events, in order, under one lock of the supervisor: seen by discovery (any event keeps its
-    /// channel from idling), then routed by the bridge machine; `pusher:subscription_count`
-    /// events carry a count for discovery.
-    private func routeEvents(_ updates: ArraySlice<PusherUpdate>, into actions: inout [Action]) {
+    /// Events, in order, under one lock of the supervisor: with more than one connection, a copy
+    /// another connection delivered first is counted as a duplicate and goes no further
+    /// (docs/pusher-merge.md); the others are seen by discovery (any event keeps its channel from
+    /// idling), then routed by the bridge machine; `pusher:subscription_count` events carry a
+    /// count for discovery.
+    private func routeEvents(_ updates: ArraySlice<PusherUpdate>, connection: Int, into actions: inout [Action]) {
         let receivedAt = UTCTimestamp.now()
         let now = BridgeSupervisor.Now(.now, millis: receivedAt.millisecondsSince1970)
+        let merging = pushers.count > 1
+        let coverageNow = PusherConnectionSet.Now(now.instant, wall: receivedAt)
         var counted: [SupervisorAction] = []
         decisions.withLock { state in
             for update in updates {
                 guard case .event(let event) = update, let channel = event.channel else { continue }
-                let count = event.name == "pusher:subscription_count" ? Self.subscriptionCount(event.data) : nil
+                if merging {
+                    let key = PusherEventKey(name: event.name, data: event.data, userID: event.userID)
+                    guard state.pusherConnections.event(connection: connection, channel: channel, key: key, now: coverageNow) else {
+                        actions.append(.received(.pusherToMQTT, by: 1))
+                        actions.append(.count(rule: "", direction: .pusherToMQTT, outcome: .duplicate, by: 1))
+                        continue
+                    }
+                }
+                var count = event.name == "pusher:subscription_count" ? Self.subscriptionCount(event.data) : nil
+                if merging, let seen = count {
+                    count = state.pusherConnections.subscriptionCountAsOneSubscriber(seen, on: channel)
+                }
                 counted += state.supervisor.pusherEventSeen(on: channel, subscriptionCount: count, now)
                 state.supervisor.bridge.pusherEventReceived(
                     channel: channel, event: event.name, data: event.data ?? "", userID: event.userID,
@@ -56,49 +71,24 @@ extension BridgeRuntime {
     }
 
     /// Any update but an event.
-    private func handleUpdate(_ update: PusherUpdate, into actions: inout [Action]) {
+    private func handleUpdate(_ update: PusherUpdate, connection: Int, into actions: inout [Action]) {
         switch update {
         case .event:
-            routeEvents([update], into: &actions)
+            routeEvents([update], connection: connection, into: &actions)
         case .presence(let change):
-            let receivedAt = UTCTimestamp.now().millisecondsSince1970
-            withBridge { machine in
-                switch change {
-                case .subscriptionSucceeded(let channel, let members, _):
-                    let list = members.map { PresenceMember(userID: $0.userID, infoJSON: $0.userInfo) }
-                    machine.presenceSubscribed(channel: channel, members: list, receivedAtMillis: receivedAt, into: &actions)
-                case .memberAdded(let channel, let member):
-                    let added = PresenceMember(userID: member.userID, infoJSON: member.userInfo)
-                    machine.presenceMemberAdded(channel: channel, member: added, receivedAtMillis: receivedAt, into: &actions)
-                case .memberRemoved(let channel, let member):
-                    machine.presenceMemberRemoved(channel: channel, userID: member.userID, receivedAtMillis: receivedAt, into: &actions)
-                }
-            }
+            pusherPresenceChanged(change, connection: connection)
         case .subscriptionSucceeded(let channel):
-            perform { $0.pusherSubscriptionSucceeded(channel, $1) }
-            logger.debug("subscribed", metadata: ["pusher.channel": "\(channel)"])
+            pusherSubscribed(channel, connection: connection)
         case .subscriptionFailed(let channel, let error):
-            perform { $0.pusherSubscriptionFailed(channel, $1) }
-            metrics.errors(bridge: name, kind: "subscription").increment()
-            logger.error("subscription failed", metadata: ["pusher.channel": "\(channel)", "error": "\(error)"])
+            pusherSubscriptionFailed(channel, connection: connection, error: error)
         case .connectionStateChanged(let change):
-            let connected = change.current == .connected
-            perform {
-                $0.pusherConnectionChanged(
-                    to: change.current.rawValue, connected: connected, wasConnected: change.previous == .connected,
-                    socketID: change.socketID, $1)
-            }
-            if connected {
-                logger.info("pusher connected", metadata: ["pusher.socket_id": "\(change.socketID ?? "")"])
-            } else {
-                logger.info("pusher \(change.current.rawValue)")
-            }
+            pusherConnectionChanged(change, connection: connection)
         case .error(let error):
             metrics.errors(bridge: name, kind: "pusher").increment()
             if error.isTransportFailure {
                 reportConnectionFailure(.pusher, error: error.description)
             } else {
-                logger.warning("pusher error", metadata: ["error": "\(error)"])
+                logger.warning("pusher error", metadata: ["error": "\(error)"].merging(tag(connection)) { $1 })
             }
         }
     }

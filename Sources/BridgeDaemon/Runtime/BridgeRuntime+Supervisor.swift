@@ -70,9 +70,9 @@ extension BridgeRuntime {
                 // The Pusher client takes subscriptions at any time and sends them once connected; a
                 // channel asked for already is left as it is (no list copy per channel: 10,000
                 // configured channels made that quadratic).
-                _ = pusher.subscribe(channel)
+                subscribeEverywhere(channel)
             case .unsubscribeChannel(let channel):
-                pusher.unsubscribe(channel)
+                unsubscribeEverywhere(channel)
             case .subscribeMembership(let filter):
                 let subscription = MQTTSubscription(filter, qos: .atLeastOnce, noLocal: false, retainHandling: .sendAlways)
                 commands.continuation.yield(.subscribeTopicFilter(subscription))

@@ -40,7 +40,9 @@ final class BridgeRuntime: Service, Sendable {
     let daemon: DaemonSettings
     let metrics: BridgeMetrics
     let logger: Logger
-    let pusher: PusherClient
+    /// The bridge's Pusher connections (`[bridge.pusher] connections`, 1 to 3), each holding every
+    /// channel the bridge holds; ``RuntimeDecisions/pusherConnections`` merges them.
+    let pushers: [PusherClient]
     let rest: PusherHTTPClient?
     let mqtt: MQTTClient
     let toMQTT: Outbox<OutgoingMQTT>
@@ -90,13 +92,19 @@ final class BridgeRuntime: Service, Sendable {
         self.daemon = daemon
         self.metrics = metrics
         self.logger = logger
-        pusher = PusherClient(options: try ClientSettings.pusherOptions(settings), logger: logger)
+        let options = try ClientSettings.pusherOptions(settings)
+        pushers = (0..<max(1, settings.pusher.connections)).map { connection in
+            var connectionLogger = logger
+            if settings.pusher.connections > 1 { connectionLogger[metadataKey: "pusher.connection"] = "\(connection)" }
+            return PusherClient(options: options, logger: connectionLogger)
+        }
         rest = try ClientSettings.restClient(settings, logger: logger)
         var incarnation = ""
         for _ in 0..<8 { incarnation += String(UInt8.random(in: 0...255), radix: 16).leftPadded(to: 2) }
         let supervisor = BridgeSupervisor(
             settings: settings, incarnation: incarnation, startedAt: UTCTimestamp.now().millisecondsSince1970)
-        let decisions = Locked(RuntimeDecisions(supervisor: supervisor))
+        let decisions = Locked(
+            RuntimeDecisions(supervisor: supervisor, pusherConnections: PusherConnectionSet(connections: settings.pusher.connections)))
         self.decisions = decisions
         pusherPause = PusherDeliveryPause(decisions: decisions)
         cluster = supervisor.cluster.map { BridgeCluster(settings: $0.settings, marker: $0.marker) }
@@ -154,9 +162,11 @@ final class BridgeRuntime: Service, Sendable {
         // A runtime stopped before its service ran (a reload racing a shutdown) has released everything.
         guard decisions.withLock({ $0.lifecycle.runStarted() }) else { return }
         await withTaskGroup(of: Void.self) { group in
-            group.addTask { await self.pusher.runUntilCancelled(logger: self.logger) }
+            for (connection, pusher) in pushers.enumerated() {
+                group.addTask { await pusher.runUntilCancelled(logger: self.logger) }
+                group.addTask { await self.consumePusher(pusher, connection: connection) }
+            }
             group.addTask { await self.mqtt.run() }
-            group.addTask { await self.consumePusher() }
             group.addTask { await self.consumeMQTT() }
             group.addTask { await self.watchMQTTStates() }
             group.addTask { await self.sendToMQTT() }
@@ -174,7 +184,7 @@ final class BridgeRuntime: Service, Sendable {
                 await self.drain(grace: self.daemon.shutdownGrace)
             }
             perform { $0.started($1) }
-            pusher.connect()
+            for pusher in pushers { pusher.connect() }
             for await _ in finished.stream { break }
             group.cancelAll()
         }
@@ -217,7 +227,7 @@ final class BridgeRuntime: Service, Sendable {
         await clusterLeave()
         _ = withBridge { $0.stopRequested() }
         let deadline = ContinuousClock.now + grace
-        pusher.disconnect()
+        for pusher in pushers { pusher.disconnect() }
         // What a `throttle` holds goes out now rather than waiting for its interval.
         var held: [Action] = []
         let now = ContinuousClock.now
@@ -310,9 +320,9 @@ final class BridgeRuntime: Service, Sendable {
         case .subscribeChannel(let channel):
             // Only from `started` and `rulesReplaced`, which the supervisor lifts (in a cluster the
             // member holding a channel subscribes): never seen here in a cluster.
-            _ = pusher.subscribe(channel)
+            subscribeEverywhere(channel)
         case .unsubscribeChannel(let channel):
-            pusher.unsubscribe(channel)
+            unsubscribeEverywhere(channel)
         case .publishStatus, .subscribeTopicFilter, .unsubscribeTopicFilter:
             commands.continuation.yield(action)
         case .shapingHeld:

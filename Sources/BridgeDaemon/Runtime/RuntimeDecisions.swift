@@ -12,6 +12,9 @@ struct RuntimeDecisions: Sendable {
     typealias Correlation = PublishCorrelation<MQTTPublishID, OutboxEntry<OutgoingMQTT>, MQTTPublishCompletion>
 
     var supervisor: BridgeSupervisor
+    /// The bridge's Pusher connections seen as one: their merge, coverage and gaps, and presence
+    /// (docs/pusher-merge.md).
+    var pusherConnections = PusherConnectionSet(connections: 1)
     /// Another process taking the MQTT session over (BridgeRuntime+SessionTakeover.swift).
     var sessionTakeover = MQTTSessionTakeoverDetector()
     /// Publishes in flight to the broker, paired with their acknowledgements.

@@ -1,0 +1,154 @@
+import BridgeCore
+import Logging
+import PusherChannels
+
+/// The bridge's N Pusher connections (`[bridge.pusher] connections`, docs/pusher-merge.md): every
+/// channel on each, their reports through ``PusherConnectionSet`` (under the supervisor's lock)
+/// so that the bridge machine sees one Pusher side, and the gap records.
+extension BridgeRuntime {
+    /// Subscribes `channel` on every connection (each takes it at any time and sends it once connected).
+    func subscribeEverywhere(_ channel: String) {
+        for pusher in pushers { _ = pusher.subscribe(channel) }
+    }
+
+    /// Leaves `channel` on every connection: on purpose, so no gap is reported for it.
+    func unsubscribeEverywhere(_ channel: String) {
+        for pusher in pushers { pusher.unsubscribe(channel) }
+        decisions.withLock { $0.pusherConnections.channelLeft(channel) }
+    }
+
+    /// The `socket_id` the bridge's HTTP publishes exclude (the first connected connection's).
+    var pusherSocketID: String? {
+        for pusher in pushers { if let socketID = pusher.socketID { return socketID } }
+        return nil
+    }
+
+    /// Sends a client event on the first connection that can (client events go out once, on one
+    /// connection).
+    func triggerClientEvent(channel: String, event: String, data: String) throws(PusherError) {
+        var failure: PusherError?
+        for pusher in pushers {
+            do throws(PusherError) {
+                try pusher.trigger(channel: channel, event: event, data: data)
+                return
+            } catch {
+                failure = failure ?? error
+            }
+        }
+        if let failure { throw failure }
+    }
+
+    /// The time for the connection set: the monotonic clock for gap lengths, the wall clock for their dates.
+    static var coverageNow: PusherConnectionSet.Now { PusherConnectionSet.Now(.now, wall: .now()) }
+
+    /// Connection `connection` changed state: the Pusher side's change, if any, goes to the supervisor.
+    func pusherConnectionChanged(_ change: PusherConnectionStateChange, connection: Int) {
+        let connected = change.current == .connected
+        let now = Self.coverageNow
+        let receivedAt = now.wall.millisecondsSince1970
+        var actions: [Action] = []
+        let effects = decisions.withLock { state in
+            let effects = state.pusherConnections.connectionChanged(
+                connection, to: change.current.rawValue, connected: connected, socketID: change.socketID, now: now)
+            Self.applyPresence(effects.presence, to: &state.supervisor.bridge, receivedAtMillis: receivedAt, into: &actions)
+            return effects
+        }
+        execute(actions)
+        if pushers.count > 1 {
+            metrics.pusherConnectionUp(bridge: name, connection: connection).record(connected ? 1 : 0)
+        }
+        if let side = effects.side {
+            perform {
+                $0.pusherConnectionChanged(
+                    to: side.state, connected: side.connected, wasConnected: side.wasConnected, socketID: side.socketID, $1)
+            }
+        }
+        if connected {
+            logger.info("pusher connected", metadata: ["pusher.socket_id": "\(change.socketID ?? "")"].merging(tag(connection)) { $1 })
+        } else {
+            logger.info("pusher \(change.current.rawValue)", metadata: tag(connection))
+        }
+    }
+
+    /// Connection `connection`'s subscription to `channel` succeeded: the supervisor hears of the
+    /// first holder's; a gap it ends is published.
+    func pusherSubscribed(_ channel: String, connection: Int) {
+        let now = Self.coverageNow
+        let (first, gap) = decisions.withLock { $0.pusherConnections.subscribed(channel, connection: connection, now: now) }
+        if first { perform { $0.pusherSubscriptionSucceeded(channel, $1) } }
+        if let gap { publishGap(gap) }
+        logger.debug("subscribed", metadata: ["pusher.channel": "\(channel)"].merging(tag(connection)) { $1 })
+    }
+
+    /// Connection `connection`'s subscription to `channel` was refused: the supervisor hears of it
+    /// when no other connection holds the channel.
+    func pusherSubscriptionFailed(_ channel: String, connection: Int, error: PusherError) {
+        let now = Self.coverageNow
+        let forward = decisions.withLock { $0.pusherConnections.subscriptionFailed(channel, connection: connection, now: now) }
+        if forward { perform { $0.pusherSubscriptionFailed(channel, $1) } }
+        metrics.errors(bridge: name, kind: "subscription").increment()
+        logger.error(
+            "subscription failed", metadata: ["pusher.channel": "\(channel)", "error": "\(error)"].merging(tag(connection)) { $1 })
+    }
+
+    /// A presence change from connection `connection`, consolidated over the connections, to the mirrors.
+    func pusherPresenceChanged(_ change: PusherPresenceChange, connection: Int) {
+        let receivedAt = UTCTimestamp.now().millisecondsSince1970
+        var actions: [Action] = []
+        decisions.withLock { state in
+            let changes: [PresenceConsolidation.Change]
+            switch change {
+            case .subscriptionSucceeded(let channel, let members, _):
+                let list = members.map { PresenceMember(userID: $0.userID, infoJSON: $0.userInfo) }
+                changes = state.pusherConnections.presenceSubscribed(channel, connection: connection, members: list)
+            case .memberAdded(let channel, let member):
+                let added = PresenceMember(userID: member.userID, infoJSON: member.userInfo)
+                changes = state.pusherConnections.presenceAdded(channel, connection: connection, member: added)
+            case .memberRemoved(let channel, let member):
+                changes = state.pusherConnections.presenceRemoved(channel, connection: connection, userID: member.userID)
+            }
+            Self.applyPresence(changes, to: &state.supervisor.bridge, receivedAtMillis: receivedAt, into: &actions)
+        }
+        execute(actions)
+    }
+
+    private static func applyPresence(
+        _ changes: [PresenceConsolidation.Change], to machine: inout BridgeStateMachine<ContinuousClock.Instant>,
+        receivedAtMillis: Int64, into actions: inout [Action]
+    ) {
+        for change in changes {
+            switch change {
+            case .subscribed(let channel, let members):
+                machine.presenceSubscribed(channel: channel, members: members, receivedAtMillis: receivedAtMillis, into: &actions)
+            case .added(let channel, let member):
+                machine.presenceMemberAdded(channel: channel, member: member, receivedAtMillis: receivedAtMillis, into: &actions)
+            case .removed(let channel, let userID):
+                machine.presenceMemberRemoved(channel: channel, userID: userID, receivedAtMillis: receivedAtMillis, into: &actions)
+            }
+        }
+    }
+
+    /// The rule label of gap records in `messages_total` (they are Pusher → MQTT arrivals).
+    static let gapRule = "gaps"
+
+    /// Publishes a gap record to `<status_topic>/gaps` (QoS 1, not retained) through the outbox, so
+    /// that it waits for the broker like any message, and counts it.
+    func publishGap(_ gap: PusherGap) {
+        metrics.pusherGaps(bridge: name).increment()
+        metrics.pusherGapSeconds(bridge: name).increment(by: gap.seconds)
+        logger.warning(
+            "pusher gap: events on the channel in this window were not received",
+            metadata: [
+                "pusher.channel": "\(gap.channel)", "from": "\(gap.from.rfc3339)", "to": "\(gap.to.rfc3339)", "seconds": "\(gap.seconds)",
+            ])
+        let publish = MQTTPublish(
+            rule: Self.gapRule, topic: connection.effectiveStatusTopic + "/gaps", payload: Array(gap.json.utf8), qos: 1,
+            retain: false)
+        execute([.received(.pusherToMQTT, by: 1), .enqueueToMQTT(publish, receivedAtMillis: gap.to.millisecondsSince1970)])
+    }
+
+    /// The `pusher.connection` log field, with more than one connection.
+    func tag(_ connection: Int) -> Logger.Metadata {
+        pushers.count > 1 ? ["pusher.connection": "\(connection)"] : [:]
+    }
+}
