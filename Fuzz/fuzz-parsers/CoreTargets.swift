@@ -37,6 +37,25 @@ enum CoreTargets {
         return 0
     }
 
+    // MARK: last-held
+
+    /// The whole input is a `pusher_last_held` file (LastHeldRecord). Checks: every channel kept is
+    /// a valid channel name with a time after 2000; lines kept + lines refused ≤ the lines given;
+    /// what was kept renders and parses back the same, with no bad line.
+    static func lastHeld(_ input: Input) -> Int32 {
+        guard let text = String(validating: input.bytes, as: UTF8.self) else { return 0 }
+        let (times, badLines) = LastHeldRecord.parse(text)
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: true).count
+        if times.count + badLines > lines { violated("\(times.count) kept + \(badLines) bad of \(lines) lines") }
+        for (channel, time) in times {
+            if let problem = ChannelName.problem(with: channel) { violated("kept \(channel.debugDescription): \(problem)") }
+            if time.millisecondsSince1970 < 946_684_800_000 { violated("kept a time before 2000: \(time.millisecondsSince1970)") }
+        }
+        let again = LastHeldRecord.parse(LastHeldRecord.render(times))
+        if again.times != times || again.badLines != 0 { violated("render/parse round trip changed \(times)") }
+        return 0
+    }
+
     // MARK: template
 
     /// Line 1 is a template, the next lines are placeholder values. Checks, for both rule

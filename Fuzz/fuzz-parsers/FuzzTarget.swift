@@ -69,6 +69,10 @@ struct FuzzTarget {
                 name: "cluster",
                 summary: "cluster membership messages: topics rebuild, payloads round trip, a member holds only wanted channels",
                 callback: { data, size in ClusterTargets.messages(Input(data, size)) }),
+            FuzzTarget(
+                name: "last-held",
+                summary: "the state directory's last-held file: valid channels only, render/parse round trip, bad lines counted",
+                callback: { data, size in CoreTargets.lastHeld(Input(data, size)) }),
         ]
     }
 

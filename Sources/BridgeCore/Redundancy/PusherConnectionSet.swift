@@ -126,10 +126,17 @@ public struct PusherConnectionSet: Sendable {
 
     // MARK: Events
 
-    /// Connection `connection` delivered an event on `channel`: true when it is the first copy
-    /// (publish it), false for a duplicate.
-    public mutating func event(connection: Int, channel: String, key: PusherEventKey, now: Now) -> Bool {
-        merge.event(connection: connection, channel: channel, key: key, now: now.instant) == .publish
+    /// Connection `connection` delivered an event on `channel`: publish it, or suppress it as a
+    /// duplicate or as an echo of the bridge's own publish.
+    public mutating func event(connection: Int, channel: String, key: PusherEventKey, now: Now) -> PusherEventMerge.Verdict {
+        merge.event(connection: connection, channel: channel, key: key, now: now.instant)
+    }
+
+    /// The bridge publishes an event on `channel` itself, excluding connection `sentOn` (its
+    /// `socket_id`, or the connection a client event goes out on): the other connections' copies
+    /// will be echoes.
+    public mutating func ownEvent(channel: String, key: PusherEventKey, sentOn: Int?, now: Now) {
+        merge.ownEvent(channel: channel, key: key, sentOn: sentOn, now: now.instant)
     }
 
     /// A `pusher:subscription_count` as if the bridge were one subscriber: Pusher counts each of

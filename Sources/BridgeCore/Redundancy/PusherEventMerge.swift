@@ -58,6 +58,10 @@ public struct PusherEventMerge: Sendable {
         case publish
         /// A later copy of an event already published: suppress it (counted).
         case duplicate
+        /// A copy of an event the bridge itself published on the channel (``ownEvent(channel:key:sentOn:now:)``):
+        /// suppress it, like the echo of a single connection's own publish, which Pusher does not
+        /// send back to the connection that published it.
+        case ownEcho
     }
 
     /// The merge's bounds.
@@ -96,6 +100,8 @@ public struct PusherEventMerge: Sendable {
         /// Copies suppressed that a connection delivered just after becoming live, matched to an
         /// entry published before it did (the ambiguous case of the join rule).
         public var joinMatches: UInt64 = 0
+        /// Copies of the bridge's own publishes suppressed (``Verdict/ownEcho``).
+        public var ownEchoes: UInt64 = 0
     }
 
     struct Entry: Sendable {
@@ -104,6 +110,9 @@ public struct PusherEventMerge: Sendable {
         var at: Instant
         /// Bit `c` set once connection `c` delivered it.
         var deliveredBy: UInt8
+        /// The bridge published it itself: no connection's copy is ever published, and one that
+        /// never arrives is not counted against that connection.
+        var own = false
     }
 
     /// A live connection's place in one channel's log.
@@ -172,6 +181,28 @@ public struct PusherEventMerge: Sendable {
         let verdict = decide(connection, key: key, &state, now: now)
         channels[channel] = state
         return verdict
+    }
+
+    /// The bridge itself published an event with `key` on `channel` at `now` — through the HTTP API
+    /// with connection `sentOn`'s `socket_id` excluded, or as a client event sent on it (nil: no
+    /// connection excluded). Pusher sends it to every other connection live on the channel; their
+    /// copies are suppressed as ``Verdict/ownEcho``. Call it before the publish goes out: a copy can
+    /// arrive before the publish returns. Nothing is kept when no other connection is live there.
+    public mutating func ownEvent(channel: String, key: PusherEventKey, sentOn: Int?, now: Instant) {
+        guard connections > 1, var state = channels.removeValue(forKey: channel) else { return }
+        defer { channels[channel] = state }
+        let bit = sentOn.map { UInt8(1) << UInt8(min(max($0, 0), 7)) } ?? 0
+        let receivers = state.cursors.indices.filter { state.cursors[$0] != nil && UInt8(1) << UInt8($0) != bit }
+        guard !receivers.isEmpty else { return }
+        expire(&state, now: now)
+        let seq = state.nextSeq
+        state.log.append(Entry(key: key, seq: seq, at: now, deliveredBy: bit, own: true))
+        state.nextSeq += 1
+        for other in receivers { state.cursors[other]!.waiting[key, default: []].append(seq) }
+        while state.log.count > limits.maxEntries {
+            let entry = removeFirst(&state)
+            if now < entry.at + limits.window { counters.evictedByCount &+= 1 }
+        }
     }
 
     /// Connection `connection`'s subscription to `channel` took effect at `now` (its
@@ -258,9 +289,9 @@ public struct PusherEventMerge: Sendable {
             cursor.delivered(at: entry.at, grace: limits.joinGrace)
             cursor.behind = 0
             state.cursors[connection] = cursor
-            counters.duplicates &+= 1
+            if entry.own { counters.ownEchoes &+= 1 } else { counters.duplicates &+= 1 }
             dropDelivered(&state, now: now)
-            return .duplicate
+            return entry.own ? .ownEcho : .duplicate
         }
         counters.published &+= 1
         if cursor.behind > 0 {
@@ -314,7 +345,7 @@ public struct PusherEventMerge: Sendable {
                 cursor.waiting[entry.key]!.removeFirst()
                 if cursor.waiting[entry.key]!.isEmpty { cursor.waiting[entry.key] = nil }
             }
-            if cursor.awaits(entry, bit: UInt8(1) << UInt8(index)) {
+            if !entry.own, cursor.awaits(entry, bit: UInt8(1) << UInt8(index)) {
                 cursor.behind += 1
                 counters.expiredUnmatched &+= 1
             }

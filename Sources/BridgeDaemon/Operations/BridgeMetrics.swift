@@ -181,6 +181,7 @@ public final class BridgeMetrics: Sendable {
     /// Sources/BridgeDaemon is listed here, so none appears late).
     public static let errorKinds = [
         "pusher", "pusher_http", "mqtt_publish", "subscribe", "subscription", "spool", "start", "cluster", "mqtt_session_takeover",
+        "state",
     ]
 
     /// Creates every series `bridge` can count, at zero, so that each labelled family is in the
@@ -217,6 +218,7 @@ public final class BridgeMetrics: Sendable {
         }
         if bridge.pusher.connections > 1 {
             _ = messages(bridge: name, rule: "", direction: .pusherToMQTT, outcome: .duplicate)
+            _ = messages(bridge: name, rule: "", direction: .pusherToMQTT, outcome: .suppressed)
             for connection in 0..<bridge.pusher.connections { zero(pusherConnectionUp(bridge: name, connection: connection)) }
         }
         func rule(_ rule: String, _ direction: Direction, _ conditions: PayloadConditions, extra: [Outcome] = []) {

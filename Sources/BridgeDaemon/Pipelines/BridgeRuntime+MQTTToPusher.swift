@@ -164,7 +164,8 @@ extension BridgeRuntime {
 
     /// One attempt at a batch: client events on our WebSocket, the rest in one `batch_events` request.
     private func send(_ batch: [OutboxEntry<OutgoingPusher>]) async -> PusherBatchAttempt {
-        let socketID = pusherSocketID
+        let own = pusherSocket
+        let socketID = own?.socketID
         var httpEvents: [PusherBatchEvent] = []
         // In a cluster the holder's socket_id: Pusher then does not send the event back through it.
         // Looked up once per run of one channel (a batch is mostly one channel), not per event.
@@ -189,6 +190,17 @@ extension BridgeRuntime {
         }
         guard !httpEvents.isEmpty else { return .accepted }
         guard let rest else { return .unsendable(status: 0, body: "no app_id/secret for the HTTP API") }
+        if pushers.count > 1 {
+            // Our other connections receive these: their copies are echoes (docs/pusher-merge.md).
+            let now = Self.coverageNow
+            decisions.withLock { state in
+                for event in httpEvents {
+                    let sentOn = event.socketID != nil && event.socketID == socketID ? own?.connection : nil
+                    let key = PusherEventKey(name: event.name, data: event.data, userID: nil)
+                    state.pusherConnections.ownEvent(channel: event.channel, key: key, sentOn: sentOn, now: now)
+                }
+            }
+        }
         do {
             _ = try await rest.triggerBatch(httpEvents)
             return .accepted

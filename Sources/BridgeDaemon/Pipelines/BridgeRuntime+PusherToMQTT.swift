@@ -49,9 +49,12 @@ extension BridgeRuntime {
                 guard case .event(let event) = update, let channel = event.channel else { continue }
                 if merging {
                     let key = PusherEventKey(name: event.name, data: event.data, userID: event.userID)
-                    guard state.pusherConnections.event(connection: connection, channel: channel, key: key, now: coverageNow) else {
+                    let verdict = state.pusherConnections.event(connection: connection, channel: channel, key: key, now: coverageNow)
+                    if verdict != .publish {
+                        // Counted like an unmatched message: once, with no rule (docs/pusher-merge.md).
                         actions.append(.received(.pusherToMQTT, by: 1))
-                        actions.append(.count(rule: "", direction: .pusherToMQTT, outcome: .duplicate, by: 1))
+                        let outcome: MessageOutcome = verdict == .duplicate ? .duplicate : .suppressed
+                        actions.append(.count(rule: "", direction: .pusherToMQTT, outcome: outcome, by: 1))
                         continue
                     }
                 }

@@ -69,8 +69,17 @@ extension BridgeRuntime {
     /// Spool syncs (about once a second, at the supervisor's deadline), gauges, and the heartbeat
     /// the watchdog checks.
     func housekeeping() async {
+        var nextLastHeldWrite = ContinuousClock.now
+        var lastHeldFailing = false
         while !Task.isCancelled {
             let now = ContinuousClock.now
+            if lastHeldFile != nil, now >= nextLastHeldWrite {
+                // Every 5 s: a restart's gap is reported from at most 5 s before the process ended.
+                nextLastHeldWrite = now + .seconds(5)
+                let problem = writeLastHeld()
+                if let problem, !lastHeldFailing { logger.warning("cannot write the last-held file", metadata: ["error": "\(problem)"]) }
+                lastHeldFailing = problem != nil
+            }
             let (outToMQTT, outToPusher) = (toMQTT.pendingSize, toPusher.pendingSize)
             // The watchdog's heartbeat; the supervisor says when the next round is due (about a
             // second) and whether a drained backlog's memory should go back to the system.

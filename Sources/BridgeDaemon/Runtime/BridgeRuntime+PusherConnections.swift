@@ -17,17 +17,24 @@ extension BridgeRuntime {
         decisions.withLock { $0.pusherConnections.channelLeft(channel) }
     }
 
-    /// The `socket_id` the bridge's HTTP publishes exclude (the first connected connection's).
-    var pusherSocketID: String? {
-        for pusher in pushers { if let socketID = pusher.socketID { return socketID } }
+    /// The connection whose `socket_id` the bridge's HTTP publishes exclude: the first connected one.
+    var pusherSocket: (connection: Int, socketID: String)? {
+        for (connection, pusher) in pushers.enumerated() {
+            if let socketID = pusher.socketID { return (connection, socketID) }
+        }
         return nil
     }
 
     /// Sends a client event on the first connection that can (client events go out once, on one
-    /// connection).
+    /// connection); the other connections' copies are echoes.
     func triggerClientEvent(channel: String, event: String, data: String) throws(PusherError) {
         var failure: PusherError?
-        for pusher in pushers {
+        for (connection, pusher) in pushers.enumerated() {
+            if pushers.count > 1 {
+                let now = Self.coverageNow
+                let key = PusherEventKey(name: event, data: data, userID: nil)
+                decisions.withLock { $0.pusherConnections.ownEvent(channel: channel, key: key, sentOn: connection, now: now) }
+            }
             do throws(PusherError) {
                 try pusher.trigger(channel: channel, event: event, data: data)
                 return
@@ -145,6 +152,16 @@ extension BridgeRuntime {
             rule: Self.gapRule, topic: connection.effectiveStatusTopic + "/gaps", payload: Array(gap.json.utf8), qos: 1,
             retain: false)
         execute([.received(.pusherToMQTT, by: 1), .enqueueToMQTT(publish, receivedAtMillis: gap.to.millisecondsSince1970)])
+    }
+
+    /// Writes when each channel was last held to the state directory; returns the error text (counted).
+    func writeLastHeld() -> String? {
+        guard let lastHeldFile else { return nil }
+        let now = Self.coverageNow
+        let times = decisions.withLock { $0.pusherConnections.coverage.lastHeld(now: now) }
+        let problem = lastHeldFile.write(times)
+        if problem != nil { metrics.errors(bridge: name, kind: "state").increment() }
+        return problem
     }
 
     /// The `pusher.connection` log field, with more than one connection.

@@ -76,6 +76,9 @@ final class BridgeRuntime: Service, Sendable {
     let pusherPause: PusherDeliveryPause
     /// The cluster's publishes (docs/contract.md §7.4, BridgeRuntime+Cluster.swift): `nil` without `[bridge.cluster]`.
     let cluster: BridgeCluster?
+    /// When each channel was last held, kept in the state directory for the gap a restart leaves
+    /// (docs/pusher-merge.md): `nil` when the bridge keeps nothing on disk (`persist = false`).
+    let lastHeldFile: LastHeldFile?
 
     typealias Action = BridgeStateMachine<ContinuousClock.Instant>.Action
 
@@ -103,8 +106,19 @@ final class BridgeRuntime: Service, Sendable {
         for _ in 0..<8 { incarnation += String(UInt8.random(in: 0...255), radix: 16).leftPadded(to: 2) }
         let supervisor = BridgeSupervisor(
             settings: settings, incarnation: incarnation, startedAt: UTCTimestamp.now().millisecondsSince1970)
+        let stateDirectory = settings.effectiveStateDirectory(daemonStateDirectory: daemon.stateDirectory)
+        lastHeldFile = settings.buffer.persist ? LastHeldFile(stateDirectory: stateDirectory, bridge: settings.name) : nil
+        let lastHeld = lastHeldFile?.read() ?? (times: [:], badLines: 0)
+        if lastHeld.badLines > 0 {
+            metrics.errors(bridge: settings.name, kind: "state").increment(by: lastHeld.badLines)
+            logger.warning(
+                "lines of the last-held file not understood: their channels report no restart gap",
+                metadata: ["file": "\(lastHeldFile?.path ?? "")", "lines": "\(lastHeld.badLines)"])
+        }
         let decisions = Locked(
-            RuntimeDecisions(supervisor: supervisor, pusherConnections: PusherConnectionSet(connections: settings.pusher.connections)))
+            RuntimeDecisions(
+                supervisor: supervisor,
+                pusherConnections: PusherConnectionSet(connections: settings.pusher.connections, lastHeld: lastHeld.times)))
         self.decisions = decisions
         pusherPause = PusherDeliveryPause(decisions: decisions)
         cluster = supervisor.cluster.map { BridgeCluster(settings: $0.settings, marker: $0.marker) }
@@ -188,7 +202,9 @@ final class BridgeRuntime: Service, Sendable {
             for await _ in finished.stream { break }
             group.cancelAll()
         }
-        // Every task has ended: no acknowledgement can come any more. What is pending stays on disk.
+        // Every task has ended: no acknowledgement can come any more. What is pending stays on disk,
+        // and so does when each channel was last held.
+        _ = writeLastHeld()
         await releaseSpools()
         logger.info("bridge stopped")
         decisions.withLock { $0.lifecycle.ended() }.resume()
