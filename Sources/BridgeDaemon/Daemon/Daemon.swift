@@ -263,6 +263,7 @@ public final class Daemon: Sendable {
             if let problem = runtime.clusterReadinessProblem { notReady.append("\(runtime.name): \(problem)") }
             if let problem = runtime.sessionTakeoverProblem { notReady.append("\(runtime.name): \(problem)") }
             if let summary = runtime.clusterSummary { details.append("\(runtime.name): \(summary)") }
+            if let summary = runtime.pusherConnectionsSummary { details.append("\(runtime.name): pusher connections \(summary)") }
         }
         return Readiness(notReady: notReady, details: details)
     }
@@ -273,7 +274,9 @@ public final class Daemon: Sendable {
         if runtimes.isEmpty && absent.isEmpty { return "no bridges" }
         let lines = runtimes.map { runtime in
             let s = runtime.status
-            var line = "\(runtime.name): pusher \(s.connectivity.pusherState), mqtt \(s.connectivity.mqttState), buffered \(s.buffered)"
+            let connections = runtime.pusherConnectionsSummary.map { " (\($0))" } ?? ""
+            var line =
+                "\(runtime.name): pusher \(s.connectivity.pusherState)\(connections), mqtt \(s.connectivity.mqttState), buffered \(s.buffered)"
             for (direction, count) in s.memoryOnly.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
                 line += ", \(direction.rawValue) spool degraded (\(count) in memory only)"
             }

@@ -164,6 +164,14 @@ extension BridgeRuntime {
         return problem
     }
 
+    /// With more than one connection, each one's state for STATUS= and `/readyz`:
+    /// `0 connected, 1 connecting` (nil with one).
+    var pusherConnectionsSummary: String? {
+        guard pushers.count > 1 else { return nil }
+        let states = decisions.withLock { $0.pusherConnections.states }
+        return states.enumerated().map { "\($0.offset) \($0.element)" }.joined(separator: ", ")
+    }
+
     /// The `pusher.connection` log field, with more than one connection.
     func tag(_ connection: Int) -> Logger.Metadata {
         pushers.count > 1 ? ["pusher.connection": "\(connection)"] : [:]
