@@ -112,6 +112,14 @@ public struct AppHub: Sendable {
         connections.keys.sorted().map { .close($0, code: code, reason: reason) }
     }
 
+    /// Close the one open connection with Pusher socket id `socketID` with `code` (control
+    /// endpoint; e.g. 4200 to one of a client's redundant connections); nil when no open
+    /// connection has that socket id.
+    public func close(socketID: String, code: UInt16, reason: String) -> [HubAction]? {
+        guard let id = socketIndex[socketID], connections[id] != nil else { return nil }
+        return [.close(id, code: code, reason: reason)]
+    }
+
     /// Every open connection, for raw frames from the control endpoint.
     public var connectionIDs: [ConnectionID] { connections.keys.sorted() }
 

@@ -14,6 +14,7 @@ import struct FoundationEssentials.Date
 /// | `GET  /pusher-local/apps/ID/stats` | counters as JSON |
 /// | `GET  /pusher-local/apps/ID/connections` | every open connection: socket id, channels, presence user id, `ip:port` |
 /// | `POST /pusher-local/apps/ID/disconnect?code=4200&reason=R` | close every connection with the code |
+/// | `POST /pusher-local/apps/ID/disconnect?socket_id=S&code=4200` | close the one connection with that socket id (404 if none) |
 /// | `POST /pusher-local/apps/ID/raw` (body = frame) | send the body as one raw text frame to every connection |
 /// | `POST /pusher-local/apps/ID/pings?answer=false` | stop (or with `true` resume) answering `pusher:ping` |
 /// | `POST /pusher-local/apps/ID/refuse?code=4001` | accept-then-close every new connection with the code |
@@ -37,7 +38,17 @@ struct ControlEndpoints {
             return HTTPAPIResponder.json(ConnectionRecord.json(live.state.withLock { $0.hub.connectionRecords }))
         case (.post, "disconnect"):
             let code = try Self.closeCode(param("code") ?? "4200")
-            let count = control.disconnectAll(code: code, reason: param("reason") ?? "closed by pusher-local control")
+            let reason = param("reason") ?? "closed by pusher-local control"
+            if let socketID = param("socket_id") {
+                guard control.disconnect(socketID: socketID, code: code, reason: reason) else {
+                    throw APIError(status: 404, message: "No open connection with socket_id \(socketID)")
+                }
+                logger.info(
+                    "Control: disconnect one",
+                    metadata: ["pusher.app": "\(live.app.id)", "pusher.close_code": "\(code)", "pusher.socket_id": "\(socketID)"])
+                return HTTPAPIResponder.json("{\"closed\":1}")
+            }
+            let count = control.disconnectAll(code: code, reason: reason)
             logger.info(
                 "Control: disconnect",
                 metadata: ["pusher.app": "\(live.app.id)", "pusher.close_code": "\(code)", "connections": "\(count)"])
@@ -94,6 +105,14 @@ struct AppControl {
         live.perform { state in
             let actions = state.hub.closeAll(code: code, reason: reason)
             return (actions.count, actions)
+        }
+    }
+
+    /// Closes the connection with Pusher socket id `socketID`; false when none is open.
+    func disconnect(socketID: String, code: UInt16, reason: String) -> Bool {
+        live.perform { state in
+            guard let actions = state.hub.close(socketID: socketID, code: code, reason: reason) else { return (false, []) }
+            return (true, actions)
         }
     }
 

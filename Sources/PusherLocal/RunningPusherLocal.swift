@@ -37,6 +37,15 @@ public struct RunningPusherLocal: Sendable {
         live(appID).map { AppControl(live: $0).disconnectAll(code: code, reason: reason) } ?? 0
     }
 
+    /// Closes the one connection of the app whose Pusher socket id is `socketID` with `code`;
+    /// false when no open connection has it.
+    @discardableResult
+    public func disconnect(appID: String? = nil, socketID: String, code: UInt16, reason: String = "closed by pusher-local control")
+        -> Bool
+    {
+        live(appID).map { AppControl(live: $0).disconnect(socketID: socketID, code: code, reason: reason) } ?? false
+    }
+
     /// Sends `bytes` as one raw text frame (even malformed JSON or invalid UTF-8) to every
     /// connection; returns how many.
     @discardableResult
