@@ -13,7 +13,27 @@
 ///
 /// With one connection everything passes through unchanged but the gap records, which a single
 /// connection has too (a reconnect leaves a gap).
+///
+/// **Held events.** The first copies of a connection that has just become live beside another are
+/// held until the other's copies arrive (``PusherEventMerge/Verdict/held``, the join hold); the set
+/// keeps them and hands them out, in order, when the merge releases them: from ``deliver(_:channel:connection:now:)``
+/// and, after any other call, from ``takeReleasedEvents()``.
 public struct PusherConnectionSet: Sendable {
+    /// An event as a connection delivered it, kept while it is held.
+    public struct ArrivedEvent: Sendable, Equatable {
+        public var name: String
+        public var data: String?
+        public var userID: String?
+        public var receivedAt: UTCTimestamp
+
+        public init(name: String, data: String?, userID: String?, receivedAt: UTCTimestamp) {
+            self.name = name
+            self.data = data
+            self.userID = userID
+            self.receivedAt = receivedAt
+        }
+    }
+
     public typealias Now = ChannelCoverage.Now
 
     /// The bridge's Pusher side, as the bridge machine sees it.
@@ -40,10 +60,12 @@ public struct PusherConnectionSet: Sendable {
     /// Per connection: its last state (`PusherConnectionState`'s raw value) and `socket_id`.
     public private(set) var states: [String]
     public private(set) var socketIDs: [String?]
+    /// Per channel, the events held, in the order the merge held them.
+    private var held: [String: [ArrivedEvent]] = [:]
 
     /// `connections` connections (clamped to 1…3), with the channels' last-held times from the
     /// state directory.
-    public init(connections: Int, lastHeld: [String: UTCTimestamp] = [:], limits: PusherEventMerge.Limits = .default) {
+    public init(connections: Int, lastHeld: [String: UTCTimestamp] = [:], limits: PusherEventMerge.Limits = .bridge) {
         let count = min(max(connections, 1), 3)
         self.connections = count
         coverage = ChannelCoverage(connections: count, lastHeld: lastHeld)
@@ -59,7 +81,7 @@ public struct PusherConnectionSet: Sendable {
     // MARK: Connections
 
     /// Connection `connection` is now in `state` (`connected` when it is `connected`, with its
-    /// `socketID`).
+    /// `socketID`). Held events its going down released are in ``takeReleasedEvents()``.
     public mutating func connectionChanged(
         _ connection: Int, to state: String, connected: Bool, socketID: String?, now: Now
     ) -> Effects {
@@ -146,8 +168,35 @@ public struct PusherConnectionSet: Sendable {
         return ours > 1 ? max(0, count - (ours - 1)) : count
     }
 
-    /// Drops what the merge keeps past its time (quiet channels).
+    /// Drops what the merge keeps past its time (quiet channels), and ends join holds that are due:
+    /// their events are then in ``takeReleasedEvents()``.
     public mutating func expire(now: Now) { merge.expire(now: now.instant) }
+
+    /// Connection `connection` delivered `event` on `channel`: the merge's verdict, and what to
+    /// publish now, in order — held events the merge released, then this one if it is a first copy.
+    public mutating func deliver(
+        _ event: ArrivedEvent, channel: String, connection: Int, now: Now
+    ) -> (verdict: PusherEventMerge.Verdict, publish: [(channel: String, event: ArrivedEvent)]) {
+        let key = PusherEventKey(name: event.name, data: event.data, userID: event.userID)
+        let verdict = merge.event(connection: connection, channel: channel, key: key, now: now.instant)
+        var publish = takeReleasedEvents()
+        switch verdict {
+        case .publish: publish.append((channel, event))
+        case .held: held[channel, default: []].append(event)
+        case .duplicate, .ownEcho: break
+        }
+        return (verdict, publish)
+    }
+
+    /// Held events the merge released since the last look (a connection went down, a hold ended,
+    /// a channel was left), in order: publish them.
+    public mutating func takeReleasedEvents() -> [(channel: String, event: ArrivedEvent)] {
+        var out: [(channel: String, event: ArrivedEvent)] = []
+        for channel in merge.takeReleased() {
+            for event in held.removeValue(forKey: channel) ?? [] { out.append((channel, event)) }
+        }
+        return out
+    }
 
     // MARK: Presence
 

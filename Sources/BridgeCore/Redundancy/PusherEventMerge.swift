@@ -62,46 +62,12 @@ public struct PusherEventMerge: Sendable {
         /// suppress it, like the echo of a single connection's own publish, which Pusher does not
         /// send back to the connection that published it.
         case ownEcho
-    }
-
-    /// The merge's bounds.
-    public struct Limits: Sendable, Equatable {
-        /// How long an entry can be matched after it was published (default 10 s).
-        public var window: Duration
-        /// Entries kept per channel at most (default 1,024); past it the oldest leaves early.
-        public var maxEntries: Int
-        /// How far back a connection that becomes live may match (default 2 s, at most `window`).
-        public var joinGrace: Duration
-
-        /// The defaults: a 10 s window, 1,024 entries per channel, a 2 s join grace.
-        public static let `default` = Limits(window: .seconds(10), maxEntries: 1024, joinGrace: .seconds(2))
-
-        /// Limits with `joinGrace` clamped to `window` and `maxEntries` to at least 1.
-        public init(window: Duration, maxEntries: Int, joinGrace: Duration) {
-            self.window = max(window, .zero)
-            self.maxEntries = max(maxEntries, 1)
-            self.joinGrace = min(max(joinGrace, .zero), self.window)
-        }
-    }
-
-    /// What the merge decided, since it was made (docs/pusher-merge.md, "Counters").
-    public struct Counters: Sendable, Equatable {
-        /// Events published (first copies, late copies included).
-        public var published: UInt64 = 0
-        /// Copies suppressed (`outcome="duplicate"`).
-        public var duplicates: UInt64 = 0
-        /// Events published that were taken for copies arriving later than the window.
-        public var lateCopies: UInt64 = 0
-        /// Entries that left the log while a live connection had not delivered them (it missed
-        /// them, or its copy comes late).
-        public var expiredUnmatched: UInt64 = 0
-        /// Entries pushed out by ``Limits/maxEntries`` before ``Limits/window`` had passed.
-        public var evictedByCount: UInt64 = 0
-        /// Copies suppressed that a connection delivered just after becoming live, matched to an
-        /// entry published before it did (the ambiguous case of the join rule).
-        public var joinMatches: UInt64 = 0
-        /// Copies of the bridge's own publishes suppressed (``Verdict/ownEcho``).
-        public var ownEchoes: UInt64 = 0
+        /// The first copy, from a connection that has just become live while another was live
+        /// already (``Limits/joinHold``): held back until that other connection has caught up
+        /// (its copy arrives), so that it goes out in the channel's order. The caller keeps the
+        /// event and publishes it, with the channel's other held events, when ``takeReleased()``
+        /// names the channel.
+        case held
     }
 
     struct Entry: Sendable {
@@ -113,6 +79,8 @@ public struct PusherEventMerge: Sendable {
         /// The bridge published it itself: no connection's copy is ever published, and one that
         /// never arrives is not counted against that connection.
         var own = false
+        /// Held back after a join (``Verdict/held``), not published yet.
+        var held = false
     }
 
     /// A live connection's place in one channel's log.
@@ -125,6 +93,12 @@ public struct PusherEventMerge: Sendable {
         var joinedAt: UInt64
         /// Entries that left the log before it delivered them, since its last match.
         var behind: UInt64 = 0
+        /// Until when its first copies are held (``Limits/joinHold``): it became live beside
+        /// another live connection and has matched nothing yet. Nil: not held.
+        var probationEnds: Instant?
+
+        /// Whether its first copies are held at `now`.
+        func onProbation(at now: Instant) -> Bool { probationEnds.map { now < $0 } ?? false }
         /// By key, the sequence numbers of the entries it may match, in order: an index, so that an
         /// event costs the same whatever the log holds.
         var waiting: [PusherEventKey: Deque<UInt64>] = [:]
@@ -146,6 +120,10 @@ public struct PusherEventMerge: Sendable {
     struct Channel: Sendable {
         var log: Deque<Entry> = []
         var nextSeq: UInt64 = 0
+        var name = ""
+        /// Entries held (``Verdict/held``), and when they go out at the latest.
+        var heldCount = 0
+        var holdDeadline: Instant?
         /// Indexed by connection; nil while that connection is not live on the channel.
         var cursors: [Cursor?]
 
@@ -157,8 +135,10 @@ public struct PusherEventMerge: Sendable {
     /// How many connections feed the merge (1 to 3).
     public let connections: Int
     public let limits: Limits
-    public private(set) var counters = Counters()
+    public internal(set) var counters = Counters()
     var channels: [String: Channel] = [:]
+    /// Channels whose held entries were released, for ``takeReleased()``.
+    var released: [String] = []
 
     /// A merge of `connections` connections (clamped to 1…3) within `limits`.
     public init(connections: Int, limits: Limits = .default) {
@@ -176,8 +156,10 @@ public struct PusherEventMerge: Sendable {
         }
         guard connection >= 0, connection < connections else { return .publish }
         var state = channels.removeValue(forKey: channel) ?? Channel(connections: connections)
+        state.name = channel
         if state.cursors[connection] == nil { becomeLive(connection, &state, now: now) }
         expire(&state, now: now)
+        releaseIfDue(&state, now: now)
         let verdict = decide(connection, key: key, &state, now: now)
         channels[channel] = state
         return verdict
@@ -212,6 +194,7 @@ public struct PusherEventMerge: Sendable {
     public mutating func connectionLive(_ connection: Int, channel: String, now: Instant) {
         guard connections > 1, connection >= 0, connection < connections else { return }
         var state = channels.removeValue(forKey: channel) ?? Channel(connections: connections)
+        state.name = channel
         expire(&state, now: now)
         if state.cursors[connection] == nil { becomeLive(connection, &state, now: now) }
         channels[channel] = state
@@ -223,6 +206,10 @@ public struct PusherEventMerge: Sendable {
         guard connections > 1, connection >= 0, connection < connections, var state = channels.removeValue(forKey: channel)
         else { return }
         state.cursors[connection] = nil
+        // Held entries wait for an established connection's copies: with none left, they go out.
+        if state.heldCount > 0, !state.cursors.contains(where: { $0.map { $0.probationEnds == nil } ?? false }) {
+            release(&state)
+        }
         if state.liveCount > 0 { channels[channel] = state }
     }
 
@@ -235,7 +222,7 @@ public struct PusherEventMerge: Sendable {
     /// The bridge left `channel` on every connection: everything about it is forgotten, so a
     /// re-join starts afresh.
     public mutating func channelLeft(_ channel: String) {
-        channels[channel] = nil
+        if var state = channels.removeValue(forKey: channel), state.heldCount > 0 { release(&state) }
     }
 
     /// Drops every entry past its time at `now`, on every channel (a timer the daemon may run so
@@ -244,6 +231,7 @@ public struct PusherEventMerge: Sendable {
         for channel in Array(channels.keys) {
             guard var state = channels.removeValue(forKey: channel) else { continue }
             expire(&state, now: now)
+            releaseIfDue(&state, now: now)
             channels[channel] = state
         }
     }
@@ -271,6 +259,7 @@ public struct PusherEventMerge: Sendable {
             floor = first.seq
         }
         var cursor = Cursor(floor: floor, joinedAt: state.nextSeq)
+        if othersLive, limits.joinHold > .zero { cursor.probationEnds = now + limits.joinHold }
         let bit = UInt8(1) << UInt8(connection)
         for entry in state.log where cursor.awaits(entry, bit: bit) {
             cursor.waiting[entry.key, default: []].append(entry.seq)
@@ -285,6 +274,10 @@ public struct PusherEventMerge: Sendable {
         if let match = Self.firstAwaited(key, by: &cursor, bit: bit, in: state.log) {
             state.log[match].deliveredBy |= bit
             let entry = state.log[match]
+            // It matched: it is in step (or behind). A match of a held entry means the connection it
+            // waited for has caught up: the held entries go out now, in order.
+            cursor.probationEnds = nil
+            if entry.held { release(&state) }
             if entry.seq < cursor.joinedAt { counters.joinMatches &+= 1 }
             cursor.delivered(at: entry.at, grace: limits.joinGrace)
             cursor.behind = 0
@@ -292,6 +285,23 @@ public struct PusherEventMerge: Sendable {
             if entry.own { counters.ownEchoes &+= 1 } else { counters.duplicates &+= 1 }
             dropDelivered(&state, now: now)
             return entry.own ? .ownEcho : .duplicate
+        }
+        if cursor.onProbation(at: now), cursor.behind == 0,
+            state.cursors.contains(where: { $0.map { !$0.onProbation(at: now) } ?? false })
+        {
+            // Just live beside an established connection, and first with this event: the other
+            // may not have delivered an earlier one yet (its task ran late). Held for its copy.
+            let seq = state.nextSeq
+            state.log.append(Entry(key: key, seq: seq, at: now, deliveredBy: bit, held: true))
+            state.nextSeq += 1
+            for other in state.cursors.indices where other != connection && state.cursors[other] != nil {
+                state.cursors[other]!.waiting[key, default: []].append(seq)
+            }
+            state.heldCount += 1
+            state.holdDeadline = state.holdDeadline ?? now + limits.joinHold
+            counters.held &+= 1
+            state.cursors[connection] = cursor
+            return .held
         }
         counters.published &+= 1
         if cursor.behind > 0 {
@@ -337,6 +347,8 @@ public struct PusherEventMerge: Sendable {
     /// connections that still awaited it.
     @discardableResult
     private mutating func removeFirst(_ state: inout Channel) -> Entry {
+        // A held entry leaving (window, count) goes out first, with the others held.
+        if state.log.first?.held == true { release(&state) }
         let entry = state.log.removeFirst()
         for index in state.cursors.indices {
             guard var cursor = state.cursors[index] else { continue }

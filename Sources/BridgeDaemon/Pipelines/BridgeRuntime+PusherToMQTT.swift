@@ -33,11 +33,12 @@ extension BridgeRuntime {
         }
     }
 
-    /// Events, in order, under one lock of the supervisor: with more than one connection, a copy
-    /// another connection delivered first is counted as a duplicate and goes no further
-    /// (docs/pusher-merge.md); the others are seen by discovery (any event keeps its channel from
-    /// idling), then routed by the bridge machine; `pusher:subscription_count` events carry a
-    /// count for discovery.
+    /// Events, in order, under one lock of the supervisor: with more than one connection through
+    /// the merge first (docs/pusher-merge.md) — a copy another connection delivered first, or an
+    /// echo of the bridge's own publish, is counted and goes no further; a first copy held after a
+    /// join waits, and held ones the merge releases go first. What goes on is seen by discovery
+    /// (any event keeps its channel from idling), then routed by the bridge machine;
+    /// `pusher:subscription_count` events carry a count for discovery.
     private func routeEvents(_ updates: ArraySlice<PusherUpdate>, connection: Int, into actions: inout [Action]) {
         let receivedAt = UTCTimestamp.now()
         let now = BridgeSupervisor.Now(.now, millis: receivedAt.millisecondsSince1970)
@@ -47,30 +48,45 @@ extension BridgeRuntime {
         decisions.withLock { state in
             for update in updates {
                 guard case .event(let event) = update, let channel = event.channel else { continue }
-                if merging {
-                    let key = PusherEventKey(name: event.name, data: event.data, userID: event.userID)
-                    let verdict = state.pusherConnections.event(connection: connection, channel: channel, key: key, now: coverageNow)
-                    if verdict != .publish {
-                        // Counted like an unmatched message: once, with no rule (docs/pusher-merge.md).
-                        actions.append(.received(.pusherToMQTT, by: 1))
-                        let outcome: MessageOutcome = verdict == .duplicate ? .duplicate : .suppressed
-                        actions.append(.count(rule: "", direction: .pusherToMQTT, outcome: outcome, by: 1))
-                        continue
-                    }
+                guard merging else {
+                    let count = event.name == "pusher:subscription_count" ? Self.subscriptionCount(event.data) : nil
+                    counted += state.supervisor.pusherEventSeen(on: channel, subscriptionCount: count, now)
+                    state.supervisor.bridge.pusherEventReceived(
+                        channel: channel, event: event.name, data: event.data ?? "", userID: event.userID,
+                        receivedAt: receivedAt, now: now.instant, into: &actions)
+                    continue
                 }
-                var count = event.name == "pusher:subscription_count" ? Self.subscriptionCount(event.data) : nil
-                if merging, let seen = count {
-                    count = state.pusherConnections.subscriptionCountAsOneSubscriber(seen, on: channel)
+                let arrived = PusherConnectionSet.ArrivedEvent(
+                    name: event.name, data: event.data, userID: event.userID, receivedAt: receivedAt)
+                let (verdict, publish) = state.pusherConnections.deliver(
+                    arrived, channel: channel, connection: connection, now: coverageNow)
+                if verdict == .duplicate || verdict == .ownEcho {
+                    // Counted like an unmatched message: once, with no rule (docs/pusher-merge.md).
+                    actions.append(.received(.pusherToMQTT, by: 1))
+                    let outcome: MessageOutcome = verdict == .duplicate ? .duplicate : .suppressed
+                    actions.append(.count(rule: "", direction: .pusherToMQTT, outcome: outcome, by: 1))
                 }
-                counted += state.supervisor.pusherEventSeen(on: channel, subscriptionCount: count, now)
-                state.supervisor.bridge.pusherEventReceived(
-                    channel: channel, event: event.name, data: event.data ?? "", userID: event.userID,
-                    receivedAt: receivedAt, now: now.instant, into: &actions)
+                Self.route(publish, in: &state, now: now, counted: &counted, into: &actions)
             }
         }
         guard !counted.isEmpty else { return }
         execute(counted)
         timerWake.continuation.yield()
+    }
+
+    /// Merged events on to discovery and the bridge machine, in order (under the supervisor's lock).
+    static func route(
+        _ events: [(channel: String, event: PusherConnectionSet.ArrivedEvent)], in state: inout RuntimeDecisions,
+        now: BridgeSupervisor.Now, counted: inout [SupervisorAction], into actions: inout [Action]
+    ) {
+        for (channel, event) in events {
+            var count = event.name == "pusher:subscription_count" ? subscriptionCount(event.data) : nil
+            if let seen = count { count = state.pusherConnections.subscriptionCountAsOneSubscriber(seen, on: channel) }
+            counted += state.supervisor.pusherEventSeen(on: channel, subscriptionCount: count, now)
+            state.supervisor.bridge.pusherEventReceived(
+                channel: channel, event: event.name, data: event.data ?? "", userID: event.userID,
+                receivedAt: event.receivedAt, now: now.instant, into: &actions)
+        }
     }
 
     /// Any update but an event.

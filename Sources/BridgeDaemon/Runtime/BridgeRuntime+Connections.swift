@@ -91,6 +91,7 @@ extension BridgeRuntime {
                 )
             }
             if releaseMemory { FreeMemory.giveBack(logger: logger) }
+            expirePusherMerge()
             await toMQTT.sync()
             await toPusher.sync()
             // A degraded spool counts as a spool error each second (docs/contract.md §7.6).

@@ -15,6 +15,31 @@ extension BridgeRuntime {
     func unsubscribeEverywhere(_ channel: String) {
         for pusher in pushers { pusher.unsubscribe(channel) }
         decisions.withLock { $0.pusherConnections.channelLeft(channel) }
+        routeReleasedEvents()
+    }
+
+    /// Held events the merge released outside an event (a connection down, a hold's end, a channel
+    /// left) go on to the bridge machine, in order.
+    func routeReleasedEvents() {
+        guard pushers.count > 1 else { return }
+        let now = Self.supervisorNow
+        var counted: [SupervisorAction] = []
+        var actions: [Action] = []
+        decisions.withLock { state in
+            let released = state.pusherConnections.takeReleasedEvents()
+            Self.route(released, in: &state, now: now, counted: &counted, into: &actions)
+        }
+        executeBatched(actions)
+        if !counted.isEmpty { execute(counted) }
+    }
+
+    /// Housekeeping's look at the merge: old entries of quiet channels leave, join holds that are
+    /// due end (their events go on).
+    func expirePusherMerge() {
+        guard pushers.count > 1 else { return }
+        let now = Self.coverageNow
+        decisions.withLock { $0.pusherConnections.expire(now: now) }
+        routeReleasedEvents()
     }
 
     /// The connection whose `socket_id` the bridge's HTTP publishes exclude: the first connected one.
@@ -63,6 +88,7 @@ extension BridgeRuntime {
         execute(actions)
         if pushers.count > 1 {
             metrics.pusherConnectionUp(bridge: name, connection: connection).record(connected ? 1 : 0)
+            routeReleasedEvents()
         }
         if let side = effects.side {
             perform {
@@ -92,6 +118,7 @@ extension BridgeRuntime {
     func pusherSubscriptionFailed(_ channel: String, connection: Int, error: PusherError) {
         let now = Self.coverageNow
         let forward = decisions.withLock { $0.pusherConnections.subscriptionFailed(channel, connection: connection, now: now) }
+        routeReleasedEvents()
         if forward { perform { $0.pusherSubscriptionFailed(channel, $1) } }
         metrics.errors(bridge: name, kind: "subscription").increment()
         logger.error(
