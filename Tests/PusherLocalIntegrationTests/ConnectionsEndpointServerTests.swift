@@ -1,6 +1,7 @@
 import Foundation
 import PusherLocal
 import PusherProtocol
+import TestSupport
 import Testing
 
 /// The connections endpoint over HTTP, against a running server (the hub's side is in
@@ -37,6 +38,43 @@ import Testing
             }
             #expect(try await rawRequest(running, method: "GET", target: "/pusher-local/apps/9/connections").status == 404)
             #expect(try await rawRequest(running, method: "POST", target: "/pusher-local/apps/1/connections").status == 404)
+        }
+    }
+
+    @Test("disconnect?socket_id= closes that one connection with the code; an unknown socket id is 404, a bad code 400")
+    func disconnectOneBySocketID() async throws {
+        try await withServer(testConfiguration()) { running async throws in
+            @Sendable func disconnect(_ query: String, app: String = "1") async throws -> (status: Int, body: String) {
+                try await rawRequest(running, method: "POST", target: "/pusher-local/apps/\(app)/disconnect?\(query)")
+            }
+            try await withSocket(running.webSocketURL()) { a async throws in
+                try await withSocket(running.webSocketURL()) { b async throws in
+                    let idA = try await establish(a)
+                    let idB = try await establish(b)
+                    try await subscribe(b, socketID: idB, channel: "news")
+                    let unknown = try await disconnect("socket_id=1.2&code=4200")
+                    #expect(unknown.status == 404)
+                    #expect(unknown.body.contains("1.2"))
+                    #expect(try await disconnect("socket_id=\(idA)&code=99").status == 400)
+                    // The socket id of the other app's namespace is not found in this one.
+                    #expect(try await disconnect("socket_id=\(idA)", app: "2").status == 404)
+
+                    let reply = try await disconnect("socket_id=\(idA)&code=4200")
+                    #expect(reply.status == 200)
+                    #expect(reply.body == "{\"closed\":1}")
+                    #expect(try await a.closeCode() == 4200)
+                    // The server forgets it once its socket is closed; the other stays open and subscribed.
+                    try await waitUntil("only b is listed", timeout: .seconds(5)) { running.connections().map(\.socketID) == [idB] }
+                    try running.publish(PublishRequest(name: "e", data: "still", channels: ["news"]))
+                    #expect(try await b.nextEvent().dataString == "still")
+                    // Closed once: the same socket id is unknown now.
+                    #expect(try await disconnect("socket_id=\(idA)").status == 404)
+                    // The library call does the same.
+                    #expect(running.disconnect(socketID: idB, code: 4100))
+                    #expect(try await b.closeCode() == 4100)
+                    #expect(!running.disconnect(socketID: idB, code: 4100))
+                }
+            }
         }
     }
 }

@@ -359,6 +359,16 @@ struct AppHubTests {
         let hub = hub([a, b])
         #expect(hub.closeAll(code: 4200, reason: "r") == [.close(a, code: 4200, reason: "r"), .close(b, code: 4200, reason: "r")])
     }
+
+    @Test func closeBySocketIDClosesOnlyThatConnection() {
+        var hub = hub([a, b])
+        #expect(hub.close(socketID: "2.2", code: 4200, reason: "r") == [.close(b, code: 4200, reason: "r")])
+        // An unknown socket id, and one whose connection has ended, close nothing.
+        #expect(hub.close(socketID: "9.9", code: 4200, reason: "r") == nil)
+        _ = hub.disconnected(b)
+        #expect(hub.close(socketID: "2.2", code: 4200, reason: "r") == nil)
+        #expect(hub.close(socketID: "1.1", code: 4100, reason: "q") == [.close(a, code: 4100, reason: "q")])
+    }
 }
 
 /// Hostile and mangled frames: the hub answers or ignores them, never traps.
