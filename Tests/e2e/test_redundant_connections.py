@@ -45,6 +45,12 @@ def value(port: int, name: str, **labels) -> float:
     return sum(v for n, lb, v in metrics(port) if n == name and all(lb.get(k) == w for k, w in labels.items()))
 
 
+def sample(port: int, name: str, **labels) -> float | None:
+    """The one sample of `name` with exactly these labels, or None."""
+    found = [v for n, lb, v in metrics(port) if n == name and lb == labels]
+    return found[0] if found else None
+
+
 def duplicates(port: int) -> float:
     return value(port, "pusher_mqtt_bridge_messages_total", direction="pusher_to_mqtt", outcome="duplicate")
 
@@ -149,7 +155,9 @@ def test_one_connection_closed_at_a_time_loses_nothing_and_doubles_nothing(pushe
     only once the other connection holds every channel again (the bridge never has both down).
     Expected: paho receives every sequence number exactly once on each channel, in order; the
     second copies are counted as outcome="duplicate" (> 0); received_total balances the outcomes
-    plus buffered; no gap record is published and pusher_gaps_total stays 0."""
+    plus buffered; no gap record is published and pusher_gaps_total stays 0; connection_up of the
+    Pusher side (the series without `connection`) is 1 right after every close, and each
+    connection's own series is 1 at the end."""
     channels = [f"ch-{i}" for i in range(10)]
     bridge, port = start_bridge(pusher, broker, workdir, bridges, channel_rules(channels), 2)
     collector = MQTTCollector(broker.port, ["out/#"])
@@ -168,6 +176,8 @@ def test_one_connection_closed_at_a_time_loses_nothing_and_doubles_nothing(pushe
                                f"connection {victim} to hold every channel")
         close_one(pusher, socket_id)
         closes.append((victim, socket_id))
+        # Whatever the victim's state now, the other connection is up: so is the Pusher side.
+        assert sample(port, "pusher_mqtt_bridge_connection_up", bridge="e2e", side="pusher") == 1
         wait_until(lambda: holding_all(bridge, victim, channels, not_socket=socket_id), 10, 0.05,
                    f"connection {victim} to reconnect and hold every channel again")
     time.sleep(2)
@@ -178,11 +188,14 @@ def test_one_connection_closed_at_a_time_loses_nothing_and_doubles_nothing(pushe
     wait_until(lambda: books_balance(port), 5, 0.3, "received_total = outcomes + buffered")
     for c in channels:
         got = sequences(collector, c)
+        disorder = [(i, got[i - 3:i + 4]) for i in range(1, len(got)) if got[i] < got[i - 1]]
         assert got == list(range(total)), (
             f"{c}: {len(got)} messages for {total} events; missing {sorted(set(range(total)) - set(got))[:20]}, "
-            f"doubled {sorted(s for s in set(got) if got.count(s) > 1)[:20]}")
+            f"doubled {sorted(s for s in set(got) if got.count(s) > 1)[:20]}, out of order at {disorder[:10]}")
     assert [v for v, _ in closes] == [0, 1] * 5, "the closes alternated between the two connections"
     assert duplicates(port) > 0, "the second connection's copies are counted as duplicates"
+    for k in ("0", "1"):
+        assert sample(port, "pusher_mqtt_bridge_connection_up", bridge="e2e", side="pusher", connection=k) == 1
     assert gaps.payloads() == [], f"no gap while one connection held every channel: {gaps.payloads()}"
     assert gaps_total(port) == 0
     collector.close()
