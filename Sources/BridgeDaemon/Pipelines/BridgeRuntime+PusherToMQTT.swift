@@ -9,27 +9,45 @@ extension BridgeRuntime {
     /// Takes the Pusher client's updates in batches (everything that arrived since the last look):
     /// a run of events is routed under one lock and handed to the outbox together; anything else
     /// one at a time, in order. Each run's actions are carried out before the next update is looked at.
+    ///
+    /// With more than one connection each connection has a consumer, and the merge decides which
+    /// copy goes out under the supervisor's lock; the publishes reach the outbox after that lock.
+    /// So a batch is taken, decided and handed to the outbox under ``pusherInbound``: the outbox
+    /// gets the events in the order they were decided (without it, one consumer could decide an
+    /// event, lose the CPU, and the other hand the next one to the outbox first — found under load
+    /// by the e2e test of issue 28).
     func consumePusher(_ pusher: PusherClient, connection: Int) async {
         let batches = pusher.updateBatches()
         // Ended here too (not only by a cancelled wait), so the client stops queueing for us.
         defer { batches.finish() }
         var actions: [Action] = []
+        let merging = pushers.count > 1
         while let batch = await batches.next() {
             if Task.isCancelled { break }
-            var index = batch.startIndex
-            while index < batch.endIndex {
-                var end = index
-                while end < batch.endIndex, case .event = batch[end] { end += 1 }
-                if end > index {
-                    routeEvents(batch[index..<end], connection: connection, into: &actions)
-                    index = end
-                } else {
-                    handleUpdate(batch[index], connection: connection, into: &actions)
-                    index += 1
-                }
-                executeBatched(actions)
-                actions.removeAll(keepingCapacity: true)
+            if merging {
+                pusherInbound.withLock { _ in take(batch, connection: connection, actions: &actions) }
+            } else {
+                take(batch, connection: connection, actions: &actions)
             }
+        }
+    }
+
+    /// One batch of updates: runs of events routed together, anything else one at a time, each
+    /// run's actions carried out before the next.
+    private func take(_ batch: [PusherUpdate], connection: Int, actions: inout [Action]) {
+        var index = batch.startIndex
+        while index < batch.endIndex {
+            var end = index
+            while end < batch.endIndex, case .event = batch[end] { end += 1 }
+            if end > index {
+                routeEvents(batch[index..<end], connection: connection, into: &actions)
+                index = end
+            } else {
+                handleUpdate(batch[index], connection: connection, into: &actions)
+                index += 1
+            }
+            executeBatched(actions)
+            actions.removeAll(keepingCapacity: true)
         }
     }
 

@@ -14,12 +14,14 @@ extension BridgeRuntime {
     /// Leaves `channel` on every connection: on purpose, so no gap is reported for it.
     func unsubscribeEverywhere(_ channel: String) {
         for pusher in pushers { pusher.unsubscribe(channel) }
+        // Held events this releases go out with the channel's next event or housekeeping's next
+        // round (the caller may be a consumer already holding `pusherInbound`).
         decisions.withLock { $0.pusherConnections.channelLeft(channel) }
-        routeReleasedEvents()
     }
 
     /// Held events the merge released outside an event (a connection down, a hold's end, a channel
-    /// left) go on to the bridge machine, in order.
+    /// left) go on to the bridge machine, in order. The caller holds ``pusherInbound`` (a
+    /// consumer, or housekeeping).
     func routeReleasedEvents() {
         guard pushers.count > 1 else { return }
         let now = Self.supervisorNow
@@ -37,9 +39,11 @@ extension BridgeRuntime {
     /// due end (their events go on).
     func expirePusherMerge() {
         guard pushers.count > 1 else { return }
-        let now = Self.coverageNow
-        decisions.withLock { $0.pusherConnections.expire(now: now) }
-        routeReleasedEvents()
+        pusherInbound.withLock { _ in
+            let now = Self.coverageNow
+            decisions.withLock { $0.pusherConnections.expire(now: now) }
+            routeReleasedEvents()
+        }
     }
 
     /// The connection whose `socket_id` the bridge's HTTP publishes exclude: the first connected one.

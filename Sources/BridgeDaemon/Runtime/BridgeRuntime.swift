@@ -43,6 +43,10 @@ final class BridgeRuntime: Service, Sendable {
     /// The bridge's Pusher connections (`[bridge.pusher] connections`, 1 to 3), each holding every
     /// channel the bridge holds; ``RuntimeDecisions/pusherConnections`` merges them.
     let pushers: [PusherClient]
+    /// Held by a Pusher consumer (with more than one connection) from taking a batch until its
+    /// publishes are in the outbox, and by housekeeping around the merge's expiry: the outbox gets
+    /// merged events in the order the merge decided them. Before `decisions` and an outbox's lock.
+    let pusherInbound = Locked(())
     let rest: PusherHTTPClient?
     let mqtt: MQTTClient
     let toMQTT: Outbox<OutgoingMQTT>
