@@ -34,6 +34,7 @@ from bridge_testkit.faults.rig import EXTRA_RULE, Rig, judge_direction
 # The rows of their own, beside this script.
 import cluster_rows
 import fleet_rows
+import redundancy_rows
 from webhook_rows import webhook_outage_row
 
 RATE = float(os.environ.get("FAULTS_RATE", "200"))
@@ -53,6 +54,8 @@ class Row:
     config: Callable[[str], str] | None = None  # edits the bridge's config before it starts
     # A row with its own setup and traffic instead of the Rig's (disk-full): runs the whole row.
     custom: Callable[[Row, Path], Result] | None = None
+    # Checks after the traffic was judged (rig, the Pusher -> MQTT stream reports): adds to rig.failures.
+    check: Callable | None = None
 
 
 # ---- faults ---------------------------------------------------------------------------------
@@ -421,6 +424,7 @@ def rows() -> list[Row]:
                             "after it is back is published: 0 lost, in order"),
             Expectation(0, why="no MQTT -> Pusher traffic in this row (not judged)"),
             not_injected, custom=webhook_outage_row),
+        *redundancy_rows.rows(sys.modules[__name__]),
         fleet_rows.discovery_api_failures(sys.modules[__name__]),
         *cluster_rows.rows(sys.modules[__name__]),
     ]
@@ -486,6 +490,8 @@ def run_row(row: Row, base: Path) -> Result:
         (workdir / "records.json").write_text(json.dumps({
             "fault_ends": ends, "p2m_sent": rig.p2m.sent.snapshot(), "p2m_received": rig.receiver.received.snapshot(),
             "m2p_sent": rig.m2p.sent.snapshot(), "m2p_api": rig.m2p_received(), "m2p_pysher": rig.pysher.received.snapshot()}))
+        if row.check is not None:
+            row.check(rig, p2m_reports)
         for label, reports in (("P->M", p2m_reports), ("M->P", m2p_reports)):
             reordered = [s for r in reports for s in r.reordered_seqs][:10]
             if reordered:

@@ -129,6 +129,7 @@ class Expectation:
     allow_reorder: bool = False
     max_recovery_s: float | None = None
     why: str = ""
+    max_duplicates: int | None = None  # None: duplicates allowed (counted)
 
     def judge(self, totals: Totals, recovery: float | None) -> list[str]:
         """The reasons this expectation was missed; empty = PASS."""
@@ -141,6 +142,8 @@ class Expectation:
             misses.append(f"{totals.reordered} reordered")
         if totals.unexpected:
             misses.append(f"{totals.unexpected} unexpected")
+        if self.max_duplicates is not None and totals.duplicates > self.max_duplicates:
+            misses.append(f"{totals.duplicates} duplicates > {self.max_duplicates}")
         if self.max_recovery_s is not None and (recovery is None or recovery > self.max_recovery_s):
             misses.append(f"recovery {'never' if recovery is None else f'{recovery:.1f}s'} > {self.max_recovery_s:.1f}s")
         return misses

@@ -80,6 +80,7 @@ class _Conn:
         self.client_w = client_w
         self.upstream_w: asyncio.StreamWriter | None = None
         self.blackholed = False
+        self.serial = 0
         self.tasks: list[asyncio.Task] = []
 
     def reset(self):
@@ -147,6 +148,18 @@ class TCPFaultProxy:
                     c.reset()
                     self.conns.discard(c)
 
+    def blackhole_oldest(self) -> bool:
+        """Black-holes the oldest open connection only (its bytes dropped both ways, the sockets
+        left open: a silent peer); new connections pass. False when none is open."""
+        return self._lt.call(self._blackhole_oldest())
+
+    async def _blackhole_oldest(self) -> bool:
+        open_conns = sorted((c for c in self.conns if not c.blackholed), key=lambda c: c.serial)
+        if not open_conns:
+            return False
+        open_conns[0].blackholed = True
+        return True
+
     def _accept(self, writer: asyncio.StreamWriter) -> "_Conn | None":
         """Counts a new connection; resets it (None) in reset mode, else tracks and returns it."""
         self.accepted += 1
@@ -154,6 +167,7 @@ class TCPFaultProxy:
             _rst(writer)
             return None
         conn = _Conn(writer)
+        conn.serial = self.accepted
         self.conns.add(conn)
         return conn
 
