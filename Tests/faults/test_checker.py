@@ -89,6 +89,10 @@ def test_expectations_judge_totals():
     assert Expectation(max_recovery_s=2).judge(ok, 3.0) == ["recovery 3.0s > 2.0s"]
     assert Expectation(max_recovery_s=2).judge(ok, None) == ["recovery never > 2.0s"]
     assert Expectation().judge(summarize([]), None) == ["nothing was sent"]
+    doubled = summarize([classify("s", sent_at(range(3)), arrived([0, 1, 1, 2]))])
+    assert Expectation().judge(doubled, None) == []  # counted, allowed unless bounded
+    assert Expectation(max_duplicates=1).judge(doubled, None) == []
+    assert Expectation(max_duplicates=0).judge(doubled, None) == ["1 duplicates > 0"]
 
 
 def test_totals_add_up_over_streams():

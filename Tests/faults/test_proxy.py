@@ -88,6 +88,32 @@ def test_tcp_pass_blackhole_reset(echo_port):
         proxy.close()
 
 
+def test_tcp_blackhole_oldest_silences_one_connection_only(echo_port):
+    """Expected: the oldest open connection goes silent both ways (not closed); a younger one and
+    new ones still pass; with nothing open, nothing to black-hole."""
+    proxy = TCPFaultProxy(echo_port)
+    try:
+        assert proxy.blackhole_oldest() is False
+        old = socket.create_connection(("127.0.0.1", proxy.port), timeout=1)
+        old.sendall(b"o")
+        assert old.recv(10) == b"o"
+        young = socket.create_connection(("127.0.0.1", proxy.port), timeout=1)
+        young.sendall(b"y")
+        assert young.recv(10) == b"y"
+        assert proxy.blackhole_oldest() is True
+        old.settimeout(0.3)
+        old.sendall(b"lost")
+        with pytest.raises(socket.timeout):
+            old.recv(10)
+        young.sendall(b"still")
+        assert young.recv(10) == b"still"
+        assert roundtrip(proxy.port, b"new") == b"new"
+        old.close()
+        young.close()
+    finally:
+        proxy.close()
+
+
 @pytest.fixture
 def api_port():
     class Handler(http.server.BaseHTTPRequestHandler):
