@@ -6,7 +6,8 @@
 #   QUICK=1       a few seconds per scenario, 1 run: checks that the harness works (results go
 #                 to Benchmarks/results/quick/, BENCHMARKS.md is left alone)
 #   SCENARIOS=ceiling,sources,p2m,m2p,latency   a subset
-#   IMPLS=bridge,bridge-memory,python           a subset (bridge-memory: persist = false)
+#   IMPLS=bridge,bridge-memory,python           a subset (bridge-memory: persist = false; also bridge-2conn:
+#                                               [bridge.pusher] connections = 2, not in a default run)
 #   LATENCY_QOS=1 LATENCY_SECONDS=3             the fixed-rate latency runs
 #   PUSHER_RECEIVER=swift|c                     Pusher-side receiver: pusher-bench-subscriber or ws_sub.c
 #   SIZES=100,1024,8192 QOS_LEVELS=0,1          the throughput cells (SIZES=100: the issue 16 rows, ~6 min with

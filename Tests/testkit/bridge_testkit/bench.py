@@ -57,6 +57,10 @@ QOS_LEVELS = [0, 1]
 RATES = [1000, 5000, 20000]
 ALL_SCENARIOS = ["ceiling", "sources", "p2m", "m2p", "latency"]
 ALL_IMPLS = ["bridge", "bridge-memory", "python"]  # bridge-memory: buffer persist = false
+# Not in a default run: bridge-2conn = the daemon with [bridge.pusher] connections = 2 (issue 28:
+# Pusher -> MQTT CPU per message and latency against `bridge` in the same run).
+EXTRA_IMPLS = ["bridge-2conn"]
+DAEMON_IMPLS = ("bridge", "bridge-memory", "bridge-2conn")
 P2M_CHANNEL, P2M_TOPIC = "bench-p2m", "bench/p2m/bench"
 # MQTT -> Pusher runs over M2P_CHANNELS topics/channels (sensors/+/x -> sensor-{1}): the bridge keeps
 # order per channel with one batch_events in flight per channel, so one channel alone is capped at
@@ -289,7 +293,7 @@ class Bench:
         """A fresh bridge with the one rule of `direction` (or `rule`, TOML text, for the daemon);
         returns it once a probe (`probe_payload`: one the rule's `where` lets through) went through."""
         run_dir.mkdir(parents=True, exist_ok=True)
-        if impl in ("bridge", "bridge-memory"):
+        if impl in DAEMON_IMPLS:
             if rule is None and direction == "p2m":
                 rule = f'[[bridge.rule]]\nname = "p2m"\nfrom = "pusher"\nchannel = "{P2M_CHANNEL}"\n' \
                        f'topic = "bench/p2m/{{event}}"\nqos = {qos}\npayload = "data"\n'
@@ -301,6 +305,8 @@ class Bench:
             config = config.replace('log_level = "debug"', 'log_level = "info"')
             if impl == "bridge-memory":  # the same daemon without the on-disk spool
                 config = config.replace("persist = true", "persist = false")
+            if impl == "bridge-2conn":  # the same daemon with two redundant Pusher connections
+                config = config.replace("[bridge.pusher]\n", "[bridge.pusher]\nconnections = 2\n", 1)
             bridge = Bridge(run_dir, config, name="bridge")
         else:
             argv = [sys.executable, str(REPO / "Benchmarks" / "bridge" / "python_bridge.py"),
@@ -366,7 +372,7 @@ class Bench:
                "offered_rate": rate, "count": count, "run": run}
         bridge = sampler = None
         try:
-            if impl in ALL_IMPLS:
+            if impl in ALL_IMPLS + EXTRA_IMPLS:
                 bridge = self.start_bridge(impl, direction, qos, run_dir)
                 sampler = ProcessSampler(bridge.pid).start()
                 cpu_before = sampler.cpu_seconds()
@@ -435,7 +441,7 @@ class Bench:
         sizes = [s for s in ([SIZES[0], SIZES[-1]] if a.quick else SIZES) if s in a.sizes]
         qos_levels = [q for q in QOS_LEVELS if q in a.qos]
         rates = [5000] if a.quick else RATES
-        impls = [i for i in ALL_IMPLS if i in a.impls]
+        impls = [i for i in ALL_IMPLS + EXTRA_IMPLS if i in a.impls]
         if a.quick and "bridge" in impls and "bridge-memory" in impls:
             impls.remove("bridge-memory")  # the same daemon with another config: not needed to check the harness
         if "ceiling" in a.scenarios:
@@ -809,9 +815,9 @@ def main() -> int:
         parser.error("--sizes and --qos take comma-separated integers")
     if not set(args.sizes) <= set(SIZES) or not set(args.qos) <= set(QOS_LEVELS):
         parser.error(f"--sizes from {SIZES}, --qos from {QOS_LEVELS}")
-    unknown = [s for s in args.scenarios if s not in ALL_SCENARIOS] + [i for i in args.impls if i not in ALL_IMPLS]
+    unknown = [s for s in args.scenarios if s not in ALL_SCENARIOS] + [i for i in args.impls if i not in ALL_IMPLS + EXTRA_IMPLS]
     if unknown:
-        parser.error(f"unknown scenario or impl: {', '.join(unknown)} (scenarios: {ALL_SCENARIOS}, impls: {ALL_IMPLS})")
+        parser.error(f"unknown scenario or impl: {', '.join(unknown)} (scenarios: {ALL_SCENARIOS}, impls: {ALL_IMPLS + EXTRA_IMPLS})")
     if args.quick:
         args.runs = 1
     for tool in (Path(args.bin_dir) / "pusher-local", Path(args.bin_dir) / "pusher-mqtt-bridge",
