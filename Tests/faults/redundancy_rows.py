@@ -12,6 +12,8 @@ Rows (expectations in `rows()`, written before running):
 - `redundant-close-both`: pusher-local closes every connection with 4200, five times: what is lost
   is reported, one gap record per channel and close, each lost event sent inside its channel's
   gap (± 100 ms), and each gap no wider than the events delivered around it (± 100 ms).
+- `redundant-pusher-restart`: pusher-local stopped and started again on its port, twice: every
+  connection lost at once; one gap record per channel and restart, exact as in close-both.
 - `redundant-bridge-sigkill`: the daemon is SIGKILLed and restarted after 2 s: one restart gap
   per channel, every lost event inside it.
 
@@ -23,6 +25,7 @@ the row starts.
 from __future__ import annotations
 
 import json
+import signal
 import time
 import types
 from datetime import datetime
@@ -139,6 +142,28 @@ def close_both(times: int = 5):
     return inject
 
 
+def pusher_local_restart(times: int = 2, down: float = 1.0):
+    """pusher-local stopped (SIGTERM: every connection ends) and started again on the same port,
+    `times` times: every connection of the bridge is lost at once."""
+    def inject(rig) -> list[float]:
+        from bridge_testkit.harness import PusherLocal
+        watch_gaps(rig)
+        ends = []
+        for _ in range(times):
+            port = rig.pusher.port
+            rig.pusher.stop(signal.SIGTERM)
+            time.sleep(down)
+            restarted = PusherLocal(rig.workdir, port=port, extra=["--activity-timeout", "2"])
+            rig.processes.append(restarted)
+            restarted.start()
+            rig.pusher = restarted
+            rig.wait_subscribed(20)
+            ends.append(time.monotonic())
+            time.sleep(3.0)
+        return ends
+    return inject
+
+
 def sigkill_restart(down: float = 2.0):
     def inject(rig) -> list[float]:
         watch_gaps(rig)
@@ -222,6 +247,16 @@ def rows(matrix: types.ModuleType) -> list:
                                    f"every lost event inside its channel's gap (+-{TOLERANCE_S:g} s), no gap wider than "
                                    "the loss"),
                    m2p, close_both(), config=two_connections, check=gaps_cover_the_loss(5)),
+        matrix.Row("redundant-pusher-restart", "connections = 2: pusher-local stopped and started again on its port (1 s down) x2",
+                   Expectation(int(r * 4.0 * 2), max_duplicates=0, max_recovery_s=5,
+                               why="every connection lost at once: the events published until a connection is back "
+                                   "and subscribed are lost (<= rate x 4 s per restart: 1 s down + reconnect backoff + "
+                                   "subscribe), one gap record per channel and restart, every lost event inside its "
+                                   f"channel's gap (+-{TOLERANCE_S:g} s), no gap wider than the loss"),
+                   Expectation(0, max_recovery_s=5,
+                               why="the HTTP API is away for the restart: the bridge keeps the batches and retries "
+                                   "(docs/contract.md §5.6): 0 lost, in order"),
+                   pusher_local_restart(), config=two_connections, check=gaps_cover_the_loss(2)),
         matrix.Row("redundant-bridge-sigkill", "connections = 2: the daemon SIGKILLed, restarted after 2 s",
                    Expectation(int(r * 5), max_recovery_s=6,
                                why="Pusher has no replay: <= rate x (2 s down + start + subscribe) lost, as with one "
