@@ -48,19 +48,9 @@ public struct PresenceConsolidation: Sendable {
             return [.subscribed(channel, members: members)]
         }
         defer { channels[channel] = listings }
-        var changes: [Change] = []
         // This connection's earlier list (a resubscription) is replaced by the new one.
         let listed = Set(members.map(\.userID))
-        for userID in listings.keys.sorted() where !listed.contains(userID) {
-            guard var listing = listings[userID], listing.listedBy & bit != 0 else { continue }
-            listing.listedBy &= ~bit
-            if listing.listedBy == 0 {
-                listings[userID] = nil
-                changes.append(.removed(channel, userID: userID))
-            } else {
-                listings[userID] = listing
-            }
-        }
+        var changes = Self.unlist(bit, in: channel, &listings) { !listed.contains($0) }
         for member in members {
             if var listing = listings[member.userID] {
                 listing.listedBy |= bit
@@ -108,9 +98,18 @@ public struct PresenceConsolidation: Sendable {
     public mutating func connectionLost(_ connection: Int, channel: String, stillHeld: Bool) -> [Change] {
         guard connections > 1, var listings = channels.removeValue(forKey: channel) else { return [] }
         guard stillHeld else { return [] }
-        let bit = Self.bit(connection)
+        let changes = Self.unlist(Self.bit(connection), in: channel, &listings) { _ in true }
+        channels[channel] = listings
+        return changes
+    }
+
+    /// Takes connection `bit` off the listings of the members `which` selects, in `user_id` order;
+    /// returns the removals of those no connection lists any more.
+    private static func unlist(
+        _ bit: UInt8, in channel: String, _ listings: inout [String: Listing], which: (String) -> Bool
+    ) -> [Change] {
         var changes: [Change] = []
-        for userID in listings.keys.sorted() {
+        for userID in listings.keys.sorted() where which(userID) {
             guard var listing = listings[userID], listing.listedBy & bit != 0 else { continue }
             listing.listedBy &= ~bit
             if listing.listedBy == 0 {
@@ -120,7 +119,6 @@ public struct PresenceConsolidation: Sendable {
                 listings[userID] = listing
             }
         }
-        channels[channel] = listings
         return changes
     }
 

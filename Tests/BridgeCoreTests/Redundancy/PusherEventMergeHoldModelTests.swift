@@ -21,14 +21,12 @@ struct PusherEventMergeHoldModelTests {
     /// (held events when released; whatever is still held at the end, released by a last expiry).
     static func run(seed: UInt64, limits: PusherEventMerge.Limits) -> Tally {
         let scenario = PusherEventMergeModelTests.scenario(seed: seed, distinct: true)
-        var random = SplitMix64(seed: seed ^ 0xA5A5_A5A5)
         let t0 = ContinuousClock.now
         var merge = PusherEventMerge(connections: scenario.connections, limits: limits)
         let channels = scenario.keys.count
         var published: [[Int]] = Array(repeating: [], count: channels)
         var held: [[Int]] = Array(repeating: [], count: channels)
         var delivered: [Set<Int>] = Array(repeating: [], count: channels)
-        var next = Array(repeating: 0, count: scenario.connections)
         func takeReleased() {
             for name in merge.takeReleased() {
                 let channel = Int(name.dropFirst())!
@@ -37,22 +35,7 @@ struct PusherEventMergeHoldModelTests {
             }
         }
         var last = t0
-        while true {
-            var candidates: [Int] = []
-            var earliest = Int64.max
-            for connection in 0..<scenario.connections where next[connection] < scenario.arrivals[connection].count {
-                let at = scenario.arrivals[connection][next[connection]].at
-                if at < earliest {
-                    earliest = at
-                    candidates = [connection]
-                } else if at == earliest {
-                    candidates.append(connection)
-                }
-            }
-            guard !candidates.isEmpty else { break }
-            let connection = candidates[random.int(0...(candidates.count - 1))]
-            let arrival = scenario.arrivals[connection][next[connection]]
-            next[connection] += 1
+        for (connection, arrival) in scenario.interleaved(seed: seed) {
             let now = t0 + .milliseconds(arrival.at)
             last = now
             switch arrival.what {

@@ -144,7 +144,6 @@ struct PusherEventMergeModelTests {
 
     static func run(seed: UInt64, distinct: Bool) -> Outcome {
         let scenario = scenario(seed: seed, distinct: distinct)
-        var random = Generator(seed: seed ^ 0xA5A5_A5A5)
         let t0 = ContinuousClock.now
         var merge = PusherEventMerge(connections: scenario.connections)
         let channels = scenario.keys.count
@@ -159,26 +158,9 @@ struct PusherEventMergeModelTests {
         var live: [Set<Int>] = Array(repeating: [], count: channels)
         // When each channel was left with no connection live (the merge drops its log then).
         var emptied: [[Int64]] = Array(repeating: [], count: channels)
-        var next = Array(repeating: 0, count: scenario.connections)
         var step = 0
 
-        while true {
-            // The connection whose next arrival is earliest; ties broken at random.
-            var candidates: [Int] = []
-            var earliest = Int64.max
-            for connection in 0..<scenario.connections where next[connection] < scenario.arrivals[connection].count {
-                let at = scenario.arrivals[connection][next[connection]].at
-                if at < earliest {
-                    earliest = at
-                    candidates = [connection]
-                } else if at == earliest {
-                    candidates.append(connection)
-                }
-            }
-            guard !candidates.isEmpty else { break }
-            let connection = candidates[random.int(0...(candidates.count - 1))]
-            let arrival = scenario.arrivals[connection][next[connection]]
-            next[connection] += 1
+        for (connection, arrival) in scenario.interleaved(seed: seed) {
             step += 1
             let now = t0 + .milliseconds(arrival.at)
             switch arrival.what {
@@ -305,5 +287,32 @@ struct PusherEventMergeModelTests {
         let total = Self.runAll(seeds: 1...1000, distinct: false)
         #expect(total.strictChannels > 100, "exact channels: \(total.strictChannels)")
         #expect(total.arrivals > total.delivered * 3 / 2, "most events arrive more than once")
+    }
+}
+
+extension PusherEventMergeModelTests.Scenario {
+    /// The arrivals of all connections in one order: the earliest next arrival first, ties broken
+    /// at random (seeded by `seed`, so a case repeats).
+    func interleaved(seed: UInt64) -> [(connection: Int, arrival: PusherEventMergeModelTests.Arrival)] {
+        var random = SplitMix64(seed: seed ^ 0xA5A5_A5A5)
+        var next = Array(repeating: 0, count: connections)
+        var order: [(connection: Int, arrival: PusherEventMergeModelTests.Arrival)] = []
+        while true {
+            var candidates: [Int] = []
+            var earliest = Int64.max
+            for connection in 0..<connections where next[connection] < arrivals[connection].count {
+                let at = arrivals[connection][next[connection]].at
+                if at < earliest {
+                    earliest = at
+                    candidates = [connection]
+                } else if at == earliest {
+                    candidates.append(connection)
+                }
+            }
+            guard !candidates.isEmpty else { return order }
+            let connection = candidates[random.int(0...(candidates.count - 1))]
+            order.append((connection, arrivals[connection][next[connection]]))
+            next[connection] += 1
+        }
     }
 }
