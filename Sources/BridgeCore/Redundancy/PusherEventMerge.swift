@@ -303,17 +303,17 @@ public struct PusherEventMerge: Sendable {
             state.cursors[connection] = cursor
             return .held
         }
-        counters.published &+= 1
         if cursor.behind > 0 {
-            // Probably a copy of an entry that left before this connection delivered it: logged
-            // only if there is room (it must not push out the entries this connection is behind on).
+            // A copy of an entry that left the log (window, count) before this connection delivered
+            // it: a connection delivers in the channel's order and misses nothing while subscribed,
+            // so its next `behind` unmatched events are exactly those, already published. Suppressed.
             cursor.behind -= 1
             counters.lateCopies &+= 1
-            if state.log.count >= limits.maxEntries {
-                state.cursors[connection] = cursor
-                return .publish
-            }
+            counters.duplicates &+= 1
+            state.cursors[connection] = cursor
+            return .duplicate
         }
+        counters.published &+= 1
         state.cursors[connection] = cursor
         let seq = state.nextSeq
         state.log.append(Entry(key: key, seq: seq, at: now, deliveredBy: bit))

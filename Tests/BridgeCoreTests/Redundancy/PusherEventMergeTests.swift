@@ -127,20 +127,24 @@ import Testing
         #expect(rig.published["c"] == stream + ["next"])
     }
 
-    @Test func aBurstLaterThanTheWindowPublishesTheLateCopiesAgainAndCountsThem() {
+    @Test func aBurstLaterThanTheWindowSuppressesTheLateCopiesAndCountsThem() {
         // Expected: 0 delivers one event a second for 15 s; 1 stalls and delivers all 15 at 15 s.
-        // Entries published at 0…5 s are past the 10 s window (6 entries, expired unmatched); their
-        // copies are published again (6 late copies); the 9 still in the window are duplicates.
+        // Entries published at 0…5 s are past the 10 s window (6 entries, expired unmatched): 1's
+        // first 6 unmatched events are their copies (it delivers in order, missing nothing), so
+        // they are suppressed as late copies; the 9 still in the window are matched duplicates.
         var rig = Rig()
         for n in 0..<15 {
             rig.deliver(0, "e\(n)")
             rig.advance(.seconds(1))
         }
         let verdicts = rig.deliver(1, (0..<15).map { "e\($0)" })
-        #expect(verdicts == Array(repeating: .publish, count: 6) + Array(repeating: .duplicate, count: 9))
+        #expect(verdicts == Array(repeating: .duplicate, count: 15))
         #expect(rig.merge.counters.lateCopies == 6)
         #expect(rig.merge.counters.expiredUnmatched == 6)
-        #expect(rig.merge.counters.duplicates == 9)
+        #expect(rig.merge.counters.duplicates == 15)
+        #expect(rig.published["c"] == (0..<15).map { "e\($0)" })
+        // In step again: the next event from 1 first is new.
+        #expect(rig.deliver(1, "e15") == .publish)
     }
 
     // MARK: A connection becoming live
@@ -287,18 +291,20 @@ import Testing
 
     // MARK: Bounds
 
-    @Test func theCountBoundEvictsEarlyAndTheLaggingConnectionsCopiesArePublishedAgain() {
+    @Test func theCountBoundEvictsEarlyAndTheLaggingConnectionsCopiesAreStillSuppressed() {
         // Limits: 4 entries. Expected: 0 delivers 10 while 1 lags; 6 are evicted before their time
-        // (evicted by count, expired unmatched for 1); 1's copies of those 6 are published again
-        // as late copies, its copies of the last 4 are duplicates.
+        // (evicted by count, expired unmatched for 1); 1's copies of those 6 are suppressed as late
+        // copies (found under overload by the bench: publishing them again doubled 57 % of a
+        // 100,000-event burst), its copies of the last 4 are matched duplicates.
         var rig = Rig(limits: .init(window: .seconds(10), maxEntries: 4, joinGrace: .seconds(2)))
         for n in 0..<10 { rig.deliver(0, "e\(n)") }
         #expect(rig.merge.entryCount(on: "c") == 4)
         #expect(rig.merge.counters.evictedByCount == 6)
         #expect(rig.merge.counters.expiredUnmatched == 6)
         let verdicts = rig.deliver(1, (0..<10).map { "e\($0)" })
-        #expect(verdicts == Array(repeating: .publish, count: 6) + Array(repeating: .duplicate, count: 4))
+        #expect(verdicts == Array(repeating: .duplicate, count: 10))
         #expect(rig.merge.counters.lateCopies == 6)
+        #expect(rig.published["c"] == (0..<10).map { "e\($0)" })
     }
 
     @Test func inStepConnectionsKeepOnlyTheJoinGraceInMemory() {
