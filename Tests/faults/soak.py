@@ -39,6 +39,9 @@ RATE = float(os.environ.get("SOAK_RATE", "200"))
 FAULT_EVERY = float(os.environ.get("SOAK_FAULT_EVERY", "180"))
 SAMPLE = float(os.environ.get("SOAK_SAMPLE", "5"))
 WARMUP = float(os.environ.get("SOAK_WARMUP_MINUTES", str(min(4.0, MINUTES / 6)))) * 60
+# SOAK_CONNECTIONS=2 (or 3): `[bridge.pusher] connections` (issue 28); the Pusher fault then closes
+# ONE connection, so no fault leaves the bridge without one: Pusher -> MQTT must lose nothing.
+CONNECTIONS = int(os.environ.get("SOAK_CONNECTIONS", "1"))
 
 
 def sighup_once(rig: Rig, n=[0]):
@@ -100,6 +103,12 @@ FAULTS = [
     ("disk full during a 15 s MQTT blackhole", disk_full),
     ("30 s MQTT -> Pusher overload (403, backpressure)", mqtt_to_pusher_overload(30.0)),
 ]
+
+
+if CONNECTIONS > 1:
+    from redundancy_rows import close_one_alternating  # beside this script
+
+    FAULTS[1] = ("one Pusher connection closed with 4200", close_one_alternating(minutes=1 / 60))
 
 
 def soak_buffer(config: str) -> str:
@@ -171,7 +180,13 @@ def main() -> int:
         return 1
     rig.closers.append(lambda: subprocess.run(["umount", "-l", str(state)], capture_output=True))
     original_config = rig_module.bridge_config
-    rig_module.bridge_config = lambda *a, **k: soak_buffer(original_config(*a, **k))
+    def soak_config(*a, **k) -> str:
+        config = soak_buffer(original_config(*a, **k))
+        if CONNECTIONS > 1:
+            config = config.replace("[bridge.pusher]\n", f"[bridge.pusher]\nconnections = {CONNECTIONS}\n", 1)
+        return config
+
+    rig_module.bridge_config = soak_config
     samples: list[tuple[float, int, int]] = []
     faults: list[tuple[float, str]] = []
     ends: list[float] = []
@@ -208,6 +223,8 @@ def main() -> int:
                 rig.failures.append(f"counters do not balance for {direction}: received {i}")
         p2m_t, _, _, _ = judge_direction(rig.p2m.sent.snapshot(), rig.receiver.received.snapshot(), Expectation(), ends)
         m2p_t, _, _, _ = judge_direction(rig.m2p.sent.snapshot(), rig.m2p_received(), Expectation(), ends)
+        if CONNECTIONS > 1 and p2m_t.lost:
+            rig.failures.append(f"Pusher -> MQTT lost {p2m_t.lost} with {CONNECTIONS} connections (no fault left it without one)")
     finally:
         rig_module.bridge_config = original_config
         rig.close()
@@ -219,7 +236,7 @@ def main() -> int:
     after_rotation = {name: growth(samples, column, rotation, samples[-1][0]) if rotation is not None else None
                       for name, column in (("rss_kb", 1), ("fds", 2), ("rss_anon_kb", 3))}
     plot(samples, out / "soak.png", WARMUP, faults)
-    summary = {"minutes": MINUTES, "rate": RATE, "faults": faults, "rss_kb": rss, "fds": fds, "rss_anon_kb": anon,
+    summary = {"minutes": MINUTES, "rate": RATE, "connections": CONNECTIONS, "faults": faults, "rss_kb": rss, "fds": fds, "rss_anon_kb": anon,
                "after_one_rotation": {"from_seconds": rotation, **after_rotation},
                "p2m": p2m_t.__dict__, "m2p": m2p_t.__dict__, "identity": {d: str(i) for d, i in identity.items()},
                "observations": rig.observations, "failures": rig.failures}
