@@ -24,6 +24,16 @@ import Testing
             set.connectionChanged(connection, to: state, connected: state == "connected", socketID: socket, now: now)
         }
 
+        /// Connections 0 and 1 up (socket ids 1.1 and 2.2), each holding `channels`, in that order.
+        mutating func bothUp(holding channels: [String] = []) {
+            _ = state(0, "connected", socket: "1.1")
+            _ = state(1, "connected", socket: "2.2")
+            for channel in channels {
+                _ = set.subscribed(channel, connection: 0, now: now)
+                _ = set.subscribed(channel, connection: 1, now: now)
+            }
+        }
+
         mutating func event(_ connection: Int, _ channel: String, _ data: String) -> Bool {
             set.event(connection: connection, channel: channel, key: PusherEventKey(name: "e", data: data, userID: nil), now: now)
                 == .publish
@@ -69,8 +79,7 @@ import Testing
         // Expected: connection 0's subscription is the channel's first (no gap: never held);
         // 1's is not. Both go down at 1 s; 1 is back and subscribed at 3.5 s: a 2.5 s gap, once.
         var rig = Rig(connections: 2)
-        _ = rig.state(0, "connected", socket: "1.1")
-        _ = rig.state(1, "connected", socket: "2.2")
+        rig.bothUp()
         let first = rig.set.subscribed("c", connection: 0, now: rig.now)
         #expect(first.first && first.gap == nil)
         let second = rig.set.subscribed("c", connection: 1, now: rig.now)
@@ -97,10 +106,7 @@ import Testing
         // Expected: events 1–3 from both connections publish once each; 0 closes; 4 comes from 1
         // alone and is published; 0 back and live: its copy of 5 after 1's is a duplicate.
         var rig = Rig(connections: 2)
-        _ = rig.state(0, "connected", socket: "1.1")
-        _ = rig.state(1, "connected", socket: "2.2")
-        _ = rig.set.subscribed("c", connection: 0, now: rig.now)
-        _ = rig.set.subscribed("c", connection: 1, now: rig.now)
+        rig.bothUp(holding: ["c"])
         var published: [String] = []
         for data in ["1", "2", "3"] {
             rig.advance(10)
@@ -122,8 +128,7 @@ import Testing
 
     @Test func aRefusedSubscriptionReachesTheMachineOnlyWhenNoOtherConnectionHoldsTheChannel() {
         var rig = Rig(connections: 2)
-        _ = rig.state(0, "connected", socket: "1.1")
-        _ = rig.state(1, "connected", socket: "2.2")
+        rig.bothUp()
         _ = rig.set.subscribed("private-c", connection: 0, now: rig.now)
         let result8 = rig.set.subscriptionFailed("private-c", connection: 1, now: rig.now)
         #expect(!result8)
@@ -135,8 +140,7 @@ import Testing
         // Expected: with both connections holding the channel, Pusher's 3 is one device and the
         // bridge (2); with one holding it, counts pass as they are.
         var rig = Rig(connections: 2)
-        _ = rig.state(0, "connected", socket: "1.1")
-        _ = rig.state(1, "connected", socket: "2.2")
+        rig.bothUp()
         _ = rig.set.subscribed("c", connection: 0, now: rig.now)
         #expect(rig.set.subscriptionCountAsOneSubscriber(2, on: "c") == 2)
         _ = rig.set.subscribed("c", connection: 1, now: rig.now)
@@ -160,10 +164,7 @@ import Testing
         // Expected: connection 0 drops while 1 holds the presence channel: only the member 0 alone
         // listed is removed.
         var rig = Rig(connections: 2)
-        _ = rig.state(0, "connected", socket: "1.1")
-        _ = rig.state(1, "connected", socket: "2.2")
-        _ = rig.set.subscribed("presence-p", connection: 0, now: rig.now)
-        _ = rig.set.subscribed("presence-p", connection: 1, now: rig.now)
+        rig.bothUp(holding: ["presence-p"])
         _ = rig.set.presenceSubscribed("presence-p", connection: 0, members: [.init(userID: "a"), .init(userID: "b")])
         _ = rig.set.presenceSubscribed("presence-p", connection: 1, members: [.init(userID: "a")])
         let result10 = rig.state(0, "connecting")
@@ -174,10 +175,7 @@ import Testing
         // Expected: the bridge publishes "x" excluding connection 0: connection 1's copy is an
         // echo (suppressed), never published; a genuine "x" afterwards, from both, is published once.
         var rig = Rig(connections: 2)
-        _ = rig.state(0, "connected", socket: "1.1")
-        _ = rig.state(1, "connected", socket: "2.2")
-        _ = rig.set.subscribed("c", connection: 0, now: rig.now)
-        _ = rig.set.subscribed("c", connection: 1, now: rig.now)
+        rig.bothUp(holding: ["c"])
         let key = PusherEventKey(name: "e", data: "x", userID: nil)
         rig.set.ownEvent(channel: "c", key: key, sentOn: 0, now: rig.now)
         rig.advance(5)
@@ -209,10 +207,7 @@ import Testing
         // Expected: the echo never comes (the publish failed); after the window the entry leaves
         // without marking connection 1 behind: its next event is new, not a late copy.
         var rig = Rig(connections: 2)
-        _ = rig.state(0, "connected", socket: "1.1")
-        _ = rig.state(1, "connected", socket: "2.2")
-        _ = rig.set.subscribed("c", connection: 0, now: rig.now)
-        _ = rig.set.subscribed("c", connection: 1, now: rig.now)
+        rig.bothUp(holding: ["c"])
         rig.set.ownEvent(channel: "c", key: PusherEventKey(name: "e", data: "x", userID: nil), sentOn: 0, now: rig.now)
         rig.advance(11_000)
         let published4 = rig.event(1, "c", "y")
