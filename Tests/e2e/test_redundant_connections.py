@@ -19,7 +19,7 @@ from datetime import datetime
 import pytest
 
 from bridge_testkit.clients import wait_bridge_subscribed
-from bridge_testkit.harness import MQTTCollector, binary, bridge_config, free_port, retained, rule, wait_until
+from bridge_testkit.harness import MQTTCollector, binary, bridge_config, free_port, readyz, retained, rule, wait_until
 from test_operations import PRESENCE, PresenceMember
 from test_payload_rules import books_balance, metrics
 from test_flow import PUSHER_TO_MQTT
@@ -414,3 +414,24 @@ def test_check_names_two_connections(pusher, broker, workdir):
     check = subprocess.run([bridge_bin, "check", "--config", str(one)], capture_output=True, text=True, timeout=30)
     assert check.returncode == 0
     assert "events merged" not in check.stdout
+
+
+def test_readyz_names_each_connection_and_stays_ready_while_one_is_up(pusher, broker, workdir, bridges):
+    """docs/contract.md §8.1: /readyz answers 200 while at least one connection is up and names each
+    connection's state. Expected: both connected -> 200, "pusher connections 0 connected, 1
+    connected"; pusher-local refuses new connections (4100: the client backs off) and connection 1 is
+    closed -> still 200, with connection 1 not connected and connection 0 connected; accepted again
+    -> both connected."""
+    bridge, port = start_bridge(pusher, broker, workdir, bridges, channel_rules(["ch-r"]), 2)
+    for k in (0, 1):
+        wait_until(lambda k=k: holding_all(bridge, k, ["ch-r"]), 15, 0.1, f"connection {k} holding ch-r")
+    wait_until(lambda: "pusher connections 0 connected, 1 connected" in readyz(port)[1], 10, 0.1, "both named")
+    assert readyz(port)[0] == 200
+    assert pusher.app_control("POST", "refuse?code=4100")[0] == 200
+    close_one(pusher, holding_all(bridge, 1, ["ch-r"]))
+    wait_until(lambda: "1 connected" not in readyz(port)[1], 10, 0.05, "connection 1 shown down")
+    status, body = readyz(port)
+    assert status == 200, body
+    assert "pusher connections 0 connected, 1 " in body, body
+    assert pusher.app_control("POST", "accept")[0] == 200
+    wait_until(lambda: "pusher connections 0 connected, 1 connected" in readyz(port)[1], 15, 0.1, "connection 1 back")
