@@ -67,11 +67,9 @@ extension BridgeRuntime {
             for update in updates {
                 guard case .event(let event) = update, let channel = event.channel else { continue }
                 guard merging else {
-                    let count = event.name == "pusher:subscription_count" ? Self.subscriptionCount(event.data) : nil
-                    counted += state.supervisor.pusherEventSeen(on: channel, subscriptionCount: count, now)
-                    state.supervisor.bridge.pusherEventReceived(
-                        channel: channel, event: event.name, data: event.data ?? "", userID: event.userID,
-                        receivedAt: receivedAt, now: now.instant, into: &actions)
+                    Self.route(
+                        channel: channel, name: event.name, data: event.data, userID: event.userID, receivedAt: receivedAt,
+                        in: &state, now: now, counted: &counted, into: &actions)
                     continue
                 }
                 let arrived = PusherConnectionSet.ArrivedEvent(
@@ -98,13 +96,24 @@ extension BridgeRuntime {
         now: BridgeSupervisor.Now, counted: inout [SupervisorAction], into actions: inout [Action]
     ) {
         for (channel, event) in events {
-            var count = event.name == "pusher:subscription_count" ? subscriptionCount(event.data) : nil
-            if let seen = count { count = state.pusherConnections.subscriptionCountAsOneSubscriber(seen, on: channel) }
-            counted += state.supervisor.pusherEventSeen(on: channel, subscriptionCount: count, now)
-            state.supervisor.bridge.pusherEventReceived(
-                channel: channel, event: event.name, data: event.data ?? "", userID: event.userID,
-                receivedAt: event.receivedAt, now: now.instant, into: &actions)
+            route(
+                channel: channel, name: event.name, data: event.data, userID: event.userID, receivedAt: event.receivedAt,
+                in: &state, now: now, counted: &counted, into: &actions)
         }
+    }
+
+    /// One event on to discovery (a `pusher:subscription_count` read as if the bridge were one
+    /// subscriber: with one connection, as it came) and the bridge machine.
+    private static func route(
+        channel: String, name: String, data: String?, userID: String?, receivedAt: UTCTimestamp,
+        in state: inout RuntimeDecisions, now: BridgeSupervisor.Now, counted: inout [SupervisorAction], into actions: inout [Action]
+    ) {
+        var count = name == "pusher:subscription_count" ? subscriptionCount(data) : nil
+        if let seen = count { count = state.pusherConnections.subscriptionCountAsOneSubscriber(seen, on: channel) }
+        counted += state.supervisor.pusherEventSeen(on: channel, subscriptionCount: count, now)
+        state.supervisor.bridge.pusherEventReceived(
+            channel: channel, event: name, data: data ?? "", userID: userID, receivedAt: receivedAt, now: now.instant,
+            into: &actions)
     }
 
     /// Any update but an event.

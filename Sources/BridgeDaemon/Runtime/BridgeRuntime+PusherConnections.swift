@@ -54,24 +54,23 @@ extension BridgeRuntime {
         return nil
     }
 
-    /// Sends a client event on the first connection that can (client events go out once, on one
-    /// connection); the other connections' copies are echoes.
+    /// Sends a client event on the first connected connection (client events go out once, on one
+    /// connection); with more than one, it is recorded as the bridge's own first, so that the other
+    /// connections' copies are echoes. With none connected, the first client's refusal is thrown.
     func triggerClientEvent(channel: String, event: String, data: String) throws(PusherError) {
-        var failure: PusherError?
-        for (connection, pusher) in pushers.enumerated() {
-            if pushers.count > 1 {
-                let now = Self.coverageNow
-                let key = PusherEventKey(name: event, data: data, userID: nil)
-                decisions.withLock { $0.pusherConnections.ownEvent(channel: channel, key: key, sentOn: connection, now: now) }
-            }
+        guard pushers.count > 1 else { return try pushers[0].trigger(channel: channel, event: event, data: data) }
+        for (connection, pusher) in pushers.enumerated() where pusher.socketID != nil {
+            let now = Self.coverageNow
+            let key = PusherEventKey(name: event, data: data, userID: nil)
+            decisions.withLock { $0.pusherConnections.ownEvent(channel: channel, key: key, sentOn: connection, now: now) }
             do throws(PusherError) {
                 try pusher.trigger(channel: channel, event: event, data: data)
                 return
             } catch {
-                failure = failure ?? error
+                continue  // it went down meanwhile: the next one (its record expires unmatched, counted against nobody)
             }
         }
-        if let failure { throw failure }
+        try pushers[0].trigger(channel: channel, event: event, data: data)
     }
 
     /// The time for the connection set: the monotonic clock for gap lengths, the wall clock for their dates.
