@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import signal
 import statistics
 import subprocess
@@ -128,14 +129,16 @@ class ClusterRig(Traffic):
     `netns` = a netns.Partition: servers and instances b, c in its server namespace, instance a in
     its bridge namespace."""
 
-    def __init__(self, workdir: Path, name: str, rate: float, netns=None):
+    def __init__(self, workdir: Path, name: str, rate: float, netns=None, config=None):
         self.workdir, self.name, self.rate, self.netns = workdir, name, rate, netns
+        self.edit_config = config  # str -> str, applied to the members' config file (a row's own keys)
         workdir.mkdir(parents=True, exist_ok=True)
         self.processes, self.closers = [], []
         self.observations: list[str] = []
         self.failures: list[str] = []
         self.events: list[tuple[float, str]] = []  # (time, what was done), for records.json
         self.uid = f"{name}-{time.monotonic_ns()}"
+        self.victims: list[tuple[float, str, list[str]]] = []  # (time, instance, its channels) per SIGKILL
 
     def start(self):
         srv = self.netns.exec_prefix(self.netns.server_ns) if self.netns else []
@@ -176,6 +179,9 @@ class ClusterRig(Traffic):
         config = (config.replace('metrics = ""', 'metrics = "127.0.0.1:${METRICS_PORT}"')
                   .replace('log_level = "debug"', 'log_level = "info"').replace('host = "127.0.0.1"', f'host = "{host}"')
                   .replace(state_dir, state_dir[:-1] + '${STATE_SUFFIX:-}"'))
+        if self.edit_config:
+            config = self.edit_config(config)
+        self.connections = int(re.search(r"^connections = (\d)", config, re.M).group(1)) if "\nconnections = " in config else 1
         self.config_path = self.workdir / "cluster.conf"
         self.config_path.write_text(config)
         self.members = {}
@@ -214,10 +220,11 @@ class ClusterRig(Traffic):
 
     def settled(self) -> bool:
         held = self.holders()
-        return all(len(v) == 1 for v in held.values()) and len({s for v in held.values() for s in v}) == len(INSTANCES)
+        n = self.connections
+        return all(len(v) == n for v in held.values()) and len({s for v in held.values() for s in v}) == len(INSTANCES) * n
 
     def wait_settled(self, timeout: float = 30):
-        wait_until(self.settled, timeout, 0.1, "three members to hold every channel once")
+        wait_until(self.settled, timeout, 0.1, "three members to hold every channel once (on each of their connections)")
 
     def settle_after(self, since: float, timeout: float, after: str, label: str):
         """After a fault that ended at `since`: waits for the cluster to settle (a failure when it does
@@ -301,8 +308,10 @@ class ClusterRig(Traffic):
         close_in_reverse(self.closers, self.processes)
 
 
-def run_cluster_row(matrix: types.ModuleType, row, base: Path, inject, rate: float, netns: bool = False):
-    """Start the rig, run traffic, `inject(rig)` -> fault end times, judge both directions."""
+def run_cluster_row(matrix: types.ModuleType, row, base: Path, inject, rate: float, netns: bool = False, config=None,
+                    check=None):
+    """Start the rig, run traffic, `inject(rig)` -> fault end times, judge both directions; `config`
+    edits the members' config file, `check(rig, p2m_reports)` adds the row's own judgement."""
     started = time.monotonic()
     rig, partition = None, None
     misses: list[str] = []
@@ -312,7 +321,7 @@ def run_cluster_row(matrix: types.ModuleType, row, base: Path, inject, rate: flo
         if netns:
             from bridge_testkit.faults.netns import Partition
             partition = Partition(prefix="pmbc").__enter__()
-        rig = ClusterRig(base / row.name, row.name, rate, netns=partition)
+        rig = ClusterRig(base / row.name, row.name, rate, netns=partition, config=config)
         rig.start()
         observations = rig.observations
         rig.start_traffic()
@@ -320,8 +329,10 @@ def run_cluster_row(matrix: types.ModuleType, row, base: Path, inject, rate: flo
         ends = inject(rig)
         time.sleep(matrix.COOLDOWN_S)
         rig.stop_traffic()
-        p2m_t, p2m_rec, p2m_miss, _ = matrix.judge_direction(rig.p2m.sent.snapshot(), rig.receiver.received.snapshot(), row.p2m,
-                                                             ends)
+        p2m_t, p2m_rec, p2m_miss, p2m_reports = matrix.judge_direction(rig.p2m.sent.snapshot(),
+                                                                       rig.receiver.received.snapshot(), row.p2m, ends)
+        if check:
+            check(rig, p2m_reports)
         m2p_t, m2p_rec, m2p_miss, m2p_reports = matrix.judge_direction(rig.m2p.sent.snapshot(), rig.m2p_received(), row.m2p, ends)
         ws_t, ws_rec, _, _ = matrix.judge_direction(rig.m2p.sent.snapshot(), rig.pysher.received.snapshot(),
                                                     Expectation(allow_reorder=True), ends)
@@ -363,8 +374,9 @@ def run_cluster_row(matrix: types.ModuleType, row, base: Path, inject, rate: flo
 
 # ---- the faults ------------------------------------------------------------------------------
 
-def victim_socket(rig: ClusterRig, before: dict[str, list[str]], timeout: float = 10) -> tuple[str | None, set[str]]:
-    """After a member died: the socket id that pusher-local saw go (and the channels it held)."""
+def victim_sockets(rig: ClusterRig, before: dict[str, list[str]], timeout: float = 10) -> tuple[set[str], set[str]]:
+    """After a member died: the socket ids that pusher-local saw go (each of its connections, once
+    the first is gone and 0.2 s more passed) and the channels they held."""
     by_socket: dict[str, set[str]] = {}
     for c, sockets in before.items():
         for s in sockets:
@@ -372,11 +384,13 @@ def victim_socket(rig: ClusterRig, before: dict[str, list[str]], timeout: float 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         now = {s for v in rig.holders().values() for s in v} | {r["socket_id"] for r in rig.connections() or []}
-        gone = [s for s in by_socket if s not in now]
-        if gone:
-            return gone[0], by_socket[gone[0]]
+        if any(s not in now for s in by_socket):
+            time.sleep(0.2)
+            now = {s for v in rig.holders().values() for s in v} | {r["socket_id"] for r in rig.connections() or []}
+            gone = {s for s in by_socket if s not in now}
+            return gone, set().union(*(by_socket[s] for s in gone))
         time.sleep(0.05)
-    return None, set()
+    return set(), set()
 
 
 def held_elsewhere(rig: ClusterRig, channels: set[str], not_by: set[str]) -> bool:
@@ -397,9 +411,10 @@ def sigkills(kills: int = KILLS):
             member.kill()
             killed_at.append(at)
             rig.events.append((at, f"SIGKILL {name}"))
-            socket, channels = victim_socket(rig, before)
+            sockets, channels = victim_sockets(rig, before)
+            rig.victims.append((at, name, sorted(channels)))
             try:
-                wait_until(lambda: held_elsewhere(rig, channels, {socket}), 15, 0.05, "its channels held again")
+                wait_until(lambda: held_elsewhere(rig, channels, sockets), 15, 0.05, "its channels held again")
                 takeovers.append(round(time.monotonic() - at, 2))
             except AssertionError:
                 takeovers.append(None)
@@ -431,9 +446,9 @@ def member_down(seconds: float = 15.0, name: str = "b"):
         member.kill()
         rig.killed_at = [at]
         rig.events.append((at, f"SIGKILL {name}"))
-        socket, channels = victim_socket(rig, before)
+        sockets, channels = victim_sockets(rig, before)
         try:
-            wait_until(lambda: held_elsewhere(rig, channels, {socket}), 15, 0.05, "its channels held again")
+            wait_until(lambda: held_elsewhere(rig, channels, sockets), 15, 0.05, "its channels held again")
             rig.observations.append(f"{name}'s {len(channels)} channels held again by survivors after "
                                     f"{time.monotonic() - at:.2f} s (pusher-local's records)")
         except AssertionError:

@@ -35,6 +35,7 @@ from bridge_testkit.faults.rig import EXTRA_RULE, Rig, judge_direction
 import cluster_rows
 import fleet_rows
 import redundancy_rows
+import takeover_rows
 from webhook_rows import webhook_outage_row
 
 RATE = float(os.environ.get("FAULTS_RATE", "200"))
@@ -427,6 +428,7 @@ def rows() -> list[Row]:
         *redundancy_rows.rows(sys.modules[__name__]),
         fleet_rows.discovery_api_failures(sys.modules[__name__]),
         *cluster_rows.rows(sys.modules[__name__]),
+        *takeover_rows.rows(sys.modules[__name__]),
     ]
 
 

@@ -9,6 +9,9 @@ public enum ClusterAction: Sendable, Equatable {
     /// Publish the channels this member is confirmed subscribed to, not retained, QoS 1, on
     /// `<membership_topic>/held/<instance>`.
     case publishHeld(ClusterHeldReport)
+    /// How the next ``subscribeChannel(_:)``'s channel was held before (docs/contract.md §8.1,
+    /// "takeover gap"); absent when nobody in the group is known to have held it.
+    case takingOver(String, ClusterTakeover)
     /// Subscribe this Pusher channel: this member holds it now.
     case subscribeChannel(String)
     /// Unsubscribe this Pusher channel: another member holds it, or nobody wants it.
@@ -51,4 +54,15 @@ public enum ClusterEvent: Sendable, Equatable {
     /// newer process's record appeared): this one leaves the broker for good. The executor stops
     /// its MQTT client.
     case gaveWay(otherIncarnation: String?)
+}
+
+/// How a channel this member takes was held before: whether the events since then reached MQTT
+/// through its last holder (docs/contract.md §8.1, "takeover gap").
+public enum ClusterTakeover: Sendable, Equatable {
+    /// Another member holds it and keeps it until this one reports it (a member joined, or one
+    /// leaving on SIGTERM hands it over): nothing is missed.
+    case handover
+    /// Its holder died without handing it over (its Last Will fired, or it sent no heartbeat for
+    /// `member_timeout`): what Pusher sent since that member was last heard from may be lost.
+    case afterLoss(lastHeard: ContinuousClock.Instant)
 }

@@ -52,7 +52,14 @@ extension ClusterMembership {
             return []
         }
         var member = members[record.instance] ?? RemoteMember()
+        if member.record?.incarnation != record.incarnation {
+            // A member new to this one (or a new process of it): held reports are not retained, so
+            // this member's goes out again for it to know who holds what before it takes any
+            // (a handover is no gap: ClusterTakeover).
+            lastHeld = nil
+        }
         member.record = record
+        member.lastHeard = now
         members[record.instance] = member
         var actions: [ClusterAction] = []
         reconcile(now: now, into: &actions)
@@ -76,7 +83,14 @@ extension ClusterMembership {
             ownRecordCurrent = false
             return []
         }
-        guard members[deleted] != nil else { return [] }
+        guard let member = members[deleted] else { return [] }
+        // What it held: a Will means it died with them (a gap since it was last heard from); a
+        // deletion of its own means it leaves on SIGTERM and keeps them until they are taken.
+        if will != nil {
+            orphan(member.confirmedHeld, lastHeard: member.lastHeard ?? now)
+        } else {
+            handedOverByLeaver.formUnion(member.confirmedHeld)
+        }
         members[deleted]?.record = nil
         members[deleted]?.held = nil
         var actions: [ClusterAction] = []
@@ -96,6 +110,7 @@ extension ClusterMembership {
             return actions
         }
         members[heartbeat.instance, default: RemoteMember()].lastHeartbeat = now
+        members[heartbeat.instance]?.lastHeard = now
         reconcile(now: now, into: &actions)
         return actions
     }
@@ -104,6 +119,14 @@ extension ClusterMembership {
     public mutating func heldReported(_ report: ClusterHeldReport, now: ContinuousClock.Instant) -> [ClusterAction] {
         guard report.instance != instance else { return [] }
         members[report.instance, default: RemoteMember()].held = report
+        members[report.instance]?.lastHeard = now
+        if report.incarnation == members[report.instance]?.record?.incarnation {
+            // Someone holds these: whatever this member knew of their last holder is history.
+            for channel in report.channels {
+                orphaned[channel] = nil
+                handedOverByLeaver.remove(channel)
+            }
+        }
         var actions: [ClusterAction] = []
         reconcile(now: now, into: &actions)
         return actions

@@ -9,7 +9,10 @@ extension ClusterMembership {
 
         let taking = target.subtracting(subscribed).sorted()
         if !taking.isEmpty {
-            actions.append(contentsOf: taking.map { .subscribeChannel($0) })
+            for channel in taking {
+                if let takeover = takeover(of: channel) { actions.append(.takingOver(channel, takeover)) }
+                actions.append(.subscribeChannel(channel))
+            }
             actions.append(.report(.channelsTaken(taking)))
             subscribed.formUnion(taking)
         }
@@ -64,11 +67,38 @@ extension ClusterMembership {
             }
         }
 
+        if !orphaned.isEmpty || !handedOverByLeaver.isEmpty {
+            orphaned = orphaned.filter { wanted.contains($0.key) }
+            handedOverByLeaver.formIntersection(wanted)
+        }
+
         if phase == .leaving, subscribed.isEmpty {
             phase = .left
             actions.append(.leaveCompleted)
         }
         publishHeldIfChanged(into: &actions)
+    }
+
+    /// How `channel`, about to be subscribed here, was held before; nil when nobody is known to
+    /// have held it (the bridge's own restart record decides). Forgets what it used.
+    private mutating func takeover(of channel: String) -> ClusterTakeover? {
+        defer {
+            orphaned[channel] = nil
+            handedOverByLeaver.remove(channel)
+        }
+        if let lastHeard = orphaned[channel] { return .afterLoss(lastHeard: lastHeard) }
+        if handedOverByLeaver.contains(channel) || members.values.contains(where: { $0.confirmedHeld.contains(channel) }) {
+            return .handover
+        }
+        return nil
+    }
+
+    /// Remembers that `channels` lost their holder, last heard from at `lastHeard`.
+    mutating func orphan(_ channels: Set<String>, lastHeard: ContinuousClock.Instant) {
+        for channel in channels {
+            if let known = orphaned[channel], known >= lastHeard { continue }
+            orphaned[channel] = lastHeard
+        }
     }
 
     /// Marks members live or dead from their records and heartbeats, with the events and the
@@ -90,6 +120,8 @@ extension ClusterMembership {
                 member.liveSince = nil
                 member.settledAt = nil
                 member.awaitingSettle = false
+                // Timed out with its record still there: it died (or hangs) with what it held.
+                if member.record != nil { orphan(member.confirmedHeld, lastHeard: member.lastHeard ?? now) }
                 // What it reported holding is no news of a later life: it must report again.
                 member.held = nil
                 actions.append(.report(member.record == nil ? .memberLeft(instance: name) : .memberTimedOut(instance: name)))
@@ -97,7 +129,8 @@ extension ClusterMembership {
             } else if member.awaitingSettle, let settledAt = member.settledAt, settledAt <= now {
                 member.awaitingSettle = false
             }
-            if member.record == nil, member.liveSince == nil, member.lastHeartbeat.map({ now - $0 >= settings.memberTimeout }) ?? true {
+            // Kept while anything of it is recent: a held report can arrive before its record.
+            if member.record == nil, member.liveSince == nil, member.lastHeard.map({ now - $0 >= settings.memberTimeout }) ?? true {
                 members[name] = nil  // forgotten: nothing left to know
             } else {
                 members[name] = member

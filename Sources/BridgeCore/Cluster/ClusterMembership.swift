@@ -31,6 +31,8 @@ public struct ClusterMembership: Sendable {
     struct RemoteMember: Sendable {
         var record: ClusterMemberRecord?
         var lastHeartbeat: ContinuousClock.Instant?
+        /// When anything of it last arrived (its record, a heartbeat, a held report).
+        var lastHeard: ContinuousClock.Instant?
         /// Set while live: when it became live, and from when it counts for ownership.
         var liveSince: ContinuousClock.Instant?
         var settledAt: ContinuousClock.Instant?
@@ -66,6 +68,11 @@ public struct ClusterMembership: Sendable {
     /// Channels whose new holder reported them, kept until the instant (``ClusterSettings/handoverLinger``).
     var lingering: [String: ContinuousClock.Instant] = [:]
     var lastHeld: [String]?
+    /// Channels whose holder died without handing them over, with when it was last heard from;
+    /// and channels a member leaving on SIGTERM is handing over. Each until this member takes the
+    /// channel, another reports it, or it is no longer wanted (``ClusterTakeover``).
+    var orphaned: [String: ContinuousClock.Instant] = [:]
+    var handedOverByLeaver: Set<String> = []
     var lastHeldSocketID: String?
     /// This member's Pusher `socket_id` while connected, sent with its held reports.
     var pusherSocketID: String?

@@ -12,7 +12,7 @@
 /// (now, for one held now); the daemon keeps that in its state directory and passes it back to
 /// ``init(connections:lastHeld:)``. A channel known from there has a gap from that time until this
 /// process first holds it; a channel never held before has none. In a cluster the member that
-/// takes a channel over passes its last holder's time to ``lastHeldElsewhere(_:at:)``. The time is
+/// takes a channel over passes its last holder's time to ``takenOver(_:lastHeldAt:)``. The time is
 /// as fresh as the daemon wrote it: written every few seconds, the restart gap's `from` is early by
 /// at most that period (a gap is over-reported, never hidden).
 ///
@@ -130,12 +130,18 @@ public struct ChannelCoverage: Sendable {
         channels[channel] = nil
     }
 
-    /// In a cluster, this member takes `channel` over from a holder that last held it at `wall`:
-    /// the gap reported when it is held here runs from then (the later time wins if one is known
-    /// already). Ignored while a connection here holds it.
-    public mutating func lastHeldElsewhere(_ channel: String, at wall: UTCTimestamp) {
+    /// In a cluster, this member takes `channel` over from another member. `lastHeldAt`: when its
+    /// holder, which died with it, was last heard from — the gap reported when it is held here runs
+    /// from then (the later time wins if one is known already); nil: the holder hands it over and
+    /// keeps it until then, so there is no gap, whatever this process's own restart record says.
+    /// Ignored while a connection here holds it.
+    public mutating func takenOver(_ channel: String, lastHeldAt: UTCTimestamp?) {
         var state = channels[channel] ?? Channel()
         guard state.holders == 0 else { return }
+        guard let wall = lastHeldAt else {
+            channels[channel] = nil
+            return
+        }
         if let known = state.gapFrom, known.wall >= wall { return }
         state.gapFrom = (wall, nil)
         channels[channel] = state

@@ -141,9 +141,10 @@ public struct PusherConnectionSet: Sendable {
         presence.channelLeft(channel)
     }
 
-    /// In a cluster: this member takes `channel` over from a holder that last held it at `wall`.
-    public mutating func lastHeldElsewhere(_ channel: String, at wall: UTCTimestamp) {
-        coverage.lastHeldElsewhere(channel, at: wall)
+    /// In a cluster: this member takes `channel` over from a holder that died with it, last heard
+    /// from at `lastHeldAt`, or (nil) that hands it over (``ChannelCoverage/takenOver(_:lastHeldAt:)``).
+    public mutating func takenOver(_ channel: String, lastHeldAt: UTCTimestamp?) {
+        coverage.takenOver(channel, lastHeldAt: lastHeldAt)
     }
 
     // MARK: Events

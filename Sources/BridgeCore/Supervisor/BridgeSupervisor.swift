@@ -28,6 +28,10 @@ public struct BridgeSupervisor: Sendable {
     public enum Action: Sendable, Equatable {
         /// One of the bridge machine's actions (outbox appends, counters, status, MQTT filters).
         case bridge(BridgeAction)
+        /// In a cluster, before the `subscribeChannel` of a channel taken from another member:
+        /// when its last holder, dead, was last heard from (the gap since then is reported), or nil
+        /// when it hands the channel over (no gap) (docs/contract.md §8.1, "takeover gap").
+        case channelTakenOver(String, lastHeldAt: UTCTimestamp?)
         /// Subscribe this Pusher channel (the client ignores one it has already).
         case subscribeChannel(String)
         /// Leave this Pusher channel.

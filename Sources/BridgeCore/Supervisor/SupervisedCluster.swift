@@ -86,7 +86,7 @@ public struct SupervisedCluster: Sendable {
                 rule: "", topic: settings.heartbeatTopic(settings.instance), payload: heartbeat.payload, qos: 0, retain: false)
         case .publishMemberOffline(let instance):
             return MQTTPublish(rule: "", topic: "\(statusTopicBase)/\(instance)", payload: Array("offline".utf8), qos: 1, retain: true)
-        case .publishHeld, .subscribeChannel, .unsubscribeChannel, .leaveCompleted, .report:
+        case .publishHeld, .takingOver, .subscribeChannel, .unsubscribeChannel, .leaveCompleted, .report:
             return nil
         }
     }
@@ -107,6 +107,13 @@ extension BridgeSupervisor {
                 continue
             }
             switch action {
+            case .takingOver(let channel, .handover):
+                actions.append(.channelTakenOver(channel, lastHeldAt: nil))
+            case .takingOver(let channel, .afterLoss(let lastHeard)):
+                // Dated on the wall clock: as long before now as the monotonic clock says.
+                let ago = now.instant - lastHeard
+                let millis = ago.components.seconds * 1000 + ago.components.attoseconds / 1_000_000_000_000_000
+                actions.append(.channelTakenOver(channel, lastHeldAt: UTCTimestamp(millisecondsSince1970: now.millis - millis)))
             case .subscribeChannel(let channel):
                 actions.append(.subscribeChannel(channel))
             case .unsubscribeChannel(let channel):

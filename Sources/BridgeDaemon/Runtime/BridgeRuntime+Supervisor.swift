@@ -66,6 +66,8 @@ extension BridgeRuntime {
             switch action {
             case .bridge(let action):
                 execute(action)
+            case .channelTakenOver(let channel, let lastHeldAt):
+                decisions.withLock { $0.pusherConnections.takenOver(channel, lastHeldAt: lastHeldAt) }
             case .subscribeChannel(let channel):
                 // The Pusher client takes subscriptions at any time and sends them once connected; a
                 // channel asked for already is left as it is (no list copy per channel: 10,000

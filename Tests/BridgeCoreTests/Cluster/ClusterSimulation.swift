@@ -17,11 +17,13 @@ struct ClusterSimulation {
         var frozen = false
         /// SIGKILL or a finished leave: gone for good.
         var dead = false
-        var inbox: [(topic: String, payload: [UInt8])] = []
+        var inbox: [(topic: String, payload: [UInt8], will: ClusterWillOrigin?)] = []
         /// Channels subscribed, and of those the ones Pusher confirmed (the ones that count as held).
         var subscribed: Set<String> = []
         var confirmed: Set<String> = []
         var events: [ClusterEvent] = []
+        /// How each channel it took was held before (the last ``ClusterAction/takingOver(_:_:)``).
+        var takeovers: [String: ClusterTakeover] = [:]
         var subscribeCount = 0
         var unsubscribeCount = 0
         var leaveCompleted = false
@@ -76,23 +78,24 @@ struct ClusterSimulation {
         guard let node = nodes[id] else { return }
         nodes[id]?.connected = false
         apply(id) { $0.brokerDisconnected(now: $1) }
-        if will { publish(topic: settings.memberTopic(node.machine.instance), payload: [], retain: true) }
+        if will { publish(topic: settings.memberTopic(node.machine.instance), payload: [], retain: true, willOf: node.machine) }
     }
 
     /// The broker publishes the Will of an earlier connection of `id` (taken over by the current one).
     mutating func fireStaleWill(of id: String) {
         guard let node = nodes[id] else { return }
-        publish(topic: settings.memberTopic(node.machine.instance), payload: [], retain: true)
+        publish(topic: settings.memberTopic(node.machine.instance), payload: [], retain: true, willOf: node.machine)
     }
 
-    /// SIGKILL: the kernel closes the socket, so the Will fires at once.
-    mutating func kill(_ id: String) {
+    /// SIGKILL: the kernel closes the socket, so the Will fires at once. `namingItself`: the Will
+    /// carries the process's incarnation (as the daemon's does); without, an anonymous deletion.
+    mutating func kill(_ id: String, namingItself: Bool = true) {
         guard let node = nodes[id] else { return }
         nodes[id]?.dead = true
         nodes[id]?.connected = false
         nodes[id]?.subscribed = []
         nodes[id]?.confirmed = []
-        publish(topic: settings.memberTopic(node.machine.instance), payload: [], retain: true)
+        publish(topic: settings.memberTopic(node.machine.instance), payload: [], retain: true, willOf: namingItself ? node.machine : nil)
     }
 
     /// SIGTERM: the machine hands over; `advance` runs it until `leaveCompleted`, then it disconnects gracefully.
@@ -196,6 +199,8 @@ struct ClusterSimulation {
                 publish(topic: settings.heartbeatTopic(instance), payload: heartbeat.payload, retain: false)
             case .publishHeld(let report):
                 publish(topic: settings.heldTopic(instance), payload: report.payload, retain: false)
+            case .takingOver(let channel, let takeover):
+                nodes[id]?.takeovers[channel] = takeover
             case .subscribeChannel(let channel):
                 nodes[id]?.subscribed.insert(channel)
                 nodes[id]?.subscribeCount += 1
@@ -217,25 +222,28 @@ struct ClusterSimulation {
         }
     }
 
-    private mutating func publish(topic: String, payload: [UInt8], retain: Bool) {
+    /// `willOf`: the broker publishes this as the Last Will of that machine's process, which names
+    /// it in user properties (SupervisedCluster.willUserProperties).
+    private mutating func publish(topic: String, payload: [UInt8], retain: Bool, willOf: ClusterMembership? = nil) {
         if retain {
             if payload.isEmpty { retained[topic] = nil } else { retained[topic] = payload }
         }
+        let will = willOf.map { ClusterWillOrigin(incarnation: $0.incarnation, startedAt: $0.startedAt) }
         for id in nodes.keys.sorted() where nodes[id]?.connected == true && nodes[id]?.dead == false {
-            deliver(topic: topic, payload: payload, to: id)
+            deliver(topic: topic, payload: payload, will: will, to: id)
         }
     }
 
-    private mutating func deliver(topic: String, payload: [UInt8], to id: String) {
+    private mutating func deliver(topic: String, payload: [UInt8], will: ClusterWillOrigin? = nil, to id: String) {
         guard let node = nodes[id] else { return }
         if node.frozen {
-            nodes[id]?.inbox.append((topic, payload))
+            nodes[id]?.inbox.append((topic, payload, will))
             return
         }
         switch settings.classify(topic: topic) {
         case .member(let instance)?:
             if payload.isEmpty {
-                apply(id) { $0.memberRecordDeleted(instance: instance, now: $1) }
+                apply(id) { $0.memberRecordDeleted(instance: instance, byWillOf: will, now: $1) }
             } else if let record = ClusterMemberRecord(payload: payload, instance: instance) {
                 apply(id) { $0.memberRecordReceived(record, now: $1) }
             }
@@ -263,7 +271,7 @@ struct ClusterSimulation {
         apply(id) { $0.tick(now: $1) }
         let inbox = nodes[id]?.inbox ?? []
         nodes[id]?.inbox = []
-        for message in inbox { deliver(topic: message.topic, payload: message.payload, to: id) }
+        for message in inbox { deliver(topic: message.topic, payload: message.payload, will: message.will, to: id) }
     }
 
     private mutating func recordCoverage() {

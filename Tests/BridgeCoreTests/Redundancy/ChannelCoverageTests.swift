@@ -176,12 +176,25 @@ import Testing
         // Expected: the member that held c elsewhere last had it 3 s ago: the first subscription
         // here reports 3 s; an older time than one known is ignored; a held channel ignores it.
         var rig = Rig()
-        rig.coverage.lastHeldElsewhere("c", at: rig.at(-3000))
-        rig.coverage.lastHeldElsewhere("c", at: rig.at(-9000))
+        rig.coverage.takenOver("c", lastHeldAt: rig.at(-3000))
+        rig.coverage.takenOver("c", lastHeldAt: rig.at(-9000))
         #expect(rig.subscribed("c", 0)?.milliseconds == 3000)
-        rig.coverage.lastHeldElsewhere("c", at: rig.at(-1000))
+        rig.coverage.takenOver("c", lastHeldAt: rig.at(-1000))
         #expect(rig.coverage.uncoveredChannels.isEmpty)
         #expect(rig.subscribed("c", 1) == nil)
+    }
+
+    @Test func aHandoverReportsNoGapWhateverTheRestartRecordSays() {
+        // Expected: this process held c before a restart 60 s ago (its record); meanwhile another
+        // member held it and now hands it back: no gap. A handover of a held channel changes
+        // nothing; d, with only the restart record, still reports its restart gap.
+        let before = UTCTimestamp(millisecondsSince1970: 1_790_000_000_000 - 60_000)
+        var rig = Rig(lastHeld: ["c": before, "d": before])
+        rig.coverage.takenOver("c", lastHeldAt: nil)
+        #expect(rig.subscribed("c", 0) == nil)
+        rig.coverage.takenOver("c", lastHeldAt: nil)
+        #expect(rig.coverage.isHeld("c"))
+        #expect(rig.subscribed("d", 0)?.milliseconds == 60_000)
     }
 
     @Test func readinessFollowsTheConnections() {
