@@ -18,7 +18,7 @@ from datetime import datetime
 
 import pytest
 
-from bridge_testkit.clients import wait_bridge_subscribed
+from bridge_testkit.clients import NotifySocket, wait_bridge_subscribed
 from bridge_testkit.harness import MQTTCollector, binary, bridge_config, free_port, readyz, retained, rule, wait_until
 from test_operations import PRESENCE, PresenceMember
 from test_payload_rules import books_balance, metrics
@@ -32,11 +32,11 @@ def channel_rules(channels: list[str]) -> str:
     return "".join(rule(f"r-{c}", "pusher", channel=c, topic="out/{channel}", qos=1, payload="data") for c in channels)
 
 
-def start_bridge(pusher, broker, workdir, bridges, rules: str, connections: int, extra_pusher: str = ""):
+def start_bridge(pusher, broker, workdir, bridges, rules: str, connections: int, extra_pusher: str = "", env=None):
     """A bridge with `connections` Pusher connections and /metrics on a free port: (bridge, port)."""
     port = free_port()
     config = bridge_config(pusher, broker, workdir, rules, extra_pusher=f"connections = {connections}\n{extra_pusher}")
-    bridge = bridges(config.replace('metrics = ""', f'metrics = "127.0.0.1:{port}"'))
+    bridge = bridges(config.replace('metrics = ""', f'metrics = "127.0.0.1:{port}"'), env=env)
     return bridge, port
 
 
@@ -416,22 +416,28 @@ def test_check_names_two_connections(pusher, broker, workdir):
     assert "events merged" not in check.stdout
 
 
-def test_readyz_names_each_connection_and_stays_ready_while_one_is_up(pusher, broker, workdir, bridges):
+def test_readyz_and_status_name_each_connection_and_stay_ready_while_one_is_up(pusher, broker, workdir, bridges):
     """docs/contract.md §8.1: /readyz answers 200 while at least one connection is up and names each
-    connection's state. Expected: both connected -> 200, "pusher connections 0 connected, 1
-    connected"; pusher-local refuses new connections (4100: the client backs off) and connection 1 is
-    closed -> still 200, with connection 1 not connected and connection 0 connected; accepted again
-    -> both connected."""
-    bridge, port = start_bridge(pusher, broker, workdir, bridges, channel_rules(["ch-r"]), 2)
+    connection's state; systemd's STATUS= says the same. Expected: both connected -> 200, "pusher
+    connections 0 connected, 1 connected", STATUS= "pusher connected (0 connected, 1 connected)";
+    pusher-local refuses new connections (4100: the client backs off) and connection 1 is closed ->
+    still 200 and "pusher connected", with connection 1 not connected and connection 0 connected in
+    both; accepted again -> both connected."""
+    notify = NotifySocket(str(workdir / "notify.sock"))
+    bridge, port = start_bridge(pusher, broker, workdir, bridges, channel_rules(["ch-r"]), 2, env={"NOTIFY_SOCKET": notify.path})
+    status_says = lambda text: any(text in m for m in notify.seen("STATUS="))  # noqa: E731
     for k in (0, 1):
         wait_until(lambda k=k: holding_all(bridge, k, ["ch-r"]), 15, 0.1, f"connection {k} holding ch-r")
     wait_until(lambda: "pusher connections 0 connected, 1 connected" in readyz(port)[1], 10, 0.1, "both named")
     assert readyz(port)[0] == 200
+    wait_until(lambda: status_says("pusher connected (0 connected, 1 connected)"), 5, 0.1, "STATUS= naming both")
     assert pusher.app_control("POST", "refuse?code=4100")[0] == 200
     close_one(pusher, holding_all(bridge, 1, ["ch-r"]))
     wait_until(lambda: "1 connected" not in readyz(port)[1], 10, 0.05, "connection 1 shown down")
     status, body = readyz(port)
     assert status == 200, body
     assert "pusher connections 0 connected, 1 " in body, body
+    wait_until(lambda: any(re.search(r"pusher connected \(0 connected, 1 (?!connected)", m) for m in notify.seen("STATUS=")),
+               5, 0.1, "STATUS= with connection 1 down and the Pusher side connected")
     assert pusher.app_control("POST", "accept")[0] == 200
     wait_until(lambda: "pusher connections 0 connected, 1 connected" in readyz(port)[1], 15, 0.1, "connection 1 back")

@@ -181,7 +181,7 @@ class ClusterRig(Traffic):
                   .replace(state_dir, state_dir[:-1] + '${STATE_SUFFIX:-}"'))
         if self.edit_config:
             config = self.edit_config(config)
-        self.connections = int(re.search(r"^connections = (\d)", config, re.M).group(1)) if "\nconnections = " in config else 1
+        self.connections_per_member = int(re.search(r"^connections = (\d)", config, re.M).group(1)) if "\nconnections = " in config else 1
         self.config_path = self.workdir / "cluster.conf"
         self.config_path.write_text(config)
         self.members = {}
@@ -220,7 +220,7 @@ class ClusterRig(Traffic):
 
     def settled(self) -> bool:
         held = self.holders()
-        n = self.connections
+        n = self.connections_per_member
         return all(len(v) == n for v in held.values()) and len({s for v in held.values() for s in v}) == len(INSTANCES) * n
 
     def wait_settled(self, timeout: float = 30):

@@ -1,8 +1,9 @@
 """The fault matrix (`make faults`; `FAULTS=row1,row2` runs some rows only).
 
 Each row starts its own mosquitto, pusher-local, proxies and bridge daemon, runs tagged traffic
-both ways at RATE messages/s per direction (FAULTS_RATE, default 200), injects its fault, lets
-the traffic run on, drains, and classifies every message with checker.py. The expected outcome of
+both ways at RATE messages/s per direction (FAULTS_RATE, default 200, spread over FAULTS_CHANNELS
+channels each way, default 2), injects its fault, lets the traffic run on, drains, and classifies
+every message with checker.py. The expected outcome of
 each row is written below, before it runs; the observed one is measured; the row PASSes when
 both directions meet their expectation. The table is printed and written as JSON and markdown
 (FAULTS_OUT, default .build/faults/) for RELIABILITY.md.

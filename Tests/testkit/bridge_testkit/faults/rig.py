@@ -5,6 +5,7 @@ own for the partition row), stopped by PID when the row ends."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import time
@@ -19,9 +20,12 @@ from bridge_testkit.faults.proxy import HTTPFaultProxy, TCPFaultProxy
 from bridge_testkit.faults.traffic import MQTTReceiver, MQTTSender, PusherSender, PysherReceiver, tag_of
 from bridge_testkit.harness import Bridge, Mosquitto, PusherLocal, bridge_config, free_port, rule, wait_until
 
-P2M_CHANNELS = ["faults-a", "faults-b"]
-M2P_TOPICS = ["faults/m2p/a", "faults/m2p/b"]
-M2P_CHANNELS = {"faults-m2p-a": "faults/m2p/a", "faults-m2p-b": "faults/m2p/b"}
+# FAULTS_CHANNELS (default 2): how many channels each way (the rate is spread over them).
+_COUNT = int(os.environ.get("FAULTS_CHANNELS", "2"))
+_NAMES = ["a", "b"] if _COUNT == 2 else [f"c{n:02d}" for n in range(_COUNT)]
+P2M_CHANNELS = [f"faults-{n}" for n in _NAMES]
+M2P_TOPICS = [f"faults/m2p/{n}" for n in _NAMES]
+M2P_CHANNELS = {f"faults-m2p-{n}": f"faults/m2p/{n}" for n in _NAMES}
 
 def bridge_rules(p2m_channels: list[str]) -> str:
     """One Pusher -> MQTT rule per channel (`faults/p2m/<channel>`) and the MQTT -> Pusher rule
