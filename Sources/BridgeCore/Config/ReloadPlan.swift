@@ -8,7 +8,12 @@ public struct ReloadPlan: Sendable {
     /// the rules now read a different QoS class; docs/contract.md §7.6): the buffer takes the new
     /// policy in place.
     public var rulesChanged: [BridgeSettings] = []
-    /// Connection, reconnect, buffer or cluster settings changed: the bridge restarts.
+    /// `[bridge.pusher]` changed, but not `connections` or `api_lanes` (and perhaps the rules): the
+    /// Pusher connections are replaced in place, one at a time, and the MQTT connection is kept
+    /// (docs/contract.md §8.1, "staggered reconnects").
+    public var pusherReplaced: [BridgeSettings] = []
+    /// MQTT, reconnect, buffer or cluster settings changed, or the Pusher connection count or HTTP
+    /// lanes: the bridge restarts.
     public var restarted: [BridgeSettings] = []
     /// New bridges, started.
     public var added: [BridgeSettings]
@@ -26,10 +31,15 @@ public struct ReloadPlan: Sendable {
         added = diff.added.compactMap { new.bridge(named: $0) }
         for name in diff.changed {
             guard let previous = old.bridge(named: name), let settings = new.bridge(named: name) else { continue }
-            if previous.pusher == settings.pusher, previous.mqtt == settings.mqtt,
-                previous.reconnect == settings.reconnect, previous.buffer == settings.buffer, previous.cluster == settings.cluster
-            {
+            let sameElsewhere =
+                previous.mqtt == settings.mqtt && previous.reconnect == settings.reconnect && previous.buffer == settings.buffer
+                && previous.cluster == settings.cluster
+            if sameElsewhere, previous.pusher == settings.pusher {
                 rulesChanged.append(settings)
+            } else if sameElsewhere, previous.pusher.connections == settings.pusher.connections,
+                previous.pusher.apiLanes == settings.pusher.apiLanes
+            {
+                pusherReplaced.append(settings)
             } else {
                 restarted.append(settings)
             }

@@ -165,6 +165,15 @@ public struct ChannelCoverage: Sendable {
     /// Whether some connection holds `channel`.
     public func isHeld(_ channel: String) -> Bool { (channels[channel]?.holders ?? 0) != 0 }
 
+    /// Whether connection `connection` is up and holds each of `channels` that the bridge still
+    /// holds or has a gap on (one it left, or never held, does not count): what a reload replacing
+    /// the connections waits for before it goes on to the next.
+    public func connection(_ connection: Int, holdsAll wanted: some Sequence<String>) -> Bool {
+        guard connectionUp.indices.contains(connection), connectionUp[connection] else { return false }
+        let bit = UInt8(1) << UInt8(connection)
+        return wanted.allSatisfy { channels[$0].map { $0.holders & bit != 0 } ?? true }
+    }
+
     /// The channels in a gap now (known, held before, no holder), in name order.
     public var uncoveredChannels: [String] {
         channels.filter { $0.value.holders == 0 && $0.value.gapFrom != nil }.keys.sorted()

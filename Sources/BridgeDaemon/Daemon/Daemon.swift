@@ -202,6 +202,12 @@ public final class Daemon: Sendable {
             logger.info("bridge rules changed; connections kept", metadata: ["bridge": "\(settings.name)"])
             runtime.applyRules(settings)
         }
+        for settings in plan.pusherReplaced {
+            guard let runtime = current[settings.name] else { continue }
+            logger.info("bridge pusher settings changed; replacing its connections one at a time", metadata: ["bridge": "\(settings.name)"])
+            runtime.applyRules(settings)
+            await runtime.replacePusherSide(with: settings)
+        }
         for settings in plan.restarted + plan.added {
             cancelStartRetry(settings.name)
             let running = current[settings.name]
@@ -218,6 +224,7 @@ public final class Daemon: Sendable {
             "reloaded",
             metadata: [
                 "unchanged": "\(plan.unchanged.count)", "rules_changed": "\(plan.rulesChanged.count)",
+                "pusher_replaced": "\(plan.pusherReplaced.count)",
                 "restarted": "\(plan.restarted.count)", "added": "\(plan.added.count)", "removed": "\(plan.removed.count)",
             ])
     }

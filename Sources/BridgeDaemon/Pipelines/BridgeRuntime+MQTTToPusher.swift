@@ -190,7 +190,7 @@ extension BridgeRuntime {
         }
         guard !httpEvents.isEmpty else { return .accepted }
         guard let rest else { return .unsendable(status: 0, body: "no app_id/secret for the HTTP API") }
-        if pushers.count > 1 {
+        if pusherSlots.count > 1 {
             // Our other connections receive these: their copies are echoes (docs/pusher-merge.md).
             let now = Self.coverageNow
             decisions.withLock { state in

@@ -21,7 +21,7 @@ extension BridgeRuntime {
         // Ended here too (not only by a cancelled wait), so the client stops queueing for us.
         defer { batches.finish() }
         var actions: [Action] = []
-        let merging = pushers.count > 1
+        let merging = pusherSlots.count > 1
         while let batch = await batches.next() {
             if Task.isCancelled { break }
             if merging {
@@ -60,7 +60,7 @@ extension BridgeRuntime {
     private func routeEvents(_ updates: ArraySlice<PusherUpdate>, connection: Int, into actions: inout [Action]) {
         let receivedAt = UTCTimestamp.now()
         let now = BridgeSupervisor.Now(.now, millis: receivedAt.millisecondsSince1970)
-        let merging = pushers.count > 1
+        let merging = pusherSlots.count > 1
         let coverageNow = PusherConnectionSet.Now(now.instant, wall: receivedAt)
         var counted: [SupervisorAction] = []
         decisions.withLock { state in

@@ -8,12 +8,12 @@ import PusherChannels
 extension BridgeRuntime {
     /// Subscribes `channel` on every connection (each takes it at any time and sends it once connected).
     func subscribeEverywhere(_ channel: String) {
-        for pusher in pushers { _ = pusher.subscribe(channel) }
+        pusherSlots.forEachClient { _ = $0.subscribe(channel) }
     }
 
     /// Leaves `channel` on every connection: on purpose, so no gap is reported for it.
     func unsubscribeEverywhere(_ channel: String) {
-        for pusher in pushers { pusher.unsubscribe(channel) }
+        pusherSlots.forEachClient { $0.unsubscribe(channel) }
         // Held events this releases go out with the channel's next event or housekeeping's next
         // round (the caller may be a consumer already holding `pusherInbound`).
         decisions.withLock { $0.pusherConnections.channelLeft(channel) }
@@ -23,7 +23,7 @@ extension BridgeRuntime {
     /// left) go on to the bridge machine, in order. The caller holds ``pusherInbound`` (a
     /// consumer, or housekeeping).
     func routeReleasedEvents() {
-        guard pushers.count > 1 else { return }
+        guard pusherSlots.count > 1 else { return }
         let now = Self.supervisorNow
         var counted: [SupervisorAction] = []
         var actions: [Action] = []
@@ -38,7 +38,7 @@ extension BridgeRuntime {
     /// Housekeeping's look at the merge: old entries of quiet channels leave, join holds that are
     /// due end (their events go on).
     func expirePusherMerge() {
-        guard pushers.count > 1 else { return }
+        guard pusherSlots.count > 1 else { return }
         pusherInbound.withLock { _ in
             let now = Self.coverageNow
             decisions.withLock { $0.pusherConnections.expire(now: now) }
@@ -58,7 +58,7 @@ extension BridgeRuntime {
     /// connection); with more than one, it is recorded as the bridge's own first, so that the other
     /// connections' copies are echoes. With none connected, the first client's refusal is thrown.
     func triggerClientEvent(channel: String, event: String, data: String) throws(PusherError) {
-        guard pushers.count > 1 else { return try pushers[0].trigger(channel: channel, event: event, data: data) }
+        guard pusherSlots.count > 1 else { return try pushers[0].trigger(channel: channel, event: event, data: data) }
         for (connection, pusher) in pushers.enumerated() where pusher.socketID != nil {
             let now = Self.coverageNow
             let key = PusherEventKey(name: event, data: data, userID: nil)
@@ -82,14 +82,15 @@ extension BridgeRuntime {
         let now = Self.coverageNow
         let receivedAt = now.wall.millisecondsSince1970
         var actions: [Action] = []
-        let effects = decisions.withLock { state in
+        let (effects, wake) = decisions.withLock { state in
             let effects = state.pusherConnections.connectionChanged(
                 connection, to: change.current.rawValue, connected: connected, socketID: change.socketID, now: now)
             Self.applyPresence(effects.presence, to: &state.supervisor.bridge, receivedAtMillis: receivedAt, into: &actions)
-            return effects
+            return (effects, state.coverageWaiters.resumeAll(returning: ()))
         }
+        wake.resume()
         execute(actions)
-        if pushers.count > 1 {
+        if pusherSlots.count > 1 {
             metrics.pusherConnectionUp(bridge: name, connection: connection).record(connected ? 1 : 0)
             routeReleasedEvents()
         }
@@ -110,7 +111,11 @@ extension BridgeRuntime {
     /// first holder's; a gap it ends is published.
     func pusherSubscribed(_ channel: String, connection: Int) {
         let now = Self.coverageNow
-        let (first, gap) = decisions.withLock { $0.pusherConnections.subscribed(channel, connection: connection, now: now) }
+        let (first, gap, wake) = decisions.withLock { state in
+            let (first, gap) = state.pusherConnections.subscribed(channel, connection: connection, now: now)
+            return (first, gap, state.coverageWaiters.resumeAll(returning: ()))
+        }
+        wake.resume()
         if first { perform { $0.pusherSubscriptionSucceeded(channel, $1) } }
         if let gap { publishGap(gap) }
         logger.debug("subscribed", metadata: ["pusher.channel": "\(channel)"].merging(tag(connection)) { $1 })
@@ -197,13 +202,13 @@ extension BridgeRuntime {
     /// With more than one connection, each one's state for STATUS= and `/readyz`:
     /// `0 connected, 1 connecting` (nil with one).
     var pusherConnectionsSummary: String? {
-        guard pushers.count > 1 else { return nil }
+        guard pusherSlots.count > 1 else { return nil }
         let states = decisions.withLock { $0.pusherConnections.states }
         return states.enumerated().map { "\($0.offset) \($0.element)" }.joined(separator: ", ")
     }
 
     /// The `pusher.connection` log field, with more than one connection.
     func tag(_ connection: Int) -> Logger.Metadata {
-        pushers.count > 1 ? ["pusher.connection": "\(connection)"] : [:]
+        pusherSlots.count > 1 ? ["pusher.connection": "\(connection)"] : [:]
     }
 }

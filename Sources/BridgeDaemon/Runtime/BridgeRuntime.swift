@@ -41,13 +41,13 @@ final class BridgeRuntime: Service, Sendable {
     let metrics: BridgeMetrics
     let logger: Logger
     /// The bridge's Pusher connections (`[bridge.pusher] connections`, 1 to 3), each holding every
-    /// channel the bridge holds; ``RuntimeDecisions/pusherConnections`` merges them.
-    let pushers: [PusherClient]
+    /// channel the bridge holds (``RuntimeDecisions/pusherConnections`` merges them), and its HTTP
+    /// API client: replaced in place by a reload that changes `[bridge.pusher]`.
+    let pusherSlots: PusherSlots
     /// Held by a Pusher consumer (with more than one connection) from taking a batch until its
     /// publishes are in the outbox, and by housekeeping around the merge's expiry: the outbox gets
     /// merged events in the order the merge decided them. Before `decisions` and an outbox's lock.
     let pusherInbound = Locked(())
-    let rest: PusherHTTPClient?
     let mqtt: MQTTClient
     let toMQTT: Outbox<OutgoingMQTT>
     let toPusher: Outbox<OutgoingPusher>
@@ -100,12 +100,10 @@ final class BridgeRuntime: Service, Sendable {
         self.metrics = metrics
         self.logger = logger
         let options = try ClientSettings.pusherOptions(settings)
-        pushers = (0..<max(1, settings.pusher.connections)).map { connection in
-            var connectionLogger = logger
-            if settings.pusher.connections > 1 { connectionLogger[metadataKey: "pusher.connection"] = "\(connection)" }
-            return PusherClient(options: options, logger: connectionLogger)
+        let clients = (0..<max(1, settings.pusher.connections)).map { connection in
+            PusherClient(options: options, logger: Self.connectionLogger(logger, connection, of: settings.pusher.connections))
         }
-        rest = try ClientSettings.restClient(settings, logger: logger)
+        let rest = try ClientSettings.restClient(settings, logger: logger)
         var incarnation = ""
         for _ in 0..<8 { incarnation += String(UInt8.random(in: 0...255), radix: 16).leftPadded(to: 2) }
         let supervisor = BridgeSupervisor(
@@ -121,9 +119,10 @@ final class BridgeRuntime: Service, Sendable {
         }
         let decisions = Locked(
             RuntimeDecisions(
-                supervisor: supervisor,
+                supervisor: supervisor, pusherSlots: PusherSlotsState(clients: clients, rest: rest),
                 pusherConnections: PusherConnectionSet(connections: settings.pusher.connections, lastHeld: lastHeld.times)))
         self.decisions = decisions
+        pusherSlots = PusherSlots(decisions: decisions, count: clients.count)
         pusherPause = PusherDeliveryPause(decisions: decisions)
         cluster = supervisor.cluster.map { BridgeCluster(settings: $0.settings, marker: $0.marker) }
         mqtt = try ClientSettings.mqttClient(
@@ -180,9 +179,8 @@ final class BridgeRuntime: Service, Sendable {
         // A runtime stopped before its service ran (a reload racing a shutdown) has released everything.
         guard decisions.withLock({ $0.lifecycle.runStarted() }) else { return }
         await withTaskGroup(of: Void.self) { group in
-            for (connection, pusher) in pushers.enumerated() {
-                group.addTask { await pusher.runUntilCancelled(logger: self.logger) }
-                group.addTask { await self.consumePusher(pusher, connection: connection) }
+            for connection in 0..<pusherSlots.count {
+                group.addTask { await self.runPusherConnection(connection) }
             }
             group.addTask { await self.mqtt.run() }
             group.addTask { await self.consumeMQTT() }

@@ -12,6 +12,9 @@ struct RuntimeDecisions: Sendable {
     typealias Correlation = PublishCorrelation<MQTTPublishID, OutboxEntry<OutgoingMQTT>, MQTTPublishCompletion>
 
     var supervisor: BridgeSupervisor
+    /// The Pusher clients by connection and the HTTP API client, replaced by a reload that changes
+    /// `[bridge.pusher]` (PusherSlots.swift).
+    var pusherSlots = PusherSlotsState(clients: [], rest: nil)
     /// The bridge's Pusher connections seen as one: their merge, coverage and gaps, and presence
     /// (docs/pusher-merge.md).
     var pusherConnections = PusherConnectionSet(connections: 1)
@@ -32,4 +35,7 @@ struct RuntimeDecisions: Sendable {
     /// for the next one (the client refused a publish as not connected before the watcher saw the drop).
     var mqttStates: UInt64 = 0
     var mqttStateWaiters = WaiterQueue<Void>()
+    /// A reload replacing the Pusher connections, waiting for a connection to hold its channels:
+    /// woken whenever a connection's state or a subscription changes (BridgeRuntime+PusherReplacement.swift).
+    var coverageWaiters = WaiterQueue<Void>()
 }

@@ -72,4 +72,26 @@ import Testing
         #expect(kept.rulesChanged.map(\.name) == ["b"])
         #expect(kept.restarted.isEmpty)
     }
+
+    /// docs/contract.md §8.1, "staggered reconnects": a change of `[bridge.pusher]` other than the
+    /// connection count or the HTTP lanes replaces the Pusher connections in place (the MQTT
+    /// connection stays), also with the rules changed at once; `connections` or `api_lanes`
+    /// restart the bridge, and so does a Pusher change together with an MQTT one.
+    @Test func aPusherChangeReplacesTheConnectionsInPlaceUnlessTheCountOrLanesChange() throws {
+        let base = Self.bridge("b")
+        let old = try Self.config(base)
+        func plan(_ edited: String) throws -> ReloadPlan { ReloadPlan(old: old, new: try Self.config(edited)) }
+        let key = try plan(base.replacingOccurrences(of: "key = \"k\"", with: "key = \"k2\""))
+        #expect(key.pusherReplaced.map(\.name) == ["b"] && key.restarted.isEmpty && key.rulesChanged.isEmpty)
+        let timeout = try plan(base.replacingOccurrences(of: "tls = false", with: "tls = false\nactivity_timeout = \"30s\""))
+        #expect(timeout.pusherReplaced.map(\.name) == ["b"])
+        let withRules = try plan(Self.bridge("b", rule: "z").replacingOccurrences(of: "key = \"k\"", with: "key = \"k2\""))
+        #expect(withRules.pusherReplaced.map(\.name) == ["b"], "the rules are applied with it")
+        for restarting in ["tls = false\nconnections = 2", "tls = false\napi_lanes = 2"] {
+            let edited = try plan(base.replacingOccurrences(of: "tls = false", with: restarting))
+            #expect(edited.restarted.map(\.name) == ["b"] && edited.pusherReplaced.isEmpty, "\(restarting)")
+        }
+        let both = try plan(Self.bridge("b", port: 1884).replacingOccurrences(of: "key = \"k\"", with: "key = \"k2\""))
+        #expect(both.restarted.map(\.name) == ["b"] && both.pusherReplaced.isEmpty)
+    }
 }

@@ -33,8 +33,8 @@ import Testing
         #expect(two.contains("  pusher  2 connections, events merged: Pusher counts each Pusher → MQTT event 2× (2 messages per event)"))
     }
 
-    /// A connection-level setting: a reload that changes it restarts the bridge (for now: not yet
-    /// one connection at a time).
+    /// The connection count: a reload that changes it restarts the bridge (other `[bridge.pusher]`
+    /// changes replace the connections in place: ReloadPlanTests).
     @Test func aChangeRestartsTheBridge() throws {
         let old = try Fixture.parse(Fixture.config())
         let new = try Fixture.parse(Fixture.config(pusher: "connections = 2"))
