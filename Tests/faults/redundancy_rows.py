@@ -9,6 +9,9 @@ Rows (expectations in `rows()`, written before running):
 - `redundant-blackhole-one`: five times, one of the two connections is black-holed in the
   WebSocket proxy (its packets dropped both ways) until the bridge's pong timeout closes it:
   0 lost, 0 duplicates, no gap record.
+- `redundant-pusher-reload`: 10 SIGHUPs changing `[bridge.pusher] activity_timeout`, each
+  replacing both connections one at a time, then one with a wrong key (given up after 30 s, the
+  other connection on the old settings), then the right key: 0 lost, 0 duplicates, no gap record.
 - `redundant-close-both`: pusher-local closes every connection with 4200, five times: what is lost
   is reported, one gap record per channel and close, each lost event sent inside its channel's
   gap (± 100 ms), and each gap no wider than the events delivered around it (± 100 ms).
@@ -176,6 +179,67 @@ def sigkill_restart(down: float = 2.0):
     return inject
 
 
+def pusher_reloads(times: int = 10, every: float = 3.0):
+    """`times` SIGHUPs each changing `[bridge.pusher] activity_timeout` (40 s / 30 s), so each
+    replaces both connections one at a time; then one with a wrong `key` (pusher-local refuses it
+    with 4001: the replacement stops after 30 s, the other connection keeps the old settings), then
+    the right key again."""
+    import re
+
+    def reload_with(rig, activity: int, key: str | None = None):
+        text = re.sub(r'activity_timeout = "\d+s"\n', "", rig.bridge.config_path.read_text())
+        text = text.replace("[bridge.pusher]\n", f'[bridge.pusher]\nactivity_timeout = "{activity}s"\n', 1)
+        if key is not None:
+            text = re.sub(r'(\[bridge\.pusher\][^\[]*?)\nkey = "[^"]*"', lambda m: f'{m.group(1)}\nkey = "{key}"', text, count=1)
+        rig.bridge.write_config(text)
+        rig.bridge.send_signal(signal.SIGHUP)
+
+    def replaced(rig) -> int:
+        return rig.bridge.log().count(" pusher connection replaced ")
+
+    def inject(rig) -> list[float]:
+        watch_gaps(rig)
+        ends, took = [], []
+        for i in range(times):
+            before, at = replaced(rig), time.monotonic()
+            reload_with(rig, 40 if i % 2 == 0 else 30)
+            deadline = at + 20
+            while replaced(rig) < before + 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if replaced(rig) < before + 2:
+                rig.failures.append(f"reload {i + 1}: both connections not replaced within 20 s")
+                return ends
+            took.append(round(time.monotonic() - at, 2))
+            ends.append(time.monotonic())
+            time.sleep(max(0.0, every - (time.monotonic() - at)))
+        rig.observations.append(f"{times} reloads, each replacing both connections; seconds until both replaced: {took}")
+        # A wrong key: the first replacement never comes up; after 30 s the other keeps the old settings.
+        before, at = rig.bridge.log().count("pusher connection not up with the new settings"), time.monotonic()
+        reload_with(rig, 30, key="wrong-key")
+        deadline = at + 45
+        while rig.bridge.log().count("pusher connection not up with the new settings") == before and time.monotonic() < deadline:
+            time.sleep(0.2)
+        gave_up = time.monotonic() - at
+        if rig.bridge.log().count("pusher connection not up with the new settings") == before:
+            rig.failures.append("a reload with a wrong key was not given up within 45 s")
+        ready = rig.readyz()
+        rig.observations.append(f"wrong key: gave up after {gave_up:.1f} s; /readyz {ready} meanwhile (one connection keeps the "
+                                f"old settings)")
+        if ready != 200:
+            rig.failures.append(f"/readyz {ready} with one connection on the old settings")
+        ends.append(time.monotonic())
+        before = replaced(rig)
+        reload_with(rig, 40, key=rig.pusher.key)
+        deadline = time.monotonic() + 20
+        while replaced(rig) < before + 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if replaced(rig) < before + 2:
+            rig.failures.append("the right key again: both connections not replaced within 20 s")
+        ends.append(time.monotonic())
+        return ends
+    return inject
+
+
 def no_gap(rig, p2m_reports) -> None:
     records = gap_records(rig)
     rig.observations.append(f"gap records: {len(records)}")
@@ -241,6 +305,13 @@ def rows(matrix: types.ModuleType) -> list:
                    Expectation(0, max_duplicates=0, why=f"docs/contract.md §8.1: a silent connection is found by the pong "
                                                         f"timeout while the other delivers: {zero}"),
                    m2p, blackhole_one(), config=two_connections, check=no_gap),
+        matrix.Row("redundant-pusher-reload", "connections = 2: 10 SIGHUPs changing [bridge.pusher] (activity_timeout), then a "
+                                              "wrong key (refused), then the right key",
+                   Expectation(0, max_duplicates=0, why="docs/contract.md §8.1 staggered reconnects: each reload replaces one "
+                                                        "connection at a time while the other holds every channel: "
+                                                        f"{zero}; the wrong key is given up after 30 s with the other "
+                                                        "connection on the old settings, /readyz 200"),
+                   m2p, pusher_reloads(), config=two_connections, check=no_gap),
         matrix.Row("redundant-close-both", "connections = 2: pusher-local closes every connection with 4200 x5",
                    Expectation(int(r * 1.0 * 5), max_duplicates=0, max_recovery_s=2,
                                why="Pusher has no replay: <= rate x 1 s per close; one gap record per channel and close, "
