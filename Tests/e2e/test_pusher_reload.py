@@ -11,10 +11,11 @@ import signal
 import threading
 import time
 
+from bridge_testkit.clients import wait_bridge_subscribed
 from bridge_testkit.harness import MQTTCollector, readyz, wait_until
 from test_payload_rules import books_balance
-from test_redundant_connections import (GAPS_TOPIC, Stream, bridge_connections, channel_rules, duplicates, gaps_total,
-                                        holding_all, sample, sequences, start_bridge)
+from test_redundant_connections import (GAPS_TOPIC, Stream, bridge_connections, channel_rules, duplicates,
+                                        every_event_once_in_order, gaps_total, holding_all, sample, sequences, start_bridge)
 
 REPLACED = " pusher connection replaced "
 
@@ -76,14 +77,7 @@ def test_a_pusher_change_replaces_two_connections_one_at_a_time_and_loses_nothin
     total = stream.stop()
     codes = poller.stop()
 
-    wait_until(lambda: all(len(sequences(collector, c)) >= total for c in channels), 30, 0.2,
-               f"{total} events on each of {len(channels)} channels at MQTT")
-    wait_until(lambda: books_balance(port), 5, 0.3, "received_total = outcomes + buffered")
-    for c in channels:
-        got = sequences(collector, c)
-        assert got == list(range(total)), (
-            f"{c}: {len(got)} messages for {total} events; missing {sorted(set(range(total)) - set(got))[:20]}, "
-            f"doubled {sorted(s for s in set(got) if got.count(s) > 1)[:20]}")
+    every_event_once_in_order(collector, port, channels, total)
     assert duplicates(port) > 0, "the second connection's copies are counted as duplicates"
     assert gaps.payloads() == [], f"no gap while one connection held every channel: {gaps.payloads()}"
     assert gaps_total(port) == 0
@@ -104,9 +98,8 @@ def test_with_one_connection_a_pusher_change_keeps_mqtt_and_reports_the_gap(push
     bridge, port = start_bridge(pusher, broker, workdir, bridges, channel_rules(channels), 1)
     collector = MQTTCollector(broker.port, ["out/#"])
     gaps = MQTTCollector(broker.port, [GAPS_TOPIC])
-    wait_until(lambda: holding_all(bridge, 0, channels) if "pusher.connection" in bridge.log() else True, 1, 0.1, "")
     for c in channels:
-        wait_until(lambda c=c: f"pusher.channel={c}" in bridge.log(), 15, 0.1, f"{c} subscribed")
+        wait_bridge_subscribed(pusher, c)
     stream = Stream(pusher, channels, rate=20).start()
     time.sleep(1)
     reload_with_activity_timeout(bridge, 40)

@@ -143,6 +143,20 @@ def sequences(collector: MQTTCollector, channel: str) -> list[int]:
     return [json.loads(p)["seq"] for p in collector.payloads(f"out/{channel}")]
 
 
+def every_event_once_in_order(collector: MQTTCollector, port: int, channels: list[str], total: int):
+    """Waits for `total` events on each channel at MQTT and balanced counters, then checks that each
+    channel got every sequence number exactly once, in order."""
+    wait_until(lambda: all(len(sequences(collector, c)) >= total for c in channels), 30, 0.2,
+               f"{total} events on each of {len(channels)} channels at MQTT")
+    wait_until(lambda: books_balance(port), 5, 0.3, "received_total = outcomes + buffered")
+    for c in channels:
+        got = sequences(collector, c)
+        disorder = [(i, got[i - 3:i + 4]) for i in range(1, len(got)) if got[i] < got[i - 1]]
+        assert got == list(range(total)), (
+            f"{c}: {len(got)} messages for {total} events; missing {sorted(set(range(total)) - set(got))[:20]}, "
+            f"doubled {sorted(s for s in set(got) if got.count(s) > 1)[:20]}, out of order at {disorder[:10]}")
+
+
 def rfc3339(text: str) -> float:
     """Seconds since 1970 of the gap record's `from`/`to` (`2026-09-21T14:13:21.050Z`)."""
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
@@ -184,15 +198,7 @@ def test_one_connection_closed_at_a_time_loses_nothing_and_doubles_nothing(pushe
     time.sleep(2)
     total = stream.stop()
 
-    wait_until(lambda: all(len(sequences(collector, c)) >= total for c in channels), 30, 0.2,
-               f"{total} events on each of {len(channels)} channels at MQTT")
-    wait_until(lambda: books_balance(port), 5, 0.3, "received_total = outcomes + buffered")
-    for c in channels:
-        got = sequences(collector, c)
-        disorder = [(i, got[i - 3:i + 4]) for i in range(1, len(got)) if got[i] < got[i - 1]]
-        assert got == list(range(total)), (
-            f"{c}: {len(got)} messages for {total} events; missing {sorted(set(range(total)) - set(got))[:20]}, "
-            f"doubled {sorted(s for s in set(got) if got.count(s) > 1)[:20]}, out of order at {disorder[:10]}")
+    every_event_once_in_order(collector, port, channels, total)
     assert [v for v, _ in closes] == [0, 1] * 5, "the closes alternated between the two connections"
     assert duplicates(port) > 0, "the second connection's copies are counted as duplicates"
     for k in ("0", "1"):
