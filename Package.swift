@@ -1,5 +1,6 @@
 // swift-tools-version: 6.2
 // pusher-mqtt-bridge: Pusher Channels <-> MQTT, for Linux servers.
+// Licensed under the Apache License, Version 2.0: LICENSE and NOTICE at the root.
 //
 // Folder = part (see README "Layout"). Dependencies point one way, toward the pure core
 // (our modules only; each target's `dependencies` below list exactly what its files import):
