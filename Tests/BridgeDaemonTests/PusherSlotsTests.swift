@@ -12,7 +12,8 @@ import Testing
 /// never connected: only their channel lists are looked at.
 @Suite struct PusherSlotsTests {
     static func client() -> PusherClient {
-        PusherClient(options: PusherClientOptions(key: "k", host: .host("127.0.0.1", port: 1), encrypted: false), logger: Logger(label: "t"))
+        let options = PusherClientOptions(key: "k", host: .host("127.0.0.1", port: 1), encrypted: false)
+        return PusherClient(options: options, logger: Logger(label: "t"))
     }
 
     static func slots(_ clients: [PusherClient]) throws -> PusherSlots {
