@@ -181,7 +181,7 @@ public final class BridgeMetrics: Sendable {
     /// Sources/BridgeDaemon is listed here, so none appears late).
     public static let errorKinds = [
         "pusher", "pusher_http", "mqtt_publish", "subscribe", "subscription", "spool", "start", "cluster", "mqtt_session_takeover",
-        "state",
+        "state", "reload",
     ]
 
     /// Creates every series `bridge` can count, at zero, so that each labelled family is in the

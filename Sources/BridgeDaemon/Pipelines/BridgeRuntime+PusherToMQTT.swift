@@ -16,8 +16,11 @@ extension BridgeRuntime {
     /// gets the events in the order they were decided (without it, one consumer could decide an
     /// event, lose the CPU, and the other hand the next one to the outbox first — found under load
     /// by the e2e test of issue 28).
-    func consumePusher(_ pusher: PusherClient, connection: Int) async {
-        let batches = pusher.updateBatches()
+    ///
+    /// `batches` is the client's ``PusherClient/updateBatches()``, taken by the connection's runner
+    /// before the client connects; the runner finishes it to end this task once what arrived is in
+    /// (a replaced connection's last events are not dropped).
+    func consumePusher(_ batches: PusherUpdateBatches, connection: Int) async {
         // Ended here too (not only by a cancelled wait), so the client stops queueing for us.
         defer { batches.finish() }
         var actions: [Action] = []

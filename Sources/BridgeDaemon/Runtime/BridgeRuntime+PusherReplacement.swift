@@ -34,12 +34,25 @@ extension BridgeRuntime {
         var replacing = false
         while true {
             let current = client
-            let next: PusherClient? = await withTaskGroup(of: Void.self) { group in
-                group.addTask { await current.runUntilCancelled(logger: self.logger) }
-                group.addTask { await self.consumePusher(current, connection: slot) }
+            let next: PusherClient? = await withTaskGroup(of: Bool.self) { group in
+                let batches = current.updateBatches()
+                group.addTask {
+                    await current.runUntilCancelled(logger: self.logger)
+                    return false
+                }
+                group.addTask {
+                    await self.consumePusher(batches, connection: slot)
+                    return true
+                }
                 if replacing { current.connect() }
                 let next = await pusherSlots.nextReplacement(slot)
-                if next != nil { await current.disconnectAndWait() }
+                if next != nil {
+                    // Closed, then what it had received taken in before the consumer ends: events
+                    // only this connection had are not dropped (found by the fault row: 16 lost).
+                    await current.disconnectAndWait()
+                    batches.finish()
+                    while let consumerEnded = await group.next(), !consumerEnded {}
+                }
                 group.cancelAll()
                 return next
             }

@@ -102,6 +102,45 @@ import Testing
         #expect(rig.set.coverage.counters.gaps == 1)
     }
 
+    @Test func connectionsReplacedOneAtATimeLoseNothingEvenWhenTheOldOneMissesTheLastEvent() {
+        // Expected (six reloads of two connections, BridgeRuntime+PusherReplacement): each round
+        // replaces connection a (down, back, live) while b delivers, then b goes down before it
+        // delivered r, which the new a had first: every event published once, in order.
+        var rig = Rig(connections: 2)
+        rig.bothUp(holding: ["c"])
+        var published: [String] = []
+        func take(_ connection: Int, _ data: String) {
+            let arrived = PusherConnectionSet.ArrivedEvent(
+                name: "e", data: data, userID: nil, receivedAt: UTCTimestamp(millisecondsSince1970: 0))
+            let (_, out) = rig.set.deliver(arrived, channel: "c", connection: connection, now: rig.now)
+            for item in out { published.append(item.event.data ?? "") }
+        }
+        func released() {
+            for item in rig.set.takeReleasedEvents() { published.append(item.event.data ?? "") }
+        }
+        for round in 0..<6 {
+            let a = round % 2
+            let b = 1 - a
+            rig.advance(10)
+            take(a, "p\(round)")
+            take(b, "p\(round)")
+            _ = rig.state(a, "disconnected")
+            released()
+            rig.advance(10)
+            take(b, "q\(round)")
+            _ = rig.state(a, "connected", socket: "n\(round)")
+            _ = rig.set.subscribed("c", connection: a, now: rig.now)
+            rig.advance(10)
+            take(a, "r\(round)")
+            _ = rig.state(b, "disconnected")
+            released()
+            _ = rig.state(b, "connected", socket: "m\(round)")
+            _ = rig.set.subscribed("c", connection: b, now: rig.now)
+            rig.advance(10)
+        }
+        #expect(published == (0..<6).flatMap { ["p\($0)", "q\($0)", "r\($0)"] })
+    }
+
     @Test func oneConnectionsCloseLeavesNoGapAndLosesNoEvent() {
         // Expected: events 1–3 from both connections publish once each; 0 closes; 4 comes from 1
         // alone and is published; 0 back and live: its copy of 5 after 1's is a duplicate.
