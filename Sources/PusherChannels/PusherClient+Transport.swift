@@ -103,7 +103,7 @@ extension PusherClient {
                 opened: opened
             ) { inbound, outbound, _ in
                 upgraded()
-                return try await withThrowingTaskGroup(of: Void.self) { group in
+                return try await withThrowingTaskGroup(of: Bool.self) { group in
                     group.addTask {
                         for await item in outgoing {
                             switch item {
@@ -111,9 +111,10 @@ extension PusherClient {
                                 try await outbound.write(.text(text))
                             case .close:
                                 try await outbound.close(.normalClosure, reason: nil)
-                                throw ClosedByClient()
+                                return true
                             }
                         }
+                        return false
                     }
                     group.addTask {
                         // Keep reading at all times: swift-websocket answers pings only while
@@ -124,8 +125,16 @@ extension PusherClient {
                             case .binary: self.receivedBinary()
                             }
                         }
+                        return false
                     }
-                    _ = try await group.next()
+                    if try await group.next() == true {
+                        // Closed by us: what the server sent before its own close frame still
+                        // arrives (the close handshake; bounded by the close timeout), so events
+                        // already on their way are not dropped (a reload replacing a connection
+                        // lost one that way).
+                        _ = try? await group.next()
+                        throw ClosedByClient()
+                    }
                     group.cancelAll()
                 }
             }
