@@ -124,11 +124,12 @@ import Testing
         }
     }
 
-    /// `errors_total{kind="reload"}` as the metrics endpoint would show it.
+    /// The daemon's `errors_total{bridge="",kind="reload"}` as the metrics endpoint would show it
+    /// (each bridge has its own `kind="reload"` series too, for a Pusher side it could not replace).
     static func reloadErrors(_ daemon: Daemon) -> Int {
         let scrape = String(decoding: daemon.metrics.render(), as: UTF8.self)
         let line = scrape.split(separator: "\n").first {
-            $0.hasPrefix("pusher_mqtt_bridge_errors_total{") && $0.contains(#"kind="reload""#)
+            $0.hasPrefix("pusher_mqtt_bridge_errors_total{") && $0.contains(#"kind="reload""#) && $0.contains(#"bridge="""#)
         }
         return line.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0
     }

@@ -21,10 +21,11 @@ EXTRA_RULE = rule("alerts", "pusher", channel="alerts", topic="dash/alerts/{even
 
 
 def reload_errors(port: int) -> float:
-    """`pusher_mqtt_bridge_errors_total` with `kind="reload"`, 0 before the first."""
+    """The daemon's `pusher_mqtt_bridge_errors_total{bridge="",kind="reload"}`, 0 before the first (each
+    bridge has its own `kind="reload"` series too, for a Pusher side it could not replace)."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
         for line in r.read().decode().splitlines():
-            if line.startswith("pusher_mqtt_bridge_errors_total{") and 'kind="reload"' in line:
+            if line.startswith("pusher_mqtt_bridge_errors_total{") and 'kind="reload"' in line and 'bridge=""' in line:
                 return float(line.split()[-1])
     return 0.0
 
