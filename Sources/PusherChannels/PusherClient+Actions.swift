@@ -49,6 +49,11 @@ extension PusherClient {
                     state.outgoing?.yield(.text(text))
                 case .authorize(let channel, let socketID):
                     followups.work.append(.authorize(channel: channel, socketID: socketID))
+                case .authenticateUser(let socketID):
+                    followups.work.append(.authenticateUser(socketID: socketID))
+                case .user(let update):
+                    Self.feed(.user(update), to: &state.sinks)
+                    followups.logs.append(action)
                 case .connectionStateChanged(let change):
                     Self.feed(.connectionStateChanged(change), to: &state.sinks)
                     followups.logs.append(action)
@@ -109,11 +114,14 @@ extension PusherClient {
                 result = isTerminated(continuation.yield(change))
             case .errors(let continuation):
                 switch update {
-                case .error(let error), .subscriptionFailed(_, let error):
+                case .error(let error), .subscriptionFailed(_, let error), .user(.signInFailed(let error)):
                     result = isTerminated(continuation.yield(error))
-                case .event, .presence, .subscriptionSucceeded, .connectionStateChanged:
+                case .event, .presence, .subscriptionSucceeded, .connectionStateChanged, .user:
                     continue
                 }
+            case .user(let continuation):
+                guard case .user(let change) = update else { continue }
+                result = isTerminated(continuation.yield(change))
             }
             if result { ended.append(id) }
         }
@@ -151,9 +159,15 @@ extension PusherClient {
             } else {
                 logger.warning("Pusher error", metadata: ["pusher.error": "\(error)"])
             }
+        case .user(.signedIn(let user)):
+            logger.info("Pusher signed in", metadata: ["pusher.user_id": "\(user.id)"])
+        case .user(.signInFailed(let error)):
+            logger.warning("Pusher sign-in failed", metadata: ["pusher.error": "\(error)"])
+        case .user:
+            break
         case .ignoredFrame(let event, let reason):
             logger.debug("Pusher frame ignored", metadata: ["pusher.event": "\(event)", "pusher.reason": "\(reason)"])
-        case .openTransport, .closeTransport, .send, .authorize, .deliver, .presence:
+        case .openTransport, .closeTransport, .send, .authorize, .authenticateUser, .deliver, .presence:
             break
         }
     }

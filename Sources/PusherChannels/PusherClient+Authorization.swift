@@ -33,22 +33,25 @@ extension PusherClient {
     }
 
     private func fetchAuth(_ request: PusherAuthEndpointRequest, channel: String) async throws -> PusherChannelAuth {
+        try PusherChannelAuth(json: try await fetchAuthReply(request) { .authorizationFailed(channel: channel, message: $0) })
+    }
+
+    /// POSTs `request` to an auth endpoint and returns its 200 reply (at most 64 KiB); other
+    /// answers throw `failure(reason)`.
+    func fetchAuthReply(_ request: PusherAuthEndpointRequest, failure: (String) -> PusherError) async throws -> String {
         guard let (endpoint, target) = PusherHTTPEndpoint.split(url: request.url) else {
-            throw PusherError.authorizationFailed(channel: channel, message: "auth endpoint '\(request.url)' is not an http(s) URL")
+            throw failure("auth endpoint '\(request.url)' is not an http(s) URL")
         }
         let response = try await connectionPool.execute(
             PusherHTTPRequest(method: request.method, target: target, body: request.body, headers: request.headers),
             to: endpoint, timeout: .seconds(10))
         guard response.body.readableBytes <= 64 * 1024 else {
-            throw PusherError.authorizationFailed(channel: channel, message: "auth endpoint reply over 64 KiB")
+            throw failure("auth endpoint reply over 64 KiB")
         }
         let text = response.text
         guard response.status == 200 else {
-            throw PusherError.authorizationFailed(
-                channel: channel,
-                message: "auth endpoint answered \(response.status): \(text.prefix(200))"
-            )
+            throw failure("auth endpoint answered \(response.status): \(text.prefix(200))")
         }
-        return try PusherChannelAuth(json: text)
+        return text
     }
 }

@@ -52,7 +52,7 @@ extension PusherClient {
         return stream
     }
 
-    private func addSink(_ sink: Sink) {
+    func addSink(_ sink: Sink) {
         // No `onTermination` handler: it would take our lock from the task-cancellation path
         // (under the cancelled task's status lock) while a reader holding our lock resumes that
         // task — a lock-order inversion that can stall the cooperative pool. Ended streams are

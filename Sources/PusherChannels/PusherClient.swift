@@ -54,6 +54,7 @@ public final class PusherClient: Service, Sendable {
     enum Work: Sendable {
         case openTransport
         case authorize(channel: String, socketID: String)
+        case authenticateUser(socketID: String)
         case shutdown
     }
 
@@ -71,6 +72,7 @@ public final class PusherClient: Service, Sendable {
         case presence(channel: String?, AsyncStream<PusherPresenceChange>.Continuation)
         case states(AsyncStream<PusherConnectionStateChange>.Continuation)
         case errors(AsyncStream<PusherError>.Continuation)
+        case user(AsyncStream<PusherUserUpdate>.Continuation)
     }
 
     /// A callback registered with `bind`.
@@ -162,6 +164,8 @@ public final class PusherClient: Service, Sendable {
                         group.addTask { await self.runTransport() }
                     case .authorize(let channel, let socketID):
                         group.addTask { await self.authorize(channel: channel, socketID: socketID) }
+                    case .authenticateUser(let socketID):
+                        group.addTask { await self.authenticateUser(socketID: socketID) }
                     case .shutdown:
                         await self.disconnectAndWait(timeout: .seconds(3))
                         group.cancelAll()

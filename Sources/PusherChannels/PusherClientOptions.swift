@@ -39,6 +39,8 @@ public struct PusherClientOptions: Sendable {
     public var retryAfterRefusal: Bool
     /// How private, presence and encrypted channels are authorized.
     public var authorization: PusherAuthorization
+    /// How the client signs in as a user (``PusherClient/signIn()``); `.none` by default.
+    public var userAuthentication: PusherUserAuthentication
     /// Largest WebSocket frame accepted. swift-websocket's 16 KiB default silently closes on
     /// bigger frames; a 10 KB event grows when JSON-escaped, so the default is 256 KiB.
     public var maxFrameSize: Int
@@ -61,6 +63,7 @@ public struct PusherClientOptions: Sendable {
         reconnectPolicy: ReconnectPolicy = .default,
         retryAfterRefusal: Bool = true,
         authorization: PusherAuthorization = .none,
+        userAuthentication: PusherUserAuthentication = .none,
         maxFrameSize: Int = 256 * 1024,
         clientName: String = "pusher-mqtt-bridge",
         clientVersion: String = "0.1.0"
@@ -77,6 +80,7 @@ public struct PusherClientOptions: Sendable {
         self.reconnectPolicy = reconnectPolicy
         self.retryAfterRefusal = retryAfterRefusal
         self.authorization = authorization
+        self.userAuthentication = userAuthentication
         self.maxFrameSize = maxFrameSize
         self.clientName = clientName
         self.clientVersion = clientVersion

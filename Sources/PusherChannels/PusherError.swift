@@ -13,6 +13,7 @@ public struct PusherError: Error, Sendable, Hashable, CustomStringConvertible {
         case clientEventRejected
         case malformedFrame
         case invalidArgument
+        case signInFailed
         case notConnected
         case transport
     }
@@ -70,6 +71,10 @@ public struct PusherError: Error, Sendable, Hashable, CustomStringConvertible {
     public static func malformedFrame(_ message: String) -> PusherError {
         PusherError(.malformedFrame, "malformed frame from server: \(message)")
     }
+    /// Signing in as a user failed: the authenticator, the server, or a malformed answer.
+    public static func signInFailed(_ message: String, code: Int? = nil) -> PusherError {
+        PusherError(.signInFailed, "sign-in failed: \(message)", pusherCode: code)
+    }
     /// An argument the application passed is invalid (channel name, event name, size).
     public static func invalidArgument(_ message: String, channel: String? = nil) -> PusherError {
         PusherError(.invalidArgument, message, channel: channel)
@@ -93,6 +98,8 @@ public struct PusherError: Error, Sendable, Hashable, CustomStringConvertible {
     public var isClientEventRejected: Bool { code == .clientEventRejected }
     /// Whether the WebSocket or TCP/TLS connection failed (``transport(_:)``).
     public var isTransportFailure: Bool { code == .transport }
+    /// Whether signing in as a user failed (``signInFailed(_:code:)``).
+    public var isSignInFailure: Bool { code == .signInFailed }
     /// Whether decrypting an encrypted event failed.
     public var isDecryptionFailure: Bool { code == .decryptionFailed }
 }

@@ -13,6 +13,8 @@ public enum PusherUpdate: Sendable, Hashable {
     case subscriptionFailed(channel: String, error: PusherError)
     /// The connection changed state.
     case connectionStateChanged(PusherConnectionStateChange)
+    /// Sign-in results, events sent to the signed-in user and watchlist changes.
+    case user(PusherUserUpdate)
     /// An error not tied to one channel's subscription (`pusher:error`, refused connection, …).
     case error(PusherError)
 }

@@ -62,6 +62,10 @@ public enum Tap {
                         logger.info("pusher \(change.current.rawValue)", metadata: ["pusher.socket_id": "\(change.socketID ?? "")"])
                     case .error(let error):
                         logger.warning("pusher error", metadata: ["error": "\(error)"])
+                    case .user(.event(let event)):
+                        if let line = line(for: event) { emit(line) }
+                    case .user(let update):
+                        logger.info("pusher user update", metadata: ["update": "\(update)"])
                     }
                 }
             }

@@ -139,6 +139,8 @@ extension BridgeRuntime {
             } else {
                 logger.warning("pusher error", metadata: ["error": "\(error)"].merging(tag(connection)) { $1 })
             }
+        case .user:
+            break
         }
     }
 

@@ -100,4 +100,21 @@ enum ProtocolEventData {
         guard let own = member(from: channelData) else { return nil }
         return members.first { $0.userID == own.userID } ?? own
     }
+
+    /// `pusher_internal:watchlist_events` data: `{"events":[{"name":"online"|"offline","user_ids":[…]}]}`.
+    /// Entries of another name or shape are skipped; `nil` when the data is not that object.
+    static func watchlistEvents(from data: String?) -> [PusherWatchlistEvent]? {
+        guard let data, let top = try? JSONScanner.object(data), case .raw(let list)? = top["events"],
+            let entries = try? JSONScanner.arrayElements(of: list)
+        else { return nil }
+        var events: [PusherWatchlistEvent] = []
+        for case .raw(let entry) in entries {
+            guard let members = try? JSONScanner.object(entry), case .string(let name)? = members["name"],
+                let kind = PusherWatchlistEvent.Kind(rawValue: name), case .raw(let ids)? = members["user_ids"],
+                let elements = try? JSONScanner.arrayElements(of: ids)
+            else { continue }
+            events.append(PusherWatchlistEvent(kind: kind, userIDs: elements.compactMap(\.stringOrNumber)))
+        }
+        return events
+    }
 }

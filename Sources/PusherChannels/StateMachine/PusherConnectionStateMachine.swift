@@ -98,6 +98,11 @@ public struct PusherConnectionStateMachine: Sendable {
         case subscriptionFailed(channel: String, error: PusherError)
         /// Report an error to the application.
         case error(PusherError)
+        /// Obtain the auth for `pusher:signin` on connection `socketID`, then report it back with
+        /// ``userAuthenticationSucceeded(socketID:auth:)`` or ``userAuthenticationFailed(socketID:message:)``.
+        case authenticateUser(socketID: String)
+        /// Something about users: signed in, sign-in failed, an event to the user, a watchlist change.
+        case user(PusherUserUpdate)
         /// A frame was not used (unknown event, unknown channel, malformed data); log at debug
         /// and count it (docs/contract.md §5.2).
         case ignoredFrame(event: String, reason: String)
@@ -105,7 +110,8 @@ public struct PusherConnectionStateMachine: Sendable {
 
     private var connection: ConnectionLifecycle
     private var channels = SubscriptionTable()
-    private var clientEvents = ClientEventRateLimiter()
+    var clientEvents = ClientEventRateLimiter()
+    var userSession = UserSession()
 
     /// A machine in state `disconnected`; `jitterSeed` makes the jitter reproducible in tests.
     public init(configuration: Configuration, jitterSeed: UInt64) {
@@ -176,6 +182,7 @@ public struct PusherConnectionStateMachine: Sendable {
         if outcome.connectionEnded {
             channels.connectionLost()
             clientEvents.connectionLost()
+            userSession.connectionLost()
         }
         return outcome.actions
     }
@@ -206,7 +213,10 @@ public struct PusherConnectionStateMachine: Sendable {
         switch frame.event {
         case "pusher:connection_established":
             var actions = connection.connectionEstablished(ProtocolEventData.connectionEstablished(from: frame.data), now: now)
-            if let socketID = connection.socketID { actions += channels.connectionEstablished(socketID: socketID) }
+            if let socketID = connection.socketID {
+                actions += channels.connectionEstablished(socketID: socketID)
+                actions += userSession.connectionEstablished(socketID: socketID)
+            }
             return actions
         case "pusher:error":
             return [.error(ProtocolEventData.serverError(from: frame.data))]
@@ -217,6 +227,9 @@ public struct PusherConnectionStateMachine: Sendable {
 
     private mutating func receivedWhileConnected(_ frame: PusherFrame, socketID: String) -> [Action] {
         let unknownChannel: [Action] = [.ignoredFrame(event: frame.event, reason: "unknown channel")]
+        if let channel = frame.channel, channel == userSession.serverToUserChannel {
+            return userSession.serverToUserFrame(frame)
+        }
         switch frame.event {
         case "pusher:ping":
             return [.send(ClientFrame.pong)]
@@ -226,6 +239,9 @@ public struct PusherConnectionStateMachine: Sendable {
             let error = ProtocolEventData.serverError(from: frame.data)
             if error.pusherCode == 4301 {
                 return [.error(.clientEventRejected(channel: frame.channel, message: error.message, code: 4301))]
+            }
+            if frame.channel == nil, userSession.blames(error, subscriptionPending: channels.hasPendingSubscription) {
+                return userSession.signInRefused(error)
             }
             return channels.serverError(error, channel: frame.channel)
         case "pusher:subscription_error":
@@ -254,6 +270,10 @@ public struct PusherConnectionStateMachine: Sendable {
                 channels.updateRecord(channel) { $0.subscriptionCount = count }
             }
             return [.deliver(event)]
+        case "pusher:signin_success":
+            return userSession.signInSucceeded(data: frame.data)
+        case "pusher_internal:watchlist_events":
+            return userSession.watchlistEvents(data: frame.data)
         case "pusher:connection_established":
             return [.ignoredFrame(event: frame.event, reason: "already connected")]
         default:
@@ -325,40 +345,5 @@ public struct PusherConnectionStateMachine: Sendable {
         case .authorizing, .pending, .failed:
             return []
         }
-    }
-
-    // MARK: client events
-
-    /// The application wants to send client event `event` on `channel` (docs/pusher-protocol.md §1
-    /// "Client events": `client-*`, private/presence only, after subscription, ≤ 10 per second).
-    public mutating func clientEventRequested(
-        channel: String,
-        event: String,
-        data: String,
-        now: ContinuousClock.Instant
-    ) throws(PusherError) -> Action {
-        guard EventName.isClientEvent(event) else {
-            throw .clientEventRejected(channel: channel, message: "client event names must start with 'client-'")
-        }
-        guard event.utf8.count <= PusherLimits.eventNameLength else {
-            throw .clientEventRejected(channel: channel, message: "event name is longer than \(PusherLimits.eventNameLength)")
-        }
-        guard data.utf8.count <= PusherLimits.eventDataBytes else {
-            throw .clientEventRejected(channel: channel, message: "data is larger than \(PusherLimits.eventDataBytes) bytes")
-        }
-        guard ChannelName(channel).kind.allowsClientEvents else {
-            throw .clientEventRejected(channel: channel, message: "client events are only allowed on private and presence channels")
-        }
-        guard socketID != nil, channels.isSubscribed(channel) else {
-            throw .notConnected("client events need a subscribed channel", channel: channel)
-        }
-        guard clientEvents.admit(now: now) else {
-            throw .clientEventRejected(
-                channel: channel,
-                message: "more than \(clientEvents.limit) client events per second",
-                code: 4301
-            )
-        }
-        return .send(ClientFrame.clientEvent(channel: channel, event: event, data: data))
     }
 }

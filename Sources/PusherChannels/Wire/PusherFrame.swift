@@ -90,6 +90,12 @@ enum ClientFrame {
         return #"{"event":"pusher:subscribe","data":"# + data + "}"
     }
 
+    /// `pusher:signin` with the auth and the exact `user_data` it signs.
+    static func signIn(_ auth: PusherUserAuth) -> String {
+        let data = JSONText.object([("auth", JSONText.quoted(auth.auth)), ("user_data", JSONText.quoted(auth.userData))])
+        return #"{"event":"pusher:signin","data":"# + data + "}"
+    }
+
     static func unsubscribe(channel: String) -> String {
         #"{"event":"pusher:unsubscribe","data":{"channel":"# + JSONText.quoted(channel) + "}}"
     }

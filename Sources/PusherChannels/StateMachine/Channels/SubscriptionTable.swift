@@ -190,6 +190,9 @@ struct SubscriptionTable: Sendable {
         return [.error(error)]
     }
 
+    /// Whether a subscription is waiting for the server's answer.
+    var hasPendingSubscription: Bool { records.values.contains { $0.state == .subscribing } }
+
     /// Servers report a refused subscription as a plain pusher:error (code null or 4009) without
     /// naming the channel field (docs/pusher-protocol.md §1 "Subscribe"): attribute it when we can.
     func blamedChannel(for error: PusherError, channel: String?) -> String? {

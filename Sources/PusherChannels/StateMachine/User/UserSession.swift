@@ -1,0 +1,160 @@
+import PusherProtocol
+
+/// Signing in as a user (docs/pusher-protocol.md §1 "User sign-in"): a sub-machine of
+/// ``PusherConnectionStateMachine``, with no I/O and no clock.
+///
+/// Once ``PusherClient/signIn()`` was asked for, every connection signs in: on
+/// `connection_established` the I/O owner is asked for an auth for the new socket id
+/// (``PusherConnectionStateMachine/Action/authenticateUser(socketID:)``), `pusher:signin` is
+/// sent with it, and after `pusher:signin_success` the connection subscribes to the user's
+/// `#server-to-user-<id>` channel. A failure (authenticator, server refusal, malformed answer)
+/// is reported and tried again on the next connection, or by asking again.
+struct UserSession: Sendable {
+    typealias Action = PusherConnectionStateMachine.Action
+
+    /// Where signing in stands on the current connection.
+    enum Phase: Sendable, Equatable {
+        /// Sign-in was never asked for.
+        case off
+        /// Asked for; waiting for a connection.
+        case waiting
+        /// The auth for this socket id was asked for.
+        case authenticating(socketID: String)
+        /// `pusher:signin` was sent; waiting for the server's answer.
+        case signingIn(socketID: String)
+        /// Signed in; `subscribed` once `#server-to-user-<id>` is subscribed.
+        case signedIn(socketID: String, user: PusherUser, subscribed: Bool)
+        /// Failed on this connection.
+        case failed(socketID: String)
+    }
+
+    private(set) var phase: Phase = .off
+
+    /// The signed-in user of the current connection.
+    var user: PusherUser? {
+        if case .signedIn(_, let user, _) = phase { return user }
+        return nil
+    }
+
+    /// The channel of events to the signed-in user, once signed in.
+    var serverToUserChannel: String? { user?.serverToUserChannel }
+
+    /// Whether a `pusher:error` without a channel belongs to the sign-in in flight: it names
+    /// the sign-in, or nothing else is waiting for an answer (`subscriptionPending`).
+    func blames(_ error: PusherError, subscriptionPending: Bool) -> Bool {
+        guard case .signingIn = phase else { return false }
+        let message = error.message.lowercased()
+        if message.contains("signin") || message.contains("sign-in") || message.contains("sign in") || message.contains("user_data") {
+            return true
+        }
+        return !subscriptionPending && (error.pusherCode == nil || error.pusherCode == 4009)
+    }
+
+    // MARK: events
+
+    /// The application asked to sign in; `socketID` is the current connection's, if connected.
+    mutating func signInRequested(socketID: String?) -> [Action] {
+        switch phase {
+        case .off, .waiting, .failed:
+            guard let socketID else {
+                phase = .waiting
+                return []
+            }
+            phase = .authenticating(socketID: socketID)
+            return [.authenticateUser(socketID: socketID)]
+        case .authenticating, .signingIn, .signedIn:
+            return []
+        }
+    }
+
+    /// A new connection: sign in on it if asked to.
+    mutating func connectionEstablished(socketID: String) -> [Action] {
+        guard phase != .off else { return [] }
+        phase = .authenticating(socketID: socketID)
+        return [.authenticateUser(socketID: socketID)]
+    }
+
+    /// The connection ended: the server forgot the sign-in.
+    mutating func connectionLost() {
+        if phase != .off { phase = .waiting }
+    }
+
+    /// The authenticator produced `auth` for `socketID`.
+    mutating func authenticationSucceeded(socketID: String, auth: PusherUserAuth) -> [Action] {
+        guard phase == .authenticating(socketID: socketID) else { return [] }
+        do {
+            _ = try PusherUser(userData: auth.userData)
+        } catch {
+            return fail(socketID: socketID, .signInFailed("the authenticator's user_data is unusable: \(error.message)"))
+        }
+        phase = .signingIn(socketID: socketID)
+        return [.send(ClientFrame.signIn(auth))]
+    }
+
+    /// The authenticator failed for `socketID`.
+    mutating func authenticationFailed(socketID: String, message: String) -> [Action] {
+        guard phase == .authenticating(socketID: socketID) else { return [] }
+        return fail(socketID: socketID, .signInFailed("user authentication failed: \(message)"))
+    }
+
+    /// `pusher:signin_success` with `{"user_data": "<the signed JSON>"}`.
+    mutating func signInSucceeded(data: String?) -> [Action] {
+        guard case .signingIn(let socketID) = phase else {
+            return [.ignoredFrame(event: "pusher:signin_success", reason: "no sign-in in flight")]
+        }
+        guard let data, let members = try? JSONScanner.object(data), case .string(let userData)? = members["user_data"] else {
+            return fail(socketID: socketID, .signInFailed("pusher:signin_success without a user_data string"))
+        }
+        let user: PusherUser
+        do {
+            user = try PusherUser(userData: userData)
+        } catch {
+            return fail(socketID: socketID, .signInFailed("pusher:signin_success: \(error.message)"))
+        }
+        phase = .signedIn(socketID: socketID, user: user, subscribed: false)
+        return [
+            .user(.signedIn(user)),
+            .send(ClientFrame.subscribe(channel: user.serverToUserChannel, auth: nil, channelData: nil)),
+        ]
+    }
+
+    /// The server refused the sign-in (a `pusher:error` that ``blames(_:subscriptionPending:)``).
+    mutating func signInRefused(_ error: PusherError) -> [Action] {
+        guard case .signingIn(let socketID) = phase else { return [.error(error)] }
+        return fail(socketID: socketID, .signInFailed("server refused the sign-in: \(error.message)", code: error.pusherCode))
+    }
+
+    /// A frame on the user's `#server-to-user-<id>` channel.
+    mutating func serverToUserFrame(_ frame: PusherFrame) -> [Action] {
+        guard case .signedIn(let socketID, let user, _) = phase else { return [] }
+        switch frame.event {
+        case "pusher_internal:subscription_succeeded":
+            phase = .signedIn(socketID: socketID, user: user, subscribed: true)
+            return [.subscriptionSucceeded(channel: user.serverToUserChannel)]
+        case "pusher:subscription_error":
+            let error = ProtocolEventData.subscriptionError(channel: user.serverToUserChannel, data: frame.data)
+            return [.subscriptionFailed(channel: user.serverToUserChannel, error: error)]
+        default:
+            if EventName.isProtocolEvent(frame.event) {
+                return [.ignoredFrame(event: frame.event, reason: "protocol event on the user's channel")]
+            }
+            return [.user(.event(PusherEvent(name: frame.event, channel: frame.channel, data: frame.data, userID: frame.userID)))]
+        }
+    }
+
+    /// `pusher_internal:watchlist_events` with `{"events":[{"name","user_ids"}]}`.
+    func watchlistEvents(data: String?) -> [Action] {
+        guard user != nil else {
+            return [.ignoredFrame(event: "pusher_internal:watchlist_events", reason: "not signed in")]
+        }
+        guard let events = ProtocolEventData.watchlistEvents(from: data) else {
+            return [.ignoredFrame(event: "pusher_internal:watchlist_events", reason: "malformed watchlist data")]
+        }
+        return events.map { .user(.watchlist($0)) }
+    }
+
+    private mutating func fail(socketID: String, _ error: PusherError) -> [Action] {
+        phase = .failed(socketID: socketID)
+        return [.user(.signInFailed(error))]
+    }
+}
