@@ -11,6 +11,14 @@ public struct PusherEventPublish: Sendable, Equatable {
     /// HTTP API or client event.
     public var via: PusherDelivery
 
+    /// The event name of a `terminate_user` message: not an event but `POST
+    /// /apps/ID/users/<id>/terminate_connections` for the user of `#server-to-user-<id>` in
+    /// ``channel``. A `pusher_internal:` name, which no rule may render, so it cannot be mistaken.
+    public static let terminateUserEvent = "pusher_internal:terminate_connections"
+
+    /// Whether this message terminates the connections of a user rather than sending an event.
+    public var terminatesUser: Bool { event == Self.terminateUserEvent }
+
     public init(rule: String, channel: String, event: String, data: String, via: PusherDelivery) {
         self.rule = rule
         self.channel = channel

@@ -33,7 +33,7 @@ public struct PusherUser: Sendable, Hashable {
         guard case .string(let id)? = members["id"] else {
             throw .invalidArgument("user_data has no string 'id'")
         }
-        if let problem = Self.problem(withID: id) { throw .invalidArgument(problem) }
+        if let problem = UserID.problem(with: id) { throw .invalidArgument(problem) }
         var watchlist: [String] = []
         switch members["watchlist"] {
         case .raw(let text)?:
@@ -69,22 +69,8 @@ public struct PusherUser: Sendable, Hashable {
         ])
     }
 
-    /// The most ids a watchlist may hold; the server keeps the first 100 and reports 4302.
-    public static let watchlistLimit = 100
-
-    /// Why `id` is not a user id, or `nil`: 1–200 characters of `A-Z a-z 0-9 _ - = @ , . ;`.
-    public static func problem(withID id: String) -> String? {
-        if id.isEmpty { return "user id is empty" }
-        if id.utf8.count > 200 { return "user id is longer than 200 characters" }
-        for byte in id.utf8 where !ChannelName.isChannelNameByte(byte) {
-            let shown = byte < 0x80 ? String(UnicodeScalar(byte)) : "non-ASCII"
-            return "user id contains '\(shown)'; allowed are A-Z a-z 0-9 _ - = @ , . ;"
-        }
-        return nil
-    }
-
     /// The channel the server delivers this user's events on: `#server-to-user-<id>`.
-    public var serverToUserChannel: String { "#server-to-user-" + id }
+    public var serverToUserChannel: String { UserID.serverToUserChannel(id) }
 }
 
 /// What a signed-in connection learns about users (``PusherClient/userUpdates()``).

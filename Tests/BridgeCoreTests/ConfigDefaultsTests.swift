@@ -75,7 +75,7 @@ struct ConfigDefaultsTests {
         let errors = Fixture.errors(text)
         #expect(
             errors == [
-                "/etc/bridges.conf:6: error: bridge.factory.pusher.auth_headers: auth_headers only apply with auth_endpoint",
+                "/etc/bridges.conf:6: error: bridge.factory.pusher.auth_headers: auth_headers only apply with auth_endpoint or user_auth_endpoint",
                 // The multi-line user name ends in a newline, which the MQTT client refuses (MQTTClientLimits).
                 "/etc/bridges.conf:9: error: bridge.factory.mqtt.username: contains the control character U+000A, which the MQTT client (libmosquitto) refuses",
                 "/etc/bridges.conf:12: error: bridge.factory.mqtt.clien_id: unknown key 'clien_id' (did you mean 'client_id'?)",

@@ -207,11 +207,11 @@ import Testing
         #expect(json == #"{"id":"dev-1","user_info":{"a":1},"watchlist":["x","y"]}"#)
         let user = try PusherUser(userData: json)
         #expect(user.id == "dev-1" && user.watchlist == ["x", "y"] && user.userData == json)
-        #expect(PusherUser.problem(withID: String(repeating: "a", count: 200)) == nil)
-        #expect(PusherUser.problem(withID: String(repeating: "a", count: 201)) != nil)
-        #expect(PusherUser.problem(withID: "") != nil)
-        #expect(PusherUser.problem(withID: "caf\u{e9}") != nil)
-        #expect(PusherUser.problem(withID: "a#b") != nil)
+        #expect(UserID.problem(with: String(repeating: "a", count: 200)) == nil)
+        #expect(UserID.problem(with: String(repeating: "a", count: 201)) != nil)
+        #expect(UserID.problem(with: "") != nil)
+        #expect(UserID.problem(with: "caf\u{e9}") != nil)
+        #expect(UserID.problem(with: "a#b") != nil)
     }
 
     @Test func endpointRepliesAreDecoded() throws {

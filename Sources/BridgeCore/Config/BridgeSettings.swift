@@ -22,12 +22,15 @@ public struct BridgeSettings: Sendable, Equatable {
     public var webhooks: BridgeWebhookSettings?
     /// `[bridge.cluster]` (docs/contract.md §7.4); nil when this daemon runs the bridge alone.
     public var cluster: ClusterSettings?
+    /// `[bridge.users]` (docs/contract.md §8.2); nil when not mirrored.
+    public var users: UsersSettings?
 
     public init(
         name: String, pusher: PusherSettings, mqtt: MQTTSettings, reconnect: ReconnectPolicy = .default,
         buffer: BufferSettings = BufferSettings(), rules: [BridgeRule] = [], presence: [PresenceMirrorRule] = [],
-        webhooks: BridgeWebhookSettings? = nil, cluster: ClusterSettings? = nil
+        webhooks: BridgeWebhookSettings? = nil, cluster: ClusterSettings? = nil, users: UsersSettings? = nil
     ) {
+        self.users = users
         self.webhooks = webhooks
         self.name = name
         self.pusher = pusher

@@ -52,8 +52,8 @@ extension LoadContext {
             }
         }
         settings.authHeaders = reader.stringTable("auth_headers") ?? [:]
-        if !settings.authHeaders.isEmpty, reader.has("auth_endpoint") == false {
-            report(reader.path.key("auth_headers"), "auth_headers only apply with auth_endpoint")
+        if !settings.authHeaders.isEmpty, !reader.has("auth_endpoint"), !reader.has("user_auth_endpoint") {
+            report(reader.path.key("auth_headers"), "auth_headers only apply with auth_endpoint or user_auth_endpoint")
         }
         // The Pusher client's own limits (PusherClientLimits, checked again when the client is made).
         if let timeout = reader.duration("activity_timeout") {
@@ -98,6 +98,7 @@ extension LoadContext {
         if let limit = reader.size("max_event_bytes", in: 1...(10 * 1024 * 1024)) { settings.maxEventBytes = limit }
         if let lanes = reader.int("api_lanes", in: 1...64) { settings.apiLanes = lanes }
         if let connections = reader.int("connections", in: 1...3) { settings.connections = connections }
+        readSignIn(reader, into: &settings)
         return key == nil ? nil : settings
     }
 

@@ -130,22 +130,31 @@ extension LoadContext {
             }
         }
         let via = reader.choice("via", PusherDelivery.self) ?? .http
+        let target = readTarget(reader, via: via)
         var channel: NameTemplate?
         var event: NameTemplate?
-        if let filter {
+        if let filter, let target {
             let context = NameTemplate.Context.mqttMessage(captures: filter.singleLevelWildcards, multiLevel: filter.hasMultiLevelWildcard)
-            if let source = reader.nonEmptyString("channel", required: true) {
+            if let source = reader.nonEmptyString(target.rawValue, required: true) {
                 switch NameTemplate.parse(source, context: context) {
                 case .success(let template):
-                    if let problem = Self.channelTemplateProblem(template, filter: filter, via: via) {
-                        report(reader.path.key("channel"), problem)
+                    let problem =
+                        target == .channel
+                        ? Self.channelTemplateProblem(template, filter: filter, via: via)
+                        : Self.userTemplateProblem(template, filter: filter)
+                    if let problem {
+                        report(reader.path.key(target.rawValue), problem)
                     } else {
                         channel = template
                     }
-                case .failure(let problem): report(reader.path.key("channel"), problem.description)
+                case .failure(let problem): report(reader.path.key(target.rawValue), problem.description)
                 }
             }
-            if let source = reader.nonEmptyString("event", required: true) {
+            if target == .terminateUser {
+                if case .success(let constant) = NameTemplate.parse(PusherEventPublish.terminateUserEvent, context: context) {
+                    event = constant
+                }
+            } else if let source = reader.nonEmptyString("event", required: true) {
                 switch NameTemplate.parse(source, context: context) {
                 case .success(let template):
                     if let problem = Self.eventTemplateProblem(template, via: via) {
@@ -157,18 +166,20 @@ extension LoadContext {
                 }
             }
         } else {
-            _ = reader.string("channel", required: true)
-            _ = reader.string("event", required: true)
+            _ = reader.string(target?.rawValue ?? "channel", required: target != nil)
+            if target != .terminateUser { _ = reader.string("event", required: true) }
         }
         let qos = reader.qos("qos") ?? 1
         let forwardRetained = reader.bool("forward_retained") ?? false
         let payload = readPayloadMode(reader)
         let conditions = readConditions(reader)
-        guard let filter, let channel, let event, let payload, let conditions else { return nil }
-        return MQTTToPusherRule(
+        guard let filter, let target, let channel, let event, let payload, let conditions else { return nil }
+        var rule = MQTTToPusherRule(
             name: "", filter: filter, channel: channel, event: event, qos: qos, forwardRetained: forwardRetained, payload: payload,
             via: via,
             conditions: conditions)
+        rule.target = target
+        return rule
     }
 
     /// Channel-name rules (docs/pusher-protocol.md §1 "Names and sizes") that hold whatever the message.
@@ -193,6 +204,48 @@ extension LoadContext {
                 return "client events are only allowed on private- and presence- channels (not encrypted ones)"
             }
         }
+        return nil
+    }
+
+    /// Which of `channel`, `to_user`, `terminate_user` the rule names (exactly one), or `nil`
+    /// after reporting why not.
+    private func readTarget(_ reader: TableReader, via: PusherDelivery) -> PusherTarget? {
+        let named = [PusherTarget.channel, .user, .terminateUser].filter { reader.has($0.rawValue) }
+        guard let target = named.first else {
+            report(reader.path.key("channel"), "required key is missing (or to_user, or terminate_user)")
+            return nil
+        }
+        if named.count > 1 {
+            report(
+                reader.path.key(named[1].rawValue),
+                "a rule sends to one of channel, to_user or terminate_user; this one also has \(target.rawValue)")
+            return nil
+        }
+        if target != .channel, via == .clientEvent {
+            report(reader.path.key("via"), "\(target.rawValue) goes through the HTTP API; via = \"client-event\" only applies to channels")
+            return nil
+        }
+        if target == .terminateUser {
+            for key in ["event", "payload"] where reader.has(key) {
+                report(reader.path.key(key), "terminate_user sends no event: the message's payload is ignored; remove \(key)")
+            }
+        }
+        return target
+    }
+
+    /// User-id rules (1–200 characters of the channel-name alphabet) that hold whatever the message.
+    static func userTemplateProblem(_ template: NameTemplate, filter: TopicFilter) -> String? {
+        for byte in template.literalText.utf8 where !ChannelName.isChannelNameByte(byte) {
+            let shown = byte < 0x80 ? String(UnicodeScalar(byte)) : "non-ASCII"
+            return "'\(shown)' can never appear in a user id; allowed are A-Z a-z 0-9 _ - = @ , . ;"
+        }
+        if template.uses(.topic), filter.levels.count > 1 {
+            return "{topic} always contains '/' for the filter \"\(filter.text)\", which is not allowed in user ids"
+        }
+        if template.literalText.utf8.count > UserID.maxLength {
+            return "is longer than \(UserID.maxLength) characters before any placeholder is filled"
+        }
+        if template.segments.isEmpty { return "must not be empty" }
         return nil
     }
 

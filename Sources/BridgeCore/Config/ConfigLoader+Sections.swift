@@ -13,13 +13,13 @@ import TOMLKit
 extension LoadContext {
     static let rootKeys = ["daemon", "bridge"]
     static let daemonKeys = ["log_level", "log_format", "metrics", "state_dir", "shutdown_grace", "webhooks"]
-    static let bridgeKeys = ["name", "pusher", "mqtt", "reconnect", "buffer", "rule", "presence", "webhooks", "cluster"]
+    static let bridgeKeys = ["name", "pusher", "mqtt", "reconnect", "buffer", "rule", "presence", "webhooks", "cluster", "users"]
     static let pusherKeys = [
         "key", "app_id", "secret", "secret_file", "cluster", "host", "port", "tls", "rest_host", "rest_port", "ca_file",
         "auth_endpoint", "auth_headers", "activity_timeout", "pong_timeout", "encryption_master_key_base64",
         "encryption_master_key_base64_file", "user_id", "user_info", "max_event_bytes", "api_lanes",
         "connections",
-    ]
+    ] + userPusherKeys
     static let mqttKeys = [
         "host", "port", "tls", "ca_file", "cert_file", "key_file", "tls_insecure", "client_id", "username", "password",
         "password_file", "protocol", "clean_session", "keepalive", "session_expiry", "status_topic", "dead_letter_topic",
@@ -28,7 +28,9 @@ extension LoadContext {
     static let bufferKeys = ["max_messages", "max_bytes", "overflow", "persist"]
     static let pusherRuleKeys =
         ["name", "from", "channel", "events", "topic", "qos", "retain", "payload"] + payloadRuleKeys + channelPrefixKeys
-    static let mqttRuleKeys = ["name", "from", "topic", "channel", "event", "qos", "forward_retained", "payload", "via"] + payloadRuleKeys
+    static let mqttRuleKeys =
+        ["name", "from", "topic", "channel", "to_user", "terminate_user", "event", "qos", "forward_retained", "payload", "via"]
+        + payloadRuleKeys
     static let presenceKeys = ["channel", "topic", "qos"] + channelPrefixKeys
 
     func readRoot(_ root: TOMLTable) -> BridgeConfiguration {
@@ -135,6 +137,7 @@ extension LoadContext {
         let buffer = reader.subtable("buffer").map(readBuffer) ?? BufferSettings()
         let webhooks = reader.subtable("webhooks").flatMap(readWebhooks)
         let cluster = reader.subtable("cluster").flatMap { readCluster($0, mqtt: mqtt, mqttPath: reader.path.key("mqtt")) }
+        let users = reader.subtable("users").flatMap(readUsers)
 
         var rules: [BridgeRule] = []
         var ruleNames: Set<String> = []
@@ -170,8 +173,9 @@ extension LoadContext {
         }
         let bridge = BridgeSettings(
             name: name, pusher: pusher, mqtt: mqtt, reconnect: reconnect, buffer: buffer, rules: rules, presence: presence,
-            webhooks: webhooks, cluster: cluster)
+            webhooks: webhooks, cluster: cluster, users: users)
         checkCredentials(bridge, path: reader.path)
+        checkSignIn(bridge, path: reader.path)
         checkDerivedMQTTIdentity(bridge, path: reader.path)
         return bridge
     }

@@ -2,10 +2,24 @@ import BridgeVocabulary
 import MQTTVocabulary
 import PusherProtocol
 
-/// A `from = "mqtt"` rule: messages matching a filter → a Pusher channel and event.
+/// What an MQTT → Pusher rule sends to (docs/contract.md §8.2).
+public enum PusherTarget: String, Sendable, Equatable {
+    /// `channel`: an event on a channel.
+    case channel
+    /// `to_user`: an event to every signed-in connection of a user (`#server-to-user-<id>`).
+    case user = "to_user"
+    /// `terminate_user`: close every connection of a user (the payload is ignored).
+    case terminateUser = "terminate_user"
+}
+
+/// A `from = "mqtt"` rule: messages matching a filter → a Pusher channel and event (or a user's
+/// connections, or their termination).
 public struct MQTTToPusherRule: Sendable, Equatable {
     public var name: String
     public var filter: TopicFilter
+    /// What `channel` renders: a channel name, or a user id (`to_user`, `terminate_user`).
+    public var target: PusherTarget = .channel
+    /// The template of `channel`, `to_user` or `terminate_user` (see ``target``).
     public var channel: NameTemplate
     public var event: NameTemplate
     /// Subscription QoS, default 1.

@@ -46,6 +46,12 @@ public struct PusherSettings: Sendable, Equatable {
     /// `connections`, default 1 (1…3): independent connections, each holding every channel the
     /// bridge holds; their events are merged (docs/pusher-merge.md).
     public var connections = 1
+    /// `sign_in`, default false: sign in as `user_id` on every connection (docs/contract.md §8.2).
+    public var signIn = false
+    /// `user_auth_endpoint`: signs the sign-in instead of `secret` (the endpoint chooses the user).
+    public var userAuthEndpoint: String?
+    /// `watchlist`: at most 100 user ids whose online/offline the bridge is told (needs `sign_in`).
+    public var watchlist: [String] = []
 
     public init(
         key: String, appID: String? = nil, secret: Secret? = nil, cluster: String? = "mt1", host: String = "ws-mt1.pusher.com",

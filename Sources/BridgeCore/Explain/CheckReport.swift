@@ -41,6 +41,13 @@ public enum CheckReport {
                 + ", HTTP API \(pusher.useTLS ? "https" : "http")://\(pusher.restHost):\(pusher.restPort)"
                 + ", auth: \(auth.isEmpty ? "none (public channels only)" : auth.joined(separator: ", "))"
                 + ", max_event_bytes \(pusher.maxEventBytes), api_lanes \(pusher.apiLanes)")
+        if pusher.signIn {
+            let by = pusher.userAuthEndpoint.map { "user auth endpoint \($0)" } ?? "the secret"
+            lines.append(
+                "  pusher  signs in as \(pusher.userAuthEndpoint == nil ? pusher.userID ?? "" : "the endpoint's user") (signed with \(by))"
+                    + (pusher.watchlist.isEmpty ? "" : ", watchlist of \(pusher.watchlist.count)")
+                    + (bridge.users.map { ", users -> \($0.topic)/<id>/online and \($0.topic)/<id>/events/<event>" } ?? ""))
+        }
         if pusher.connections > 1 {
             // Pusher counts a message per subscriber it reaches: every connection is one.
             lines.append(
@@ -97,7 +104,7 @@ public enum CheckReport {
             case .mqttToPusher(let rule):
                 table.rows.append([
                     rule.name, "mqtt -> pusher", "topic \(rule.filter.text)",
-                    "channel \(rule.channel.source) event \(rule.event.source) via \(rule.via.rawValue)", "\(rule.qos)",
+                    Self.target(of: rule), "\(rule.qos)",
                     rule.forwardRetained ? "forwarded" : "not forwarded", rule.payload.description,
                 ])
             }
@@ -178,5 +185,14 @@ public enum CheckReport {
         }
         if seconds > 0 { text += "\(seconds)s" }
         return text
+    }
+
+    /// The target column of an MQTT → Pusher rule.
+    static func target(of rule: MQTTToPusherRule) -> String {
+        switch rule.target {
+        case .channel: "channel \(rule.channel.source) event \(rule.event.source) via \(rule.via.rawValue)"
+        case .user: "to_user \(rule.channel.source) event \(rule.event.source)"
+        case .terminateUser: "terminate_user \(rule.channel.source)"
+        }
     }
 }

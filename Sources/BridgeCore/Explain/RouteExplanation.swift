@@ -31,8 +31,21 @@ public enum RouteExplanation {
             }
             for event in routing.events {
                 explained.insert(event.rule)
-                lines.append(
-                    "  rule \(event.rule): MATCH -> pusher channel \"\(event.channel)\" event \"\(event.event)\" via \(event.via.rawValue)")
+                if let user = UserID.ofServerToUserChannel(event.channel) {
+                    // `to_user`, `terminate_user` (docs/contract.md §8.2).
+                    if event.terminatesUser {
+                        lines.append(
+                            "  rule \(event.rule): MATCH -> terminate the connections of user \"\(user)\" "
+                                + "(POST /apps/ID/users/\(user)/terminate_connections; the payload is ignored)")
+                        continue
+                    }
+                    lines.append(
+                        "  rule \(event.rule): MATCH -> user \"\(user)\" (every signed-in connection, channel \(event.channel)) "
+                            + "event \"\(event.event)\"")
+                } else {
+                    lines.append(
+                        "  rule \(event.rule): MATCH -> pusher channel \"\(event.channel)\" event \"\(event.event)\" via \(event.via.rawValue)")
+                }
                 lines.append("    data (\(event.data.utf8.count) bytes): \(event.data)")
                 lines += payloadLines(event.rule, target: event.channel + " " + event.event)
             }

@@ -5,6 +5,8 @@ import MQTTVocabulary
 public enum DeadLetterReason: Sendable, Equatable, CustomStringConvertible {
     /// The rendered channel name breaks Pusher's channel-name rules.
     case invalidChannelName(String, problem: String)
+    /// The rendered user id (`to_user`, `terminate_user`) breaks the user-id rules.
+    case invalidUserID(String, problem: String)
     /// The rendered event name is too long or reserved.
     case invalidEventName(String, problem: String)
     /// The rendered topic cannot be published to.
@@ -25,6 +27,7 @@ public enum DeadLetterReason: Sendable, Equatable, CustomStringConvertible {
     public var code: String {
         switch self {
         case .invalidChannelName: "invalid_channel"
+        case .invalidUserID: "invalid_user"
         case .invalidEventName: "invalid_event"
         case .invalidTopic: "invalid_topic"
         case .dataTooLarge: "too_large"
@@ -38,6 +41,7 @@ public enum DeadLetterReason: Sendable, Equatable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .invalidChannelName(let name, let problem): "rendered channel \"\(name)\" is invalid: \(problem)"
+        case .invalidUserID(let id, let problem): "rendered user id \"\(id)\" is invalid: \(problem)"
         case .invalidEventName(let name, let problem): "rendered event \"\(name)\" is invalid: \(problem)"
         case .invalidTopic(let topic, let problem): "rendered topic \"\(topic)\" is invalid: \(problem)"
         case .dataTooLarge(let bytes, let limit): "event data is \(bytes) bytes, over max_event_bytes (\(limit))"

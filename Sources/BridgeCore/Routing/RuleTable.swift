@@ -116,9 +116,24 @@ public struct RuleTable: Sendable {
                 deadLetter(Self.reason(gap, in: "the channel template"))
                 continue
             }
-            if let problem = ChannelName.problem(with: channel) {
-                deadLetter(.invalidChannelName(channel, problem: problem))
-                continue
+            if rule.target == .channel {
+                if let problem = ChannelName.problem(with: channel) {
+                    deadLetter(.invalidChannelName(channel, problem: problem))
+                    continue
+                }
+            } else {
+                // `to_user`, `terminate_user`: the rendered user id (docs/contract.md §8.2).
+                if let problem = UserID.problem(with: channel) {
+                    deadLetter(.invalidUserID(channel, problem: problem))
+                    continue
+                }
+                channel = UserID.serverToUserChannel(channel)
+                if rule.target == .terminateUser {
+                    routing.events.append(
+                        PusherEventPublish(
+                            rule: rule.name, channel: channel, event: PusherEventPublish.terminateUserEvent, data: "", via: .http))
+                    continue
+                }
             }
             var event = ""
             if let gap = rule.event.render(into: &event, values: values, payload: &document, escapingLevels: false) {

@@ -87,6 +87,8 @@ public struct BridgeSupervisor: Sendable {
     public var pause = DeliveryPause()
     /// When the allocator's free pages go back after a backlog drained.
     public private(set) var memory = MemoryRelease()
+    /// `[bridge.users]` (docs/contract.md §8.2); nil when not mirrored.
+    public internal(set) var users: UsersMirror?
     /// Whether the bridge was told to stop (it stops once).
     public private(set) var isStopping = false
 
@@ -98,6 +100,7 @@ public struct BridgeSupervisor: Sendable {
         discovery = ChannelDiscovery(rules: settings.discoveryRules, fixedChannels: settings.pusherChannels, backoff: settings.reconnect)
         cluster = settings.cluster.map { SupervisedCluster(settings: $0, bridge: settings, incarnation: incarnation, startedAt: startedAt) }
         webhooks = WebhookReceiver(settings: settings)
+        users = settings.users.map(UsersMirror.init(settings:))
     }
 
     /// How often the runtime's housekeeping runs (spool syncs, gauges, the watchdog's heartbeat).
@@ -191,7 +194,7 @@ public struct BridgeSupervisor: Sendable {
     /// discovery poll or retry, a membership deadline (heartbeats, timeouts: a frozen process is
     /// noticed by the gap between them), a held report's publish. Nil: nothing until the next event.
     public var nextDeadline: Instant? {
-        [bridge.nextShapingDeadline, discovery.nextDeadline, cluster?.membership.nextDeadline, cluster?.pendingHeldDue]
+        [bridge.nextShapingDeadline, discovery.nextDeadline, cluster?.membership.nextDeadline, cluster?.pendingHeldDue, users?.nextDeadline]
             .compactMap { $0 }.min()
     }
 
@@ -211,6 +214,9 @@ public struct BridgeSupervisor: Sendable {
         }
         if let report = cluster?.heldReportDue(now: now.instant) {
             actions.append(.publishMembership(report))
+        }
+        if let due = users?.nextDeadline, due <= now.instant {
+            actions += usersPublish(now) { $0.tick(now: now.instant) }
         }
         return actions
     }
