@@ -18,4 +18,6 @@ public enum PusherLimits {
     public static let userIDLength = 128
     /// Client events one connection may send per second (over → 4301).
     public static let clientEventsPerSecond = 10
+    /// Most user ids a signed-in user's `watchlist` may hold (over → `pusher:error` 4302).
+    public static let watchlistIDs = 100
 }
