@@ -29,7 +29,7 @@ public struct PusherHTTPClient: Sendable {
     /// The 32-byte encryption master key: events for `private-encrypted-` channels are sealed
     /// with SHA-256(channel ‖ key) before sending, as Pusher's server libraries do.
     public var encryptionMasterKey: [UInt8]?
-    private let signature: RequestSignature
+    let signature: RequestSignature
     /// Scheme, host, port and trusted CA file (HTTPS only): the pool's key for its connections.
     private let endpoint: PusherHTTPEndpoint
     private let connectionPool: PusherHTTPConnectionPool
@@ -206,7 +206,7 @@ public struct PusherHTTPClient: Sendable {
         return wire
     }
 
-    private func validate(_ event: PusherBatchEvent) throws(PusherHTTPError) {
+    func validate(_ event: PusherBatchEvent) throws(PusherHTTPError) {
         if let problem = ChannelName.problem(with: event.channel) { throw .invalidRequest(problem) }
         if let problem = EventName.problem(with: event.name) { throw .invalidRequest(problem) }
         if event.data.utf8.count > maxEventBytes {
@@ -217,7 +217,7 @@ public struct PusherHTTPClient: Sendable {
         }
     }
 
-    private func send(
+    func send(
         method: HTTPMethod,
         path: String,
         params: [(String, String)] = [],

@@ -19,4 +19,16 @@ public struct AppCounters: Sendable, Equatable {
     public var refusedSubscriptions = 0
     /// Client events refused (not subscribed, wrong channel kind, rate limit, …).
     public var refusedClientEvents = 0
+    /// `pusher:signin`s accepted.
+    public var signins = 0
+    /// `pusher:signin`s refused (bad data, forged signature, another user on a signed-in connection, …).
+    public var refusedSignins = 0
+    /// Watchlists cut to their first 100 ids (`pusher:error` 4302 sent).
+    public var watchlistsTruncated = 0
+    /// `pusher_internal:watchlist_events` frames sent (one per recipient).
+    public var watchlistEvents = 0
+    /// Connections closed by `POST /apps/ID/users/USER/terminate_connections`.
+    public var connectionsTerminated = 0
+    /// Connections closed because they did not sign in within the sign-in timeout.
+    public var signinTimeouts = 0
 }

@@ -1,31 +1,7 @@
 import PusherProtocol
 
-/// Channel membership: user sign-in, subscriptions (public, private, presence, cache) and client events.
+/// Channel membership: subscriptions (public, private, presence, cache) and client events.
 extension AppHub {
-    // MARK: user sign-in
-
-    /// `pusher:signin` with `auth` = KEY:HMAC(secret, `socket_id::user::user_data`) and
-    /// `user_data` (a JSON object with a string `id`); answered with `pusher:signin_success`
-    /// (docs/pusher-protocol.md §1, "User sign-in"). No `#server-to-user-` channel is kept.
-    mutating func signin(_ id: ConnectionID, data: JSONValue) -> [HubAction] {
-        guard let connection = connections[id] else { return [] }
-        guard let auth = data["auth"]?.stringValue, let userData = data["user_data"]?.stringValue else {
-            counters.badFrames += 1
-            return [.send(id, ServerFrame.error("pusher:signin needs data.auth and data.user_data strings", code: nil))]
-        }
-        let expected = PusherAuth.userAuth(key: app.key, secret: app.secret, socketID: connection.socketID, userData: userData)
-        guard constantTimeEqual(auth, expected) else {
-            counters.badFrames += 1
-            return [.send(id, ServerFrame.error("Invalid signature for pusher:signin", code: nil))]
-        }
-        guard let user = try? JSONValue.parse(userData), let userID = user["id"]?.stringValue, !userID.isEmpty else {
-            counters.badFrames += 1
-            return [.send(id, ServerFrame.error("user_data must be a JSON object with a string 'id'", code: nil))]
-        }
-        let success = "{\"user_data\":" + jsonQuoted(userData) + "}"
-        return [.send(id, "{\"event\":\"pusher:signin_success\",\"data\":" + jsonQuoted(success) + "}")]
-    }
-
     // MARK: subscriptions
 
     mutating func refuse(_ id: ConnectionID, _ message: String, code: Int?) -> [HubAction] {
@@ -37,6 +13,9 @@ extension AppHub {
         guard let connection = connections[id] else { return [] }
         guard let channel = data["channel"]?.stringValue else {
             return refuse(id, "pusher:subscribe needs data.channel", code: nil)
+        }
+        if let owner = UserID.ofServerToUserChannel(channel) {
+            return subscribeServerToUser(id, channel: channel, owner: owner)
         }
         if let problem = ChannelName.problem(with: channel) {
             return refuse(id, "Invalid channel name '\(channel)': \(problem)", code: nil)
@@ -197,7 +176,10 @@ extension AppHub {
         actions += subscriptionCountChanged(channel, subscribers: record.subscribers)
         if record.subscribers.isEmpty {
             channels[channel] = nil
-            actions.append(.webhook(PusherWebhookEvent(name: "channel_vacated", channel: channel)))
+            // `#server-to-user-` channels are the user protocol's own: no webhooks.
+            if UserID.ofServerToUserChannel(channel) == nil {
+                actions.append(.webhook(PusherWebhookEvent(name: "channel_vacated", channel: channel)))
+            }
         } else {
             channels[channel] = record
         }
@@ -208,7 +190,9 @@ extension AppHub {
     /// every subscriber as `pusher_internal:subscription_count` `{"subscription_count":N}` and out
     /// as a `subscription_count` webhook (also with 0, just before `channel_vacated`).
     func subscriptionCountChanged(_ channel: String, subscribers: Set<ConnectionID>) -> [HubAction] {
-        guard subscriptionCountEvents, ChannelName(channel).kind != .presence else { return [] }
+        guard subscriptionCountEvents, ChannelName(channel).kind != .presence, UserID.ofServerToUserChannel(channel) == nil else {
+            return []
+        }
         var actions: [HubAction] = []
         if !subscribers.isEmpty {
             let data = "{\"subscription_count\":" + String(subscribers.count) + "}"

@@ -12,7 +12,12 @@ extension AppHub {
             return .badRequest("Too many channels: \(request.channels.count) (at most \(PusherLimits.channelsPerTrigger))")
         }
         for channel in request.channels {
-            if let problem = ChannelName.problem(with: channel) { return .badRequest("Invalid channel name '\(channel)': \(problem)") }
+            // `#server-to-user-<id>` (sendToUser): the id follows the user id rules, not the channel name's.
+            if let userID = UserID.ofServerToUserChannel(channel) {
+                if let problem = UserID.problem(with: userID) { return .badRequest("Invalid channel name '\(channel)': \(problem)") }
+            } else if let problem = ChannelName.problem(with: channel) {
+                return .badRequest("Invalid channel name '\(channel)': \(problem)")
+            }
         }
         if let socketID = request.socketID, !SocketID.isValid(socketID) {
             return .badRequest("Invalid socket_id '\(socketID)'")
@@ -57,9 +62,12 @@ extension AppHub {
     /// User ids of a presence channel, in join order.
     public func users(_ channel: String) -> [String] { channels[channel]?.memberOrder ?? [] }
 
-    /// Occupied channels (at least one subscriber), sorted, optionally filtered by prefix.
+    /// Occupied channels (at least one subscriber), sorted, optionally filtered by prefix; users'
+    /// `#server-to-user-` channels are not listed.
     public func occupiedChannels(prefix: String?) -> [String] {
-        channels.keys.filter { name in prefix.map { name.hasUTF8Prefix($0) } ?? true }.sorted()
+        channels.keys.filter { name in
+            UserID.ofServerToUserChannel(name) == nil && (prefix.map { name.hasUTF8Prefix($0) } ?? true)
+        }.sorted()
     }
 
     /// Subscriptions per channel, for the control endpoint's counters.

@@ -31,6 +31,13 @@ public struct AppHub: Sendable {
     /// subscribers as `pusher_internal:subscription_count` and as a `subscription_count` webhook
     /// (hosted Pusher's per-app "subscription count" setting; `--subscription-count`).
     public var subscriptionCountEvents = false
+    /// Whether signed-in users' watchlists get `pusher_internal:watchlist_events` (hosted
+    /// Pusher's per-app "watchlist events" setting, off by default; `--watchlist-events`).
+    public var watchlistEvents = false
+    /// How long a connection may stay without signing in before it is closed with 4009 (hosted
+    /// Pusher's per-app user authentication timeout); `nil`: never (the default). The I/O owner
+    /// keeps the time and calls ``signinDeadlineReached(_:)``.
+    public var signinTimeout: Duration?
 
     struct Connection {
         var socketID: String
@@ -41,6 +48,10 @@ public struct AppHub: Sendable {
         var presenceUser: [String: String] = [:]
         var clientEventWindowStart: ContinuousClock.Instant?
         var clientEventsInWindow = 0
+        /// The user this connection signed in as (`pusher:signin`), if it did.
+        var userID: String?
+        /// The user ids it watches (only with ``watchlistEvents`` on).
+        var watchlist: [String] = []
     }
 
     struct Member {
@@ -63,6 +74,10 @@ public struct AppHub: Sendable {
     var socketIndex: [String: ConnectionID] = [:]
     var channels: [String: Channel] = [:]
     var cache: [String: CachedEvent] = [:]
+    /// Signed-in user id → its signed-in connections (a user is online while this is non-empty).
+    var users: [String: Set<ConnectionID>] = [:]
+    /// Watched user id → the connections whose watchlist names it.
+    var watchers: [String: Set<ConnectionID>] = [:]
     /// The app's counters (`internal(set)`: the hub's extension files count too).
     public internal(set) var counters = AppCounters()
 
@@ -89,10 +104,11 @@ public struct AppHub: Sendable {
         return [.send(id, ServerFrame.connectionEstablished(socketID: socketID, activityTimeout: activityTimeoutSeconds))]
     }
 
-    /// A connection ended: it leaves every channel (member_removed, channel_vacated).
+    /// A connection ended: it leaves every channel (member_removed, channel_vacated), and its
+    /// user goes offline if this was the user's last signed-in connection.
     public mutating func disconnected(_ id: ConnectionID) -> [HubAction] {
         guard let connection = connections[id] else { return [] }
-        var actions: [HubAction] = []
+        var actions = signedOut(id)
         for channel in connection.channels.sorted() {
             actions += leave(id, channel: channel)
         }
@@ -156,6 +172,7 @@ public struct AppHub: Sendable {
         case "pusher:signin":
             guard let data = Self.objectData(message["data"]) else {
                 counters.badFrames += 1
+                counters.refusedSignins += 1
                 return [.send(id, ServerFrame.error("pusher:signin needs a data object", code: nil))]
             }
             return signin(id, data: data)

@@ -22,6 +22,7 @@ final class AppRegistry: Sendable {
         let apps = configuration.apps.map {
             LiveApp(
                 app: $0, activityTimeoutSeconds: seconds, subscriptionCountEvents: configuration.subscriptionCountEvents,
+                users: configuration.userSettings(appID: $0.id),
                 webhooks: webhooks,
                 logger: logger)
         }

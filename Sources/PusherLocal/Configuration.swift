@@ -48,6 +48,11 @@ public struct PusherLocalConfiguration: Sendable {
     /// (`pusher_internal:subscription_count` to subscribers, `subscription_count` webhooks);
     /// hosted Pusher has this as a per-app setting, off by default.
     public var subscriptionCountEvents: Bool
+    /// The user-level settings of every app (watchlist events, sign-in timeout), unless
+    /// ``usersPerApp`` names the app.
+    public var users: PusherLocalUserSettings
+    /// User-level settings of single apps, by app id; they replace ``users`` for that app.
+    public var usersPerApp: [String: PusherLocalUserSettings]
     /// Largest WebSocket frame accepted or sent. Pusher allows 10 KB of data, which can grow to
     /// ~60 KB after JSON escaping; swift-websocket's default of 16 KiB would close silently.
     public var maxFrameSize: Int
@@ -69,6 +74,8 @@ public struct PusherLocalConfiguration: Sendable {
         webhookURL: String? = nil,
         webhooks: WebhookSettings = WebhookSettings(),
         subscriptionCountEvents: Bool = false,
+        users: PusherLocalUserSettings = PusherLocalUserSettings(),
+        usersPerApp: [String: PusherLocalUserSettings] = [:],
         maxFrameSize: Int = 256 * 1024,
         maxBodySize: Int = 1024 * 1024,
         maxQueuedFrames: Int = 1_000_000,
@@ -83,6 +90,8 @@ public struct PusherLocalConfiguration: Sendable {
         self.webhookURL = webhookURL
         self.webhooks = webhooks
         self.subscriptionCountEvents = subscriptionCountEvents
+        self.users = users
+        self.usersPerApp = usersPerApp
         self.maxFrameSize = maxFrameSize
         self.maxBodySize = maxBodySize
         self.maxQueuedFrames = maxQueuedFrames
@@ -106,6 +115,16 @@ public struct PusherLocalConfiguration: Sendable {
             problems.append("webhook URL must start with http:// or https://")
         }
         problems += webhooks.problems
+        problems += users.problems
+        for (appID, settings) in usersPerApp.sorted(by: { $0.key < $1.key }) {
+            if !apps.contains(where: { $0.id == appID }) { problems.append("user settings name app id \(appID), which is not served") }
+            problems += settings.problems.map { "app \(appID): \($0)" }
+        }
         return problems
+    }
+
+    /// The user-level settings of app `appID`.
+    public func userSettings(appID: String) -> PusherLocalUserSettings {
+        usersPerApp[appID] ?? users
     }
 }

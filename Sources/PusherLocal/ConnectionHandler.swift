@@ -90,7 +90,21 @@ struct ConnectionHandler: Sendable {
         let monitor = ActivityClock(
             ActivityMonitor(activityTimeout: configuration.activityTimeout, pongTimeout: configuration.pongTimeout, now: .now))
         let maxFrameSize = configuration.maxFrameSize
+        let signinTimeout = live.signinTimeout
         await withTaskGroup(of: Role.self) { group in
+            if let signinTimeout {
+                group.addTask {
+                    // The app requires sign-in: the hub closes the connection with 4009 unless it
+                    // signed in by now (docs/pusher-protocol.md §1, "User sign-in").
+                    do {
+                        try await Task.sleep(for: signinTimeout)
+                    } catch {
+                        return .timer
+                    }
+                    live.signinDeadlineReached(id)
+                    return .timer
+                }
+            }
             group.addTask {
                 // Writer: the only task that writes to this socket, so frames keep their order.
                 for await item in stream {

@@ -32,6 +32,14 @@ enum ServerFrame {
         return frame
     }
 
+    /// `pusher_internal:watchlist_events` (no channel) with data
+    /// `{"events":[{"name":"online"|"offline","user_ids":[…]}]}` as a JSON string.
+    static func watchlistEvents(name: String, userIDs: [String]) -> String {
+        let data =
+            "{\"events\":[{\"name\":" + jsonQuoted(name) + ",\"user_ids\":[" + userIDs.map(jsonQuoted).joined(separator: ",") + "]}]}"
+        return "{\"event\":\"pusher_internal:watchlist_events\",\"data\":" + jsonQuoted(data) + "}"
+    }
+
     /// `pusher:cache_miss` on a cache channel that has no event to replay.
     static func cacheMiss(channel: String) -> String {
         "{\"event\":\"pusher:cache_miss\",\"channel\":" + jsonQuoted(channel) + "}"

@@ -36,6 +36,10 @@ struct HTTPAPIResponder: HTTPResponder {
             if path == "/" {
                 return Self.text(200, "pusher-local: a Pusher-compatible development server\n")
             }
+            if segments.first == "users" {
+                // pusher-http-python 3.3 sends terminate_user_connections here, without /apps/ID.
+                return Self.text(404, "Not found: \(path) (the HTTP API is under /apps/ID/, e.g. /apps/ID\(path))")
+            }
             return Self.text(404, "Not found: \(path)")
         } catch let error as APIError {
             logger.debug(
@@ -58,7 +62,8 @@ struct HTTPAPIResponder: HTTPResponder {
             body: .init(byteBuffer: ByteBuffer(string: text)))
     }
 
-    /// `/apps/ID/events`, `/apps/ID/batch_events`, `/apps/ID/channels[/C[/users]]`.
+    /// `/apps/ID/events`, `/apps/ID/batch_events`, `/apps/ID/channels[/C[/users]]`,
+    /// `/apps/ID/users/USER/terminate_connections`.
     func api(_ method: HTTPRequest.Method, path: String, segments: [String], query: [(String, String)], body: [UInt8]) async throws
         -> Response
     {
@@ -88,6 +93,8 @@ struct HTTPAPIResponder: HTTPResponder {
             return try channel(live, name: rest[1], query: query)
         case (.get, 3, "channels") where rest[2] == "users":
             return try users(live, channel: rest[1])
+        case (.post, 3, "users") where rest[2] == "terminate_connections":
+            return try terminateUserConnections(live, userID: rest[1])
         default:
             throw APIError(status: 404, message: "Not found: \(method.rawValue) \(path)")
         }
@@ -234,6 +241,15 @@ struct HTTPAPIResponder: HTTPResponder {
             return out + "}"
         }
         return Self.json(body)
+    }
+
+    /// `POST /apps/ID/users/USER/terminate_connections` (body `{}`): closes every signed-in
+    /// connection of the user with 4009 (docs/pusher-protocol.md §2, "Endpoints"); answers `{}`.
+    func terminateUserConnections(_ live: LiveApp, userID: String) throws(APIError) -> Response {
+        if let problem = UserID.problem(with: userID) { throw APIError.badRequest("Invalid user id: \(problem)") }
+        let closed = live.terminateUserConnections(userID)
+        logger.debug("User connections terminated", metadata: ["pusher.user_id": "\(userID)", "pusher.connections": "\(closed)"])
+        return Self.json("{}")
     }
 
     /// `GET /apps/ID/channels/C/users` — presence channels only.

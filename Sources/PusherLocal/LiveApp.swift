@@ -46,10 +46,14 @@ final class LiveApp: Sendable {
     let webhooks: WebhookSender?
     let logger: Logger
 
-    init(app: PusherLocalApp, activityTimeoutSeconds: Int, subscriptionCountEvents: Bool = false, webhooks: WebhookSender?, logger: Logger)
-    {
+    init(
+        app: PusherLocalApp, activityTimeoutSeconds: Int, subscriptionCountEvents: Bool = false,
+        users: PusherLocalUserSettings = PusherLocalUserSettings(), webhooks: WebhookSender?, logger: Logger
+    ) {
         self.app = app
-        let hub = AppHub(app: app, activityTimeoutSeconds: activityTimeoutSeconds, subscriptionCountEvents: subscriptionCountEvents)
+        var hub = AppHub(app: app, activityTimeoutSeconds: activityTimeoutSeconds, subscriptionCountEvents: subscriptionCountEvents)
+        hub.watchlistEvents = users.watchlistEvents
+        hub.signinTimeout = users.signinTimeout
         self.state = Locked(State(hub: hub))
         self.webhooks = webhooks
         var logger = logger
@@ -136,7 +140,7 @@ final class LiveApp: Sendable {
             let after = state.hub.counters
             let refused =
                 after.badFrames > before.badFrames || after.refusedSubscriptions > before.refusedSubscriptions
-                || after.refusedClientEvents > before.refusedClientEvents
+                || after.refusedClientEvents > before.refusedClientEvents || after.refusedSignins > before.refusedSignins
             return (refused, actions)
         }
         if refused {
@@ -144,6 +148,22 @@ final class LiveApp: Sendable {
             logger.debug("Frame refused", metadata: ["pusher.frame": "\(text.prefix(200))"])
         }
     }
+
+    /// The sign-in timeout of connection `id` has passed (closed with 4009 unless signed in).
+    func signinDeadlineReached(_ id: ConnectionID) {
+        perform { state in ((), state.hub.signinDeadlineReached(id)) }
+    }
+
+    /// `POST /apps/ID/users/USER/terminate_connections`: the number of connections closed.
+    func terminateUserConnections(_ userID: String) -> Int {
+        perform { state in
+            let actions = state.hub.terminateUserConnections(userID)
+            return (actions.count, actions)
+        }
+    }
+
+    /// The sign-in timeout of this app's connections, if it requires sign-in.
+    var signinTimeout: Duration? { state.withLock { $0.hub.signinTimeout } }
 
     /// `digits.digits`, as Pusher's socket ids look (docs/pusher-protocol.md §1, "Handshake").
     static func makeSocketID() -> String {

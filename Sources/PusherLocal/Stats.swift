@@ -10,6 +10,8 @@ public struct PusherLocalStats: Sendable, Equatable {
     public var counters: AppCounters
     /// Webhook counters since start (all zero without `--webhook`).
     public var webhooks = WebhookCounters()
+    /// Users with at least one signed-in connection now.
+    public var onlineUsers = 0
 
     /// As JSON text.
     public var json: String {
@@ -18,6 +20,9 @@ public struct PusherLocalStats: Sendable, Equatable {
             + "\"connections_refused\":\(counters.connectionsRefused),\"events_published\":\(counters.eventsPublished),\"client_events\":\(counters.clientEvents),"
             + "\"events_delivered\":\(counters.framesDelivered),\"bad_frames\":\(counters.badFrames),"
             + "\"refused_subscriptions\":\(counters.refusedSubscriptions),\"refused_client_events\":\(counters.refusedClientEvents),"
+            + "\"users_online\":\(onlineUsers),\"signins\":\(counters.signins),\"refused_signins\":\(counters.refusedSignins),"
+            + "\"watchlists_truncated\":\(counters.watchlistsTruncated),\"watchlist_events\":\(counters.watchlistEvents),"
+            + "\"connections_terminated\":\(counters.connectionsTerminated),\"signin_timeouts\":\(counters.signinTimeouts),"
             + "\"webhooks_posted\":\(webhooks.posted),\"webhook_events_posted\":\(webhooks.eventsPosted),"
             + "\"webhooks_failed\":\(webhooks.failed),\"webhooks_retried\":\(webhooks.retried),"
             + "\"webhooks_given_up\":\(webhooks.givenUp),\"webhook_events_given_up\":\(webhooks.eventsGivenUp),"
@@ -29,7 +34,8 @@ extension LiveApp {
     func stats() -> PusherLocalStats {
         var stats = state.withLock { state in
             PusherLocalStats(
-                connections: state.hub.connectionCount, subscriptions: state.hub.subscriptionsPerChannel, counters: state.hub.counters)
+                connections: state.hub.connectionCount, subscriptions: state.hub.subscriptionsPerChannel, counters: state.hub.counters,
+                onlineUsers: state.hub.onlineUserCount)
         }
         if let webhooks { stats.webhooks = webhooks.counters(appID: app.id) }
         return stats
@@ -47,20 +53,24 @@ public struct ConnectionRecord: Sendable, Equatable {
     public var userID: String?
     /// The client's address, `ip:port` (nil when the server did not know it).
     public var remote: String?
+    /// The user it signed in as (`pusher:signin`), if it did.
+    public var signedInAs: String?
 
     /// Creates a record.
-    public init(socketID: String, channels: [String], userID: String? = nil, remote: String? = nil) {
+    public init(socketID: String, channels: [String], userID: String? = nil, remote: String? = nil, signedInAs: String? = nil) {
         self.socketID = socketID
         self.channels = channels
         self.userID = userID
         self.remote = remote
+        self.signedInAs = signedInAs
     }
 
-    /// As a JSON object: `{"socket_id","channels":[…],"user_id"?,"remote"?}`.
+    /// As a JSON object: `{"socket_id","channels":[…],"user_id"?,"remote"?,"signed_in_as"?}`.
     public var json: String {
         var out = "{\"socket_id\":" + jsonQuoted(socketID) + ",\"channels\":[" + channels.map(jsonQuoted).joined(separator: ",") + "]"
         if let userID { out += ",\"user_id\":" + jsonQuoted(userID) }
         if let remote { out += ",\"remote\":" + jsonQuoted(remote) }
+        if let signedInAs { out += ",\"signed_in_as\":" + jsonQuoted(signedInAs) }
         return out + "}"
     }
 
@@ -78,7 +88,7 @@ extension AppHub {
             let firstPresence = connection.presenceUser.keys.sorted().first
             return ConnectionRecord(
                 socketID: connection.socketID, channels: connection.channels.sorted(),
-                userID: firstPresence.flatMap { connection.presenceUser[$0] }, remote: connection.remote)
+                userID: firstPresence.flatMap { connection.presenceUser[$0] }, remote: connection.remote, signedInAs: connection.userID)
         }
     }
 }

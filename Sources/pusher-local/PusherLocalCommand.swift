@@ -82,6 +82,21 @@ struct PusherLocalCommand: AsyncParsableCommand {
         help: "Announce subscription counts of non-presence channels (pusher_internal:subscription_count, subscription_count webhooks).")
     var subscriptionCount = false
 
+    @Flag(
+        name: .customLong("watchlist-events"),
+        help: "Send signed-in users' watchlists pusher_internal:watchlist_events (online/offline), for every app.")
+    var watchlistEvents = false
+
+    @Flag(
+        name: .customLong("require-signin"),
+        help: "Close connections that do not pusher:signin within --signin-timeout with 4009, for every app.")
+    var requireSignin = false
+
+    @Option(
+        name: .customLong("signin-timeout"),
+        help: "Seconds a connection has to sign in with --require-signin (decimals allowed, > 0 and <= 86400; default 30).")
+    var signinTimeout: String?
+
     @Option(name: .customLong("tls-cert"), help: "Serve wss:// and https:// with this PEM certificate chain (with --tls-key).")
     var tlsCertificate: String?
 
@@ -117,6 +132,12 @@ struct PusherLocalCommand: AsyncParsableCommand {
                     + "got \(webhookRetryCapMillis)"
             )
         }
+        if let signinTimeout {
+            guard let duration = Self.seconds(signinTimeout), duration > .zero else {
+                throw ValidationError("--signin-timeout must be a number of seconds > 0 and <= 86400, got '\(signinTimeout)'")
+            }
+            if !requireSignin { throw ValidationError("--signin-timeout needs --require-signin") }
+        }
         guard Self.seconds(webhookRetryMax) != nil else {
             throw ValidationError("--webhook-retry-max must be a number of seconds 0...86400, got '\(webhookRetryMax)'")
         }
@@ -137,6 +158,13 @@ struct PusherLocalCommand: AsyncParsableCommand {
             retryCap: .milliseconds(webhookRetryCapMillis),
             retryLimit: Self.seconds(webhookRetryMax) ?? .seconds(300)
         )
+    }
+
+    /// The user-level settings the flags give (every app).
+    var userSettings: PusherLocalUserSettings {
+        PusherLocalUserSettings(
+            watchlistEvents: watchlistEvents,
+            signinTimeout: requireSignin ? signinTimeout.flatMap(Self.seconds) ?? PusherLocalUserSettings.defaultSigninTimeout : nil)
     }
 
     func run() async throws {
@@ -165,6 +193,7 @@ struct PusherLocalCommand: AsyncParsableCommand {
             webhookURL: webhook,
             webhooks: webhookSettings,
             subscriptionCountEvents: subscriptionCount,
+            users: userSettings,
             tls: tls
         )
         let problems = configuration.problems
