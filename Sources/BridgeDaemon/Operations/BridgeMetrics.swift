@@ -171,6 +171,12 @@ public final class BridgeMetrics: Sendable {
         counter("pusher_mqtt_bridge_cluster_handovers_total", [("bridge", bridge), ("confirmed", confirmed ? "true" : "false")])
     }
 
+    /// `pusher_mqtt_bridge_watchlist_online{bridge}`: the watched users Pusher reports online to
+    /// the bridge's signed-in user (docs/contract.md §8.2).
+    public func watchlistOnline(bridge: String) -> CoreMetrics.Gauge {
+        gauge("pusher_mqtt_bridge_watchlist_online", [("bridge", bridge)])
+    }
+
     /// `pusher_mqtt_bridge_webhooks_total{bridge,outcome}`: webhook requests by outcome, and the
     /// events inside accepted ones that were skipped (docs/contract.md §7.2).
     public func webhooks(bridge: String, outcome: WebhookOutcome) -> CoreMetrics.Counter {
@@ -181,7 +187,7 @@ public final class BridgeMetrics: Sendable {
     /// Sources/BridgeDaemon is listed here, so none appears late).
     public static let errorKinds = [
         "pusher", "pusher_http", "mqtt_publish", "subscribe", "subscription", "spool", "start", "cluster", "mqtt_session_takeover",
-        "state", "reload",
+        "state", "reload", "pusher_sign_in",
     ]
 
     /// Creates every series `bridge` can count, at zero, so that each labelled family is in the
@@ -246,6 +252,10 @@ public final class BridgeMetrics: Sendable {
             zero(clusterChannelsHeld(bridge: name))
             _ = clusterTakeovers(bridge: name)
             for confirmed in [true, false] { _ = clusterHandovers(bridge: name, confirmed: confirmed) }
+        }
+        if bridge.users != nil {
+            zero(watchlistOnline(bridge: name))
+            rule(UsersMirror.rule, .pusherToMQTT, .none)
         }
         if bridge.webhooks != nil {
             rule(WebhookTranslator.ruleName, .pusherToMQTT, .none)

@@ -162,7 +162,8 @@ extension BridgeRuntime {
         execute(actions)
     }
 
-    /// One attempt at a batch: client events on our WebSocket, the rest in one `batch_events` request.
+    /// One attempt at a batch: client events on our WebSocket, messages to users in calls of
+    /// their own, the rest in `batch_events` requests — in the batch's order.
     private func send(_ batch: [OutboxEntry<OutgoingPusher>]) async -> PusherBatchAttempt {
         let own = pusherSocket
         let socketID = own?.socketID
@@ -172,6 +173,15 @@ extension BridgeRuntime {
         var holderSocket: (channel: String, socketID: String?)?
         for entry in batch {
             let event = entry.item.event
+            if let userID = UserID.ofServerToUserChannel(event.channel) {
+                // `to_user`, `terminate_user` (docs/contract.md §8.2): what came before goes first.
+                let before = await sendHTTP(httpEvents, own: own, socketID: socketID)
+                guard case .accepted = before else { return before }
+                httpEvents.removeAll()
+                let attempt = await sendToUser(event, userID: userID)
+                guard case .accepted = attempt else { return attempt }
+                continue
+            }
             switch event.via {
             case .clientEvent:
                 // Client events need our own subscribed connection (docs/pusher-protocol.md §1, "Client events").
@@ -188,6 +198,11 @@ extension BridgeRuntime {
                     PusherBatchEvent(channel: event.channel, name: event.event, data: event.data, socketID: holderSocket?.socketID))
             }
         }
+        return await sendHTTP(httpEvents, own: own, socketID: socketID)
+    }
+
+    /// `batch_events` with `httpEvents` (nothing to do when empty).
+    private func sendHTTP(_ httpEvents: [PusherBatchEvent], own: (connection: Int, socketID: String)?, socketID: String?) async -> PusherBatchAttempt {
         guard !httpEvents.isEmpty else { return .accepted }
         guard let rest else { return .unsendable(status: 0, body: "no app_id/secret for the HTTP API") }
         if pusherSlots.count > 1 {
@@ -203,6 +218,21 @@ extension BridgeRuntime {
         }
         do {
             _ = try await rest.triggerBatch(httpEvents)
+            return .accepted
+        } catch {
+            return PusherBatchAttempt(error)
+        }
+    }
+
+    /// A `to_user` event (`sendToUser`) or a `terminate_user` (`terminateUserConnections`).
+    private func sendToUser(_ event: PusherEventPublish, userID: String) async -> PusherBatchAttempt {
+        guard let rest else { return .unsendable(status: 0, body: "no app_id/secret for the HTTP API") }
+        do {
+            if event.terminatesUser {
+                try await rest.terminateUserConnections(userID)
+            } else {
+                try await rest.sendToUser(userID, event: event.event, data: event.data)
+            }
             return .accepted
         } catch {
             return PusherBatchAttempt(error)

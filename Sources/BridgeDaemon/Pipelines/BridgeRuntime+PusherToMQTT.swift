@@ -131,6 +131,7 @@ extension BridgeRuntime {
         case .subscriptionFailed(let channel, let error):
             pusherSubscriptionFailed(channel, connection: connection, error: error)
         case .connectionStateChanged(let change):
+            if change.current != .connected, change.previous == .connected { pusherUserSignedOut(connection: connection) }
             pusherConnectionChanged(change, connection: connection)
         case .error(let error):
             metrics.errors(bridge: name, kind: "pusher").increment()
@@ -139,8 +140,8 @@ extension BridgeRuntime {
             } else {
                 logger.warning("pusher error", metadata: ["error": "\(error)"].merging(tag(connection)) { $1 })
             }
-        case .user:
-            break
+        case .user(let update):
+            pusherUserUpdate(update, connection: connection)
         }
     }
 

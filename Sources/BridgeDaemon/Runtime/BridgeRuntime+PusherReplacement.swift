@@ -101,7 +101,7 @@ extension BridgeRuntime {
                 }
             }
             let started = ContinuousClock.now
-            let client = PusherClient(options: options, logger: Self.connectionLogger(logger, slot, of: pusherSlots.count))
+            let client = Self.makePusherClient(options: options, logger: Self.connectionLogger(logger, slot, of: pusherSlots.count))
             // The old client's connection, until the runner has ended it: not the one to wait for.
             let old = decisions.withLock { $0.pusherConnections.socketIDs[slot] }
             let channels = pusherSlots.replace(slot, with: client)

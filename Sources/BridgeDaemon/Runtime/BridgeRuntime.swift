@@ -101,7 +101,7 @@ final class BridgeRuntime: Service, Sendable {
         self.logger = logger
         let options = try ClientSettings.pusherOptions(settings)
         let clients = (0..<max(1, settings.pusher.connections)).map { connection in
-            PusherClient(options: options, logger: Self.connectionLogger(logger, connection, of: settings.pusher.connections))
+            Self.makePusherClient(options: options, logger: Self.connectionLogger(logger, connection, of: settings.pusher.connections))
         }
         let rest = try ClientSettings.restClient(settings, logger: logger)
         var incarnation = ""

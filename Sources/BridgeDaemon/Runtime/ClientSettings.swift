@@ -36,6 +36,18 @@ enum ClientSettings {
         } else {
             authorization = .none
         }
+        // Sign-in (docs/contract.md §8.2): the endpoint chooses the user, else the secret signs
+        // user_id with its user_info and watchlist.
+        var userAuthentication = PusherUserAuthentication.none
+        if p.signIn {
+            if let endpoint = p.userAuthEndpoint {
+                userAuthentication = .endpoint(url: endpoint, headers: p.authHeaders)
+            } else if let secret = p.secret, let userID = p.userID {
+                let userData = PusherUser.userData(id: userID, userInfo: p.userInfoJSON, watchlist: p.watchlist)
+                userAuthentication = .inline(
+                    try signer(settings, key: p.key, secret: secret.value, encryptionMasterKeyBase64: nil), userData: userData)
+            }
+        }
         let options = PusherClientOptions(
             key: p.key,
             host: p.cluster.map { .cluster($0) } ?? .host(p.host, port: p.port),
@@ -44,7 +56,8 @@ enum ClientSettings {
             activityTimeout: p.activityTimeout,
             pongTimeout: p.pongTimeout,
             reconnectPolicy: settings.reconnect,
-            authorization: authorization
+            authorization: authorization,
+            userAuthentication: userAuthentication
         )
         let problems = options.problems
         guard problems.isEmpty else {
