@@ -80,11 +80,7 @@ extension PusherHTTPClient {
         for watched in watchlist ?? [] {
             if let problem = UserID.problem(with: watched) { throw .invalidRequest("watchlist: \(problem)") }
         }
-        let userData = JSONText.object([
-            ("id", JSONText.quoted(userID)),
-            ("user_info", userInfoJSON),
-            ("watchlist", watchlist.map { "[" + $0.map(JSONText.quoted).joined(separator: ",") + "]" }),
-        ])
+        let userData = PusherUser.userData(id: userID, userInfo: userInfoJSON, watchlist: watchlist ?? [])
         return try authenticateUser(socketID: socketID, userData: userData)
     }
 }
