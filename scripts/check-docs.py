@@ -252,6 +252,45 @@ def check_tables() -> list[str]:
     return problems
 
 
+COMPILED = re.compile(r"<!-- compiled: (\S+) -->")
+
+
+def check_compiled_examples() -> list[str]:
+    """A ```swift block right after `<!-- compiled: PATH -->` must appear in PATH (a file the tests
+    compile) line for line: same lines in the same order, leading spaces, blank lines and imports
+    aside. So an example that no longer compiles fails the build, and the README cannot drift."""
+    problems = []
+    for doc in DOCS:
+        lines = doc.read_text().splitlines()
+        for number, line in enumerate(lines, 1):
+            match = COMPILED.search(line)
+            if not match:
+                continue
+            where = f"{doc.relative_to(ROOT)}:{number}"
+            target = ROOT / match.group(1)
+            if number >= len(lines) or not lines[number].lstrip().startswith("```swift"):
+                problems.append(f"{where}: `compiled` must be followed by a ```swift block")
+                continue
+            if not target.is_file():
+                problems.append(f"{where}: {match.group(1)} does not exist")
+                continue
+            block = []
+            for body in lines[number + 1:]:
+                if body.lstrip().startswith("```"):
+                    break
+                block.append(body)
+
+            def significant(text_lines):
+                return [x.strip() for x in text_lines if x.strip() and not x.strip().startswith("import ")]
+
+            wanted = significant(block)
+            have = significant(target.read_text().splitlines())
+            found = any(have[i:i + len(wanted)] == wanted for i in range(len(have) - len(wanted) + 1))
+            if not found:
+                problems.append(f"{where}: this example is not in {match.group(1)} line for line (regenerate or edit it there)")
+    return problems
+
+
 def main() -> int:
     types, funcs, names = declarations()
     files = all_files()
@@ -273,6 +312,7 @@ def main() -> int:
                 if problem:
                     problems.append(f"{doc.relative_to(ROOT)}:{number}: `{span}`: {problem}")
     problems += check_tables()
+    problems += check_compiled_examples()
     for p in problems:
         print(p)
     if problems:

@@ -89,6 +89,16 @@ fresh
 run "$work/tree"
 [ "$status" -eq 0 ] || fail "a tree whose docs match its code: $output"
 
+# A README example marked `compiled` must appear, line for line, in the file the tests compile.
+fresh
+mkdir -p "$work/tree/Tests/Examples"
+printf 'enum E {\n    static func f() {\n        let x = 1\n        print(x)\n    }\n}\n' >"$work/tree/Tests/Examples/E.swift"
+printf '\n<!-- compiled: Tests/Examples/E.swift -->\n```swift\nimport Foundation\nlet x = 1\nprint(x)\n```\n' >>"$work/tree/README.md"
+run "$work/tree"
+[ "$status" -eq 0 ] || fail "a compiled example that is in its file: $output"
+sed -i 's/^print(x)$/print(x + 1)/' "$work/tree/README.md"
+expect_failure "a compiled example that drifted" "$work/tree" "this example is not in Tests/Examples/E.swift line for line"
+
 fresh
 echo 'The runtime hands work to `MissingType`.' >>"$work/tree/README.md"
 expect_failure "a missing name" "$work/tree" "'MissingType' is not declared"
