@@ -147,8 +147,12 @@ webhooks = "127.0.0.1:{free_port()}"
 state_dir = "{workdir / 'state'}"
 shutdown_grace = "2s"
 
-{bridge_tables("prom", pusher, broker, mqtt_lines='keepalive = "5s"')}
+{bridge_tables("prom", pusher, broker, pusher_lines='sign_in = true', mqtt_lines='keepalive = "5s"')}
 clean_session = false
+
+# Users (docs/contract.md §8.2): watchlist_online and the sign-in errors are on the dashboard.
+[bridge.users]
+topic = "prom/users"
 
 [bridge.reconnect]
 initial_delay = "200ms"
