@@ -22,9 +22,9 @@ extension PusherClient {
     func authenticateUser(socketID: String) async {
         do {
             let auth = try await obtainUserAuth(socketID: socketID)
-            perform { $0.userAuthenticationSucceeded(socketID: socketID, auth: auth) }
+            perform { $0.userAuthenticationSucceeded(socketID: socketID, auth: auth, now: .now) }
         } catch {
-            perform { $0.userAuthenticationFailed(socketID: socketID, message: "\(error)") }
+            perform { $0.userAuthenticationFailed(socketID: socketID, message: "\(error)", now: .now) }
         }
     }
 

@@ -22,7 +22,7 @@ import Testing
     }
 
     func signedIn(_ machine: inout Machine, _ clock: ManualClock, socketID: String = "1.1") -> [Action] {
-        #expect(machine.userAuthenticationSucceeded(socketID: socketID, auth: auth).count == 1)
+        #expect(machine.userAuthenticationSucceeded(socketID: socketID, auth: auth, now: clock.now).count == 1)
         return machine.receivedFrame(
             PusherFrame(event: "pusher:signin_success", data: #"{"user_data":"# + JSONString.quoted(userData) + "}"), now: clock.now)
     }
@@ -33,7 +33,7 @@ import Testing
         #expect(machine.signInRequested(now: clock.now) == [])
         let actions = connect(&machine, clock, socketID: "1.1")
         #expect(actions.contains(.authenticateUser(socketID: "1.1")))
-        let sent = frames(machine.userAuthenticationSucceeded(socketID: "1.1", auth: auth))
+        let sent = frames(machine.userAuthenticationSucceeded(socketID: "1.1", auth: auth, now: clock.now))
         #expect(sent.count == 1)
         let frame = try PusherFrame.parse(sent[0])
         #expect(frame.event == "pusher:signin")
@@ -90,7 +90,7 @@ import Testing
         let again = machine.receivedFrame(established("2.2"), now: clock.now)
         #expect(again.contains(.authenticateUser(socketID: "2.2")))
         // A late auth for the old socket is dropped.
-        #expect(machine.userAuthenticationSucceeded(socketID: "1.1", auth: auth) == [])
+        #expect(machine.userAuthenticationSucceeded(socketID: "1.1", auth: auth, now: clock.now) == [])
         #expect(updates(signedIn(&machine, clock, socketID: "2.2")).count == 1)
         #expect(machine.signedInUser?.id == "u1")
     }
@@ -100,7 +100,7 @@ import Testing
         var machine = makeMachine()
         connect(&machine, clock, socketID: "1.1")
         _ = machine.signInRequested(now: clock.now)
-        let failed = updates(machine.userAuthenticationFailed(socketID: "1.1", message: "HTTP 403"))
+        let failed = updates(machine.userAuthenticationFailed(socketID: "1.1", message: "HTTP 403", now: clock.now))
         #expect(failed.count == 1)
         if case .signInFailed(let error)? = failed.first {
             #expect(error.isSignInFailure)
@@ -110,7 +110,7 @@ import Testing
         }
         // Asking again on the same connection tries again.
         #expect(machine.signInRequested(now: clock.now) == [.authenticateUser(socketID: "1.1")])
-        _ = machine.userAuthenticationFailed(socketID: "1.1", message: "HTTP 403")
+        _ = machine.userAuthenticationFailed(socketID: "1.1", message: "HTTP 403", now: clock.now)
         let closed = machine.transportClosed(code: 4200, now: clock.now)
         reconnectsWithinSpread(&machine, &clock, after: closed)
         #expect(machine.receivedFrame(established("2.2"), now: clock.now).contains(.authenticateUser(socketID: "2.2")))
@@ -121,7 +121,7 @@ import Testing
         var machine = makeMachine()
         connect(&machine, clock, socketID: "1.1")
         _ = machine.signInRequested(now: clock.now)
-        _ = machine.userAuthenticationSucceeded(socketID: "1.1", auth: auth)
+        _ = machine.userAuthenticationSucceeded(socketID: "1.1", auth: auth, now: clock.now)
         let refused = machine.receivedFrame(
             PusherFrame(event: "pusher:error", data: #"{"message":"Invalid signature for pusher:signin","code":null}"#), now: clock.now)
         guard case .signInFailed(let error)? = updates(refused).first else {
@@ -149,7 +149,7 @@ import Testing
         var machine = makeMachine()
         connect(&machine, clock, socketID: "1.1")
         _ = machine.signInRequested(now: clock.now)
-        _ = machine.userAuthenticationSucceeded(socketID: "1.1", auth: auth)
+        _ = machine.userAuthenticationSucceeded(socketID: "1.1", auth: auth, now: clock.now)
         let actions = machine.receivedFrame(PusherFrame(event: "pusher:signin_success", data: data), now: clock.now)
         guard case .signInFailed(let error)? = updates(actions).first else {
             Issue.record("\(label): expected signInFailed, got \(actions)")
@@ -164,7 +164,7 @@ import Testing
         var machine = makeMachine()
         connect(&machine, clock, socketID: "1.1")
         _ = machine.signInRequested(now: clock.now)
-        let actions = machine.userAuthenticationSucceeded(socketID: "1.1", auth: PusherUserAuth(auth: "k:s", userData: #"{"name":"x"}"#))
+        let actions = machine.userAuthenticationSucceeded(socketID: "1.1", auth: PusherUserAuth(auth: "k:s", userData: #"{"name":"x"}"#), now: clock.now)
         #expect(frames(actions).isEmpty)
         #expect(updates(actions).count == 1)
     }
@@ -220,5 +220,30 @@ import Testing
         #expect(throws: PusherError.self) { try PusherUserAuth(json: #"{"auth":"k:s"}"#) }
         #expect(throws: PusherError.self) { try PusherUserAuth(json: #"{"auth":"k:s","user_data":{"id":"1"}}"#) }
         #expect(throws: PusherError.self) { try PusherUserAuth(json: "nope") }
+    }
+
+    @Test func aFailedSignInIsRetriedOnTheSameConnectionWithBackoff() {
+        var clock = ManualClock()
+        var machine = makeMachine()
+        connect(&machine, clock, socketID: "1.1")
+        _ = machine.signInRequested(now: clock.now)
+        var delays: [Duration] = []
+        for _ in 0..<7 {
+            _ = machine.userAuthenticationFailed(socketID: "1.1", message: "endpoint down", now: clock.now)
+            let due = machine.nextDeadline.map { $0 - clock.now }
+            delays.append(due ?? .zero)
+            clock.advance((due ?? .zero) - .milliseconds(1))
+            #expect(!machine.tick(now: clock.now).contains(.authenticateUser(socketID: "1.1")))
+            clock.advance(.milliseconds(1))
+            #expect(machine.tick(now: clock.now).contains(.authenticateUser(socketID: "1.1")))
+        }
+        #expect(delays == [.seconds(1), .seconds(2), .seconds(4), .seconds(8), .seconds(16), .seconds(30), .seconds(30)])
+        // A success resets the delay.
+        _ = signedIn(&machine, clock)
+        let closed = machine.transportClosed(code: 4200, now: clock.now)
+        reconnectsWithinSpread(&machine, &clock, after: closed)
+        _ = machine.receivedFrame(established("2.2"), now: clock.now)
+        _ = machine.userAuthenticationFailed(socketID: "2.2", message: "endpoint down", now: clock.now)
+        #expect(machine.nextDeadline.map { $0 - clock.now } == .seconds(1))
     }
 }

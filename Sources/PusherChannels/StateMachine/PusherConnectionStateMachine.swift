@@ -127,7 +127,10 @@ public struct PusherConnectionStateMachine: Sendable {
     public var socketID: String? { connection.socketID }
 
     /// The next time ``tick(now:)`` has something to do, or `nil`.
-    public var nextDeadline: ContinuousClock.Instant? { connection.nextDeadline }
+    public var nextDeadline: ContinuousClock.Instant? {
+        guard let retry = userSession.nextDeadline else { return connection.nextDeadline }
+        return min(retry, connection.nextDeadline ?? retry)
+    }
 
     /// The effective activity timeout of the current connection.
     public var activityTimeout: Duration? { connection.effectiveActivityTimeout }
@@ -174,7 +177,7 @@ public struct PusherConnectionStateMachine: Sendable {
 
     /// Time passed: send a ping, give up on a missing pong or handshake, start a due reconnect.
     public mutating func tick(now: ContinuousClock.Instant) -> [Action] {
-        connection.timeElapsed(now: now)
+        connection.timeElapsed(now: now) + userSession.retryDue(now: now)
     }
 
     /// After the server forgot our subscriptions: everything must be sent again, with new auth.
@@ -197,7 +200,7 @@ public struct PusherConnectionStateMachine: Sendable {
         case .connected(let connected):
             // Any frame counts as activity (docs/pusher-protocol.md §1 "Keep-alive").
             connection.receivedActivity(now: now)
-            return receivedWhileConnected(frame, socketID: connected.socketID)
+            return receivedWhileConnected(frame, socketID: connected.socketID, now: now)
         case .idle, .dropping, .disconnecting, .waiting:
             return [.ignoredFrame(event: frame.event, reason: "not connected")]
         }
@@ -225,7 +228,7 @@ public struct PusherConnectionStateMachine: Sendable {
         }
     }
 
-    private mutating func receivedWhileConnected(_ frame: PusherFrame, socketID: String) -> [Action] {
+    private mutating func receivedWhileConnected(_ frame: PusherFrame, socketID: String, now: ContinuousClock.Instant) -> [Action] {
         let unknownChannel: [Action] = [.ignoredFrame(event: frame.event, reason: "unknown channel")]
         if let channel = frame.channel, channel == userSession.serverToUserChannel {
             return userSession.serverToUserFrame(frame)
@@ -241,7 +244,7 @@ public struct PusherConnectionStateMachine: Sendable {
                 return [.error(.clientEventRejected(channel: frame.channel, message: error.message, code: 4301))]
             }
             if frame.channel == nil, userSession.blames(error, subscriptionPending: channels.hasPendingSubscription) {
-                return userSession.signInRefused(error)
+                return userSession.signInRefused(error, now: now)
             }
             return channels.serverError(error, channel: frame.channel)
         case "pusher:subscription_error":
@@ -271,7 +274,7 @@ public struct PusherConnectionStateMachine: Sendable {
             }
             return [.deliver(event)]
         case "pusher:signin_success":
-            return userSession.signInSucceeded(data: frame.data)
+            return userSession.signInSucceeded(data: frame.data, now: now)
         case "pusher_internal:watchlist_events":
             return userSession.watchlistEvents(data: frame.data)
         case "pusher:connection_established":

@@ -14,14 +14,14 @@ extension PusherConnectionStateMachine {
     }
 
     /// An ``Action/authenticateUser(socketID:)`` produced `auth`.
-    public mutating func userAuthenticationSucceeded(socketID: String, auth: PusherUserAuth) -> [Action] {
+    public mutating func userAuthenticationSucceeded(socketID: String, auth: PusherUserAuth, now: ContinuousClock.Instant) -> [Action] {
         guard self.socketID == socketID else { return [] }
-        return userSession.authenticationSucceeded(socketID: socketID, auth: auth)
+        return userSession.authenticationSucceeded(socketID: socketID, auth: auth, now: now)
     }
 
     /// An ``Action/authenticateUser(socketID:)`` failed.
-    public mutating func userAuthenticationFailed(socketID: String, message: String) -> [Action] {
+    public mutating func userAuthenticationFailed(socketID: String, message: String, now: ContinuousClock.Instant) -> [Action] {
         guard self.socketID == socketID else { return [] }
-        return userSession.authenticationFailed(socketID: socketID, message: message)
+        return userSession.authenticationFailed(socketID: socketID, message: message, now: now)
     }
 }

@@ -8,7 +8,8 @@ import PusherProtocol
 /// (``PusherConnectionStateMachine/Action/authenticateUser(socketID:)``), `pusher:signin` is
 /// sent with it, and after `pusher:signin_success` the connection subscribes to the user's
 /// `#server-to-user-<id>` channel. A failure (authenticator, server refusal, malformed answer)
-/// is reported and tried again on the next connection, or by asking again.
+/// is reported and tried again on the same connection after a delay (1 s, doubling up to 30 s;
+/// reset by a success), on the next connection, or at once when asked again.
 struct UserSession: Sendable {
     typealias Action = PusherConnectionStateMachine.Action
 
@@ -24,11 +25,23 @@ struct UserSession: Sendable {
         case signingIn(socketID: String)
         /// Signed in; `subscribed` once `#server-to-user-<id>` is subscribed.
         case signedIn(socketID: String, user: PusherUser, subscribed: Bool)
-        /// Failed on this connection.
-        case failed(socketID: String)
+        /// Failed on this connection; tried again at `retryAt`.
+        case failed(socketID: String, retryAt: ContinuousClock.Instant)
     }
 
     private(set) var phase: Phase = .off
+    /// Failures since the last success: the retry delay doubles with each.
+    private var failures = 0
+
+    /// The first retry delay, doubled after each further failure up to ``maxRetryDelay``.
+    static let firstRetryDelay = Duration.seconds(1)
+    static let maxRetryDelay = Duration.seconds(30)
+
+    /// When ``retryDue(now:)`` has something to do.
+    var nextDeadline: ContinuousClock.Instant? {
+        if case .failed(_, let retryAt) = phase { return retryAt }
+        return nil
+    }
 
     /// The signed-in user of the current connection.
     var user: PusherUser? {
@@ -80,38 +93,39 @@ struct UserSession: Sendable {
     }
 
     /// The authenticator produced `auth` for `socketID`.
-    mutating func authenticationSucceeded(socketID: String, auth: PusherUserAuth) -> [Action] {
+    mutating func authenticationSucceeded(socketID: String, auth: PusherUserAuth, now: ContinuousClock.Instant) -> [Action] {
         guard phase == .authenticating(socketID: socketID) else { return [] }
         do {
             _ = try PusherUser(userData: auth.userData)
         } catch {
-            return fail(socketID: socketID, .signInFailed("the authenticator's user_data is unusable: \(error.message)"))
+            return fail(socketID: socketID, .signInFailed("the authenticator's user_data is unusable: \(error.message)"), now: now)
         }
         phase = .signingIn(socketID: socketID)
         return [.send(ClientFrame.signIn(auth))]
     }
 
     /// The authenticator failed for `socketID`.
-    mutating func authenticationFailed(socketID: String, message: String) -> [Action] {
+    mutating func authenticationFailed(socketID: String, message: String, now: ContinuousClock.Instant) -> [Action] {
         guard phase == .authenticating(socketID: socketID) else { return [] }
-        return fail(socketID: socketID, .signInFailed("user authentication failed: \(message)"))
+        return fail(socketID: socketID, .signInFailed("user authentication failed: \(message)"), now: now)
     }
 
     /// `pusher:signin_success` with `{"user_data": "<the signed JSON>"}`.
-    mutating func signInSucceeded(data: String?) -> [Action] {
+    mutating func signInSucceeded(data: String?, now: ContinuousClock.Instant) -> [Action] {
         guard case .signingIn(let socketID) = phase else {
             return [.ignoredFrame(event: "pusher:signin_success", reason: "no sign-in in flight")]
         }
         guard let data, let members = try? JSONScanner.object(data), case .string(let userData)? = members["user_data"] else {
-            return fail(socketID: socketID, .signInFailed("pusher:signin_success without a user_data string"))
+            return fail(socketID: socketID, .signInFailed("pusher:signin_success without a user_data string"), now: now)
         }
         let user: PusherUser
         do {
             user = try PusherUser(userData: userData)
         } catch {
-            return fail(socketID: socketID, .signInFailed("pusher:signin_success: \(error.message)"))
+            return fail(socketID: socketID, .signInFailed("pusher:signin_success: \(error.message)"), now: now)
         }
         phase = .signedIn(socketID: socketID, user: user, subscribed: false)
+        failures = 0
         return [
             .user(.signedIn(user)),
             .send(ClientFrame.subscribe(channel: user.serverToUserChannel, auth: nil, channelData: nil)),
@@ -119,9 +133,9 @@ struct UserSession: Sendable {
     }
 
     /// The server refused the sign-in (a `pusher:error` that ``blames(_:subscriptionPending:)``).
-    mutating func signInRefused(_ error: PusherError) -> [Action] {
+    mutating func signInRefused(_ error: PusherError, now: ContinuousClock.Instant) -> [Action] {
         guard case .signingIn(let socketID) = phase else { return [.error(error)] }
-        return fail(socketID: socketID, .signInFailed("server refused the sign-in: \(error.message)", code: error.pusherCode))
+        return fail(socketID: socketID, .signInFailed("server refused the sign-in: \(error.message)", code: error.pusherCode), now: now)
     }
 
     /// A frame on the user's `#server-to-user-<id>` channel.
@@ -153,8 +167,18 @@ struct UserSession: Sendable {
         return events.map { .user(.watchlist($0)) }
     }
 
-    private mutating func fail(socketID: String, _ error: PusherError) -> [Action] {
-        phase = .failed(socketID: socketID)
+    /// The retry of a failed sign-in is due: authenticate again on the same connection.
+    mutating func retryDue(now: ContinuousClock.Instant) -> [Action] {
+        guard case .failed(let socketID, let retryAt) = phase, retryAt <= now else { return [] }
+        phase = .authenticating(socketID: socketID)
+        return [.authenticateUser(socketID: socketID)]
+    }
+
+    private mutating func fail(socketID: String, _ error: PusherError, now: ContinuousClock.Instant) -> [Action] {
+        failures += 1
+        var delay = Self.firstRetryDelay
+        for _ in 1..<failures where delay < Self.maxRetryDelay { delay *= 2 }
+        phase = .failed(socketID: socketID, retryAt: now + min(delay, Self.maxRetryDelay))
         return [.user(.signInFailed(error))]
     }
 }
