@@ -26,6 +26,10 @@ struct FuzzTarget {
                 summary: "pusher-local's inbound frames through AppHub (replies valid and readable by the client)",
                 callback: { data, size in PusherTargets.serverFrames(Input(data, size)) }),
             FuzzTarget(
+                name: "pusher-local-users",
+                summary: "pusher-local's user protocol: signin, #server-to-user-, terminate, watchlists (records and events agree)",
+                callback: { data, size in UserTargets.users(Input(data, size)) }),
+            FuzzTarget(
                 name: "http-reply",
                 summary: "auth endpoint + HTTP API replies the client parses (auth round trip, counts)",
                 callback: { data, size in PusherTargets.httpReplies(Input(data, size)) }),

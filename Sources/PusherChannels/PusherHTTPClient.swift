@@ -10,7 +10,8 @@ import PusherProtocol
     import Foundation
 #endif
 
-/// The signed Pusher HTTP API (docs/pusher-protocol.md §2): trigger, batch trigger, channel queries.
+/// The signed Pusher HTTP API (docs/pusher-protocol.md §2): trigger, batch trigger, channel queries,
+/// and the user calls of `PusherHTTPClient+Users.swift` (send to a user, terminate, sign a sign-in).
 ///
 /// Every request is signed per §2 ("Signing") with ``RequestSignature`` and validated before it
 /// is sent (names, counts, sizes), so a bad request costs no round trip. Connections are kept
@@ -78,7 +79,8 @@ public struct PusherHTTPClient: Sendable {
     // MARK: API
 
     /// `POST /apps/ID/events`: publish `event` to 1–100 channels; `socketID` excludes that
-    /// connection (the bridge's echo guard); `info` asks for e.g. `user_count`.
+    /// connection (the bridge's echo guard); `info` asks for e.g. `user_count`. A user's
+    /// `#server-to-user-` channel is not a channel name here: use ``sendToUser(_:event:data:)``.
     /// - Returns: the response body (JSON; `{}` unless `info` was asked for).
     @discardableResult
     public func trigger(
