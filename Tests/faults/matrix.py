@@ -37,6 +37,7 @@ import cluster_rows
 import fleet_rows
 import redundancy_rows
 import takeover_rows
+import users_rows
 from webhook_rows import webhook_outage_row
 
 RATE = float(os.environ.get("FAULTS_RATE", "200"))
@@ -430,6 +431,7 @@ def rows() -> list[Row]:
         fleet_rows.discovery_api_failures(sys.modules[__name__]),
         *cluster_rows.rows(sys.modules[__name__]),
         *takeover_rows.rows(sys.modules[__name__]),
+        *users_rows.rows(sys.modules[__name__]),
     ]
 
 

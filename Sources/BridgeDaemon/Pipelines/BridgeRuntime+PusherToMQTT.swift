@@ -2,6 +2,7 @@ import BridgeCore
 import MQTTVocabulary
 import MosquittoClient
 import PusherChannels
+import PusherProtocol
 
 /// Pusher → MQTT: the Pusher client's updates through the machine into the outbox, the outbox to
 /// the broker, and the broker's acknowledgements back to the outbox.
@@ -127,8 +128,16 @@ extension BridgeRuntime {
         case .presence(let change):
             pusherPresenceChanged(change, connection: connection)
         case .subscriptionSucceeded(let channel):
+            // The signed-in user's own channel is the session's, not one the bridge holds: no
+            // coverage, no gap records (docs/contract.md §8.2).
+            guard UserID.ofServerToUserChannel(channel) == nil else { return }
             pusherSubscribed(channel, connection: connection)
         case .subscriptionFailed(let channel, let error):
+            guard UserID.ofServerToUserChannel(channel) == nil else {
+                metrics.errors(bridge: name, kind: "pusher_sign_in").increment()
+                logger.warning("events to the bridge's user cannot be received", metadata: ["error": "\(error)"].merging(tag(connection)) { $1 })
+                return
+            }
             pusherSubscriptionFailed(channel, connection: connection, error: error)
         case .connectionStateChanged(let change):
             if change.current != .connected, change.previous == .connected { pusherUserSignedOut(connection: connection) }

@@ -21,7 +21,7 @@ extension BridgeRuntime {
             perform { $0.userSignedIn(connection: connection, userID: user.id, watchlist: user.watchlist, $1) }
         case .signInFailed(let error):
             metrics.errors(bridge: name, kind: "pusher_sign_in").increment()
-            logger.error("Pusher sign-in failed; trying again on the next connection", metadata: ["error": "\(error)"].merging(tag(connection)) { $1 })
+            logger.error("Pusher sign-in failed; trying again (1 s doubling to 30 s, and on every new connection)", metadata: ["error": "\(error)"].merging(tag(connection)) { $1 })
         case .event(let event):
             perform { $0.userEventReceived(connection: connection, event: event.name, data: event.data ?? "", $1) }
         case .watchlist(let change):
