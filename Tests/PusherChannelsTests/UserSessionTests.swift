@@ -159,14 +159,23 @@ import Testing
         #expect(machine.signedInUser == nil, "\(label)")
     }
 
-    @Test func anAuthenticatorsUnusableUserDataIsNotSent() {
+    @Test(arguments: [
+        #"{"name":"x"}"#,
+        "not json",
+        #"{"id":"u1","user_info":""# + String(repeating: "x", count: 10 * 1024) + #""}"#,
+    ])
+    func anAuthenticatorsUnusableUserDataIsNotSent(_ userData: String) {
         let clock = ManualClock()
         var machine = makeMachine()
         connect(&machine, clock, socketID: "1.1")
         _ = machine.signInRequested(now: clock.now)
-        let actions = machine.userAuthenticationSucceeded(socketID: "1.1", auth: PusherUserAuth(auth: "k:s", userData: #"{"name":"x"}"#), now: clock.now)
+        let actions = machine.userAuthenticationSucceeded(socketID: "1.1", auth: PusherUserAuth(auth: "k:s", userData: userData), now: clock.now)
         #expect(frames(actions).isEmpty)
-        #expect(updates(actions).count == 1)
+        guard case .signInFailed(let error)? = updates(actions).first else {
+            Issue.record("expected signInFailed, got \(actions)")
+            return
+        }
+        #expect(error.isSignInFailure)
     }
 
     @Test func watchlistEventsBecomeTypedUpdates() {

@@ -95,6 +95,11 @@ struct UserSession: Sendable {
     /// The authenticator produced `auth` for `socketID`.
     mutating func authenticationSucceeded(socketID: String, auth: PusherUserAuth, now: ContinuousClock.Instant) -> [Action] {
         guard phase == .authenticating(socketID: socketID) else { return [] }
+        // pusher-local's limit, and hosted Pusher's for event data: larger is refused anyway.
+        let size = auth.userData.utf8.count
+        if size > PusherLimits.eventDataBytes {
+            return fail(socketID: socketID, .signInFailed("user_data is \(size) bytes; at most \(PusherLimits.eventDataBytes)"), now: now)
+        }
         do {
             _ = try PusherUser(userData: auth.userData)
         } catch {
