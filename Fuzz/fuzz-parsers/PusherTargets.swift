@@ -26,6 +26,9 @@ enum PusherTargets {
         pending += machine.subscribeRequested("presence-room", now: t0)
         pending += machine.subscribeRequested("private-encrypted-box", now: t0)
         pending += machine.subscribeRequested("cache-prices", now: t0)
+        // Signed in on every connection: signin_success, #server-to-user- events and watchlist
+        // events reach the user sub-machine (docs/pusher-protocol.md §1 "User sign-in").
+        pending += machine.signInRequested(now: t0)
         var now = t0
         for (number, line) in input.lines.prefix(64).enumerated() {
             now = t0 + .milliseconds(number * 700)
@@ -55,6 +58,15 @@ enum PusherTargets {
                     case .authorize(let channel, let socketID):
                         pending += machine.authorizationSucceeded(
                             channel: channel, socketID: socketID, auth: auth(channel: channel, socketID: socketID), now: now)
+                    case .authenticateUser(let socketID):
+                        let userData = PusherUser.userData(id: "me", watchlist: ["d1", "d2"])
+                        pending += machine.userAuthenticationSucceeded(
+                            socketID: socketID,
+                            auth: PusherUserAuth(
+                                auth: PusherAuth.userAuth(key: key, secret: secret, socketID: socketID, userData: userData), userData: userData),
+                            now: now)
+                    case .user(.signedIn(let user)):
+                        if user.id.isEmpty || UserID.problem(with: user.id) != nil { violated("signed in as an invalid user \(user)") }
                     default:
                         break
                     }
