@@ -67,7 +67,7 @@ enum ReadmeExamples {
         for await change in userUpdates {
             switch change {
             case .signedIn(let user): print("signed in as", user.id, "watching", user.watchlist)
-            case .signInFailed(let error): print(error)                  // retried on the next connection
+            case .signInFailed(let error): print(error)                  // retried: 1 s doubling to 30 s
             case .event(let event): print("to me:", event.name, event.data ?? "")
             case .watchlist(let w): print(w.userIDs, w.kind == .online ? "online" : "offline")
             }
