@@ -63,7 +63,8 @@ enum PusherTargets {
                         pending += machine.userAuthenticationSucceeded(
                             socketID: socketID,
                             auth: PusherUserAuth(
-                                auth: PusherAuth.userAuth(key: key, secret: secret, socketID: socketID, userData: userData), userData: userData),
+                                auth: PusherAuth.userAuth(key: key, secret: secret, socketID: socketID, userData: userData),
+                                userData: userData),
                             now: now)
                     case .user(.signedIn(let user)):
                         if user.id.isEmpty || UserID.problem(with: user.id) != nil { violated("signed in as an invalid user \(user)") }

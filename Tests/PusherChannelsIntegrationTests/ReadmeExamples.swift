@@ -1,3 +1,5 @@
+// swift-format-ignore-file
+// (The README prints these examples with its own alignment; swift-format would re-wrap them.)
 import Logging
 import PusherChannels
 

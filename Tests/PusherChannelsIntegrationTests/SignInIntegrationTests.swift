@@ -80,8 +80,10 @@ import Testing
                 #expect(watcher.user == user)
 
                 try await api.sendToUser("owner", event: "command", data: #"{"do":"reboot"}"#)
-                let event = try await collect(updates, "the event to the user") { $0.contains { Self.userEvent($0, named: "command") != nil } }
-                    .compactMap { Self.userEvent($0, named: "command") }.first
+                let event = try await collect(updates, "the event to the user") {
+                    $0.contains { Self.userEvent($0, named: "command") != nil }
+                }
+                .compactMap { Self.userEvent($0, named: "command") }.first
                 #expect(event?.data == #"{"do":"reboot"}"#)
                 #expect(event?.channel == "#server-to-user-owner")
 
@@ -114,7 +116,9 @@ import Testing
                 try await withRunningClient(other) { other in
                     owner.connect()
                     other.connect()
-                    _ = try await collect(updates, "owner signed in") { $0.contains(.subscriptionSucceeded(channel: "#server-to-user-owner")) }
+                    _ = try await collect(updates, "owner signed in") {
+                        $0.contains(.subscriptionSucceeded(channel: "#server-to-user-owner"))
+                    }
                     _ = try await collect(otherUpdates, "other signed in") {
                         $0.contains(.subscriptionSucceeded(channel: "#server-to-user-other"))
                     }
@@ -128,7 +132,9 @@ import Testing
                     #expect(again.compactMap(Self.signedIn).map(\.id) == ["owner"])
                     #expect(owner.socketID != firstSocket)
                     try await api.sendToUser("owner", event: "after-reconnect", data: "1")
-                    _ = try await collect(updates, "event after the reconnect") { $0.contains { Self.userEvent($0, named: "after-reconnect") != nil } }
+                    _ = try await collect(updates, "event after the reconnect") {
+                        $0.contains { Self.userEvent($0, named: "after-reconnect") != nil }
+                    }
                     _ = try await collect(otherUpdates, "other signed in again") { seen in
                         seen.contains(.subscriptionSucceeded(channel: "#server-to-user-other"))
                     }
@@ -140,7 +146,9 @@ import Testing
                     #expect(closed.contains { if case .error(let error) = $0 { error.isConnectionRefused } else { false } })
                     // The other user's connection stays: an event to it still arrives.
                     try await api.sendToUser("other", event: "still-here", data: "2")
-                    _ = try await collect(otherUpdates, "other still connected") { $0.contains { Self.userEvent($0, named: "still-here") != nil } }
+                    _ = try await collect(otherUpdates, "other still connected") {
+                        $0.contains { Self.userEvent($0, named: "still-here") != nil }
+                    }
                     #expect(other.connectionState == .connected)
                 }
             }

@@ -169,7 +169,8 @@ import Testing
         var machine = makeMachine()
         connect(&machine, clock, socketID: "1.1")
         _ = machine.signInRequested(now: clock.now)
-        let actions = machine.userAuthenticationSucceeded(socketID: "1.1", auth: PusherUserAuth(auth: "k:s", userData: userData), now: clock.now)
+        let actions = machine.userAuthenticationSucceeded(
+            socketID: "1.1", auth: PusherUserAuth(auth: "k:s", userData: userData), now: clock.now)
         #expect(frames(actions).isEmpty)
         guard case .signInFailed(let error)? = updates(actions).first else {
             Issue.record("expected signInFailed, got \(actions)")
@@ -188,7 +189,8 @@ import Testing
         #expect(before == [.ignoredFrame(event: "pusher_internal:watchlist_events", reason: "not signed in")])
         _ = machine.signInRequested(now: clock.now)
         _ = signedIn(&machine, clock)
-        let data = #"{"events":[{"name":"online","user_ids":["d1","d2"]},{"name":"offline","user_ids":["d3"]},{"name":"away","user_ids":["x"]}]}"#
+        let data =
+            #"{"events":[{"name":"online","user_ids":["d1","d2"]},{"name":"offline","user_ids":["d3"]},{"name":"away","user_ids":["x"]}]}"#
         let actions = machine.receivedFrame(PusherFrame(event: "pusher_internal:watchlist_events", data: data), now: clock.now)
         #expect(
             updates(actions) == [

@@ -14,12 +14,13 @@ extension LoadContext {
     static let rootKeys = ["daemon", "bridge"]
     static let daemonKeys = ["log_level", "log_format", "metrics", "state_dir", "shutdown_grace", "webhooks"]
     static let bridgeKeys = ["name", "pusher", "mqtt", "reconnect", "buffer", "rule", "presence", "webhooks", "cluster", "users"]
-    static let pusherKeys = [
-        "key", "app_id", "secret", "secret_file", "cluster", "host", "port", "tls", "rest_host", "rest_port", "ca_file",
-        "auth_endpoint", "auth_headers", "activity_timeout", "pong_timeout", "encryption_master_key_base64",
-        "encryption_master_key_base64_file", "user_id", "user_info", "max_event_bytes", "api_lanes",
-        "connections",
-    ] + userPusherKeys
+    static let pusherKeys =
+        [
+            "key", "app_id", "secret", "secret_file", "cluster", "host", "port", "tls", "rest_host", "rest_port", "ca_file",
+            "auth_endpoint", "auth_headers", "activity_timeout", "pong_timeout", "encryption_master_key_base64",
+            "encryption_master_key_base64_file", "user_id", "user_info", "max_event_bytes", "api_lanes",
+            "connections",
+        ] + userPusherKeys
     static let mqttKeys = [
         "host", "port", "tls", "ca_file", "cert_file", "key_file", "tls_insecure", "client_id", "username", "password",
         "password_file", "protocol", "clean_session", "keepalive", "session_expiry", "status_topic", "dead_letter_topic",

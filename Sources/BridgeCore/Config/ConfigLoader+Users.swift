@@ -74,7 +74,9 @@ extension LoadContext {
             }
         }
         if bridge.users != nil, !pusher.signIn {
-            report(path.key("users").key("topic"), "needs [bridge.pusher] sign_in = true: watchlist events and events to the user reach signed-in connections only")
+            report(
+                path.key("users").key("topic"),
+                "needs [bridge.pusher] sign_in = true: watchlist events and events to the user reach signed-in connections only")
         }
     }
 }

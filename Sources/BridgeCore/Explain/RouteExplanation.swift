@@ -44,7 +44,8 @@ public enum RouteExplanation {
                             + "event \"\(event.event)\"")
                 } else {
                     lines.append(
-                        "  rule \(event.rule): MATCH -> pusher channel \"\(event.channel)\" event \"\(event.event)\" via \(event.via.rawValue)")
+                        "  rule \(event.rule): MATCH -> pusher channel \"\(event.channel)\" event \"\(event.event)\" via \(event.via.rawValue)"
+                    )
                 }
                 lines.append("    data (\(event.data.utf8.count) bytes): \(event.data)")
                 lines += payloadLines(event.rule, target: event.channel + " " + event.event)

@@ -22,10 +22,14 @@ extension BridgeSupervisor {
     /// is counted `unmatched`; a copy another connection delivers is counted `duplicate`.
     public func userEventReceived(connection: Int, event: String, data: String, _ now: Now) -> [Action] {
         guard let users else {
-            return [.bridge(.received(.pusherToMQTT, by: 1)), .bridge(.count(rule: "", direction: .pusherToMQTT, outcome: .unmatched, by: 1))]
+            return [
+                .bridge(.received(.pusherToMQTT, by: 1)), .bridge(.count(rule: "", direction: .pusherToMQTT, outcome: .unmatched, by: 1)),
+            ]
         }
         guard let publish = users.userEvent(connection: connection, event: event, data: data) else {
-            return [.bridge(.received(.pusherToMQTT, by: 1)), .bridge(.count(rule: "", direction: .pusherToMQTT, outcome: .duplicate, by: 1))]
+            return [
+                .bridge(.received(.pusherToMQTT, by: 1)), .bridge(.count(rule: "", direction: .pusherToMQTT, outcome: .duplicate, by: 1)),
+            ]
         }
         return [.bridge(.received(.pusherToMQTT, by: 1)), .bridge(.enqueueToMQTT(publish, receivedAtMillis: now.millis))]
     }

@@ -194,8 +194,11 @@ public struct BridgeSupervisor: Sendable {
     /// discovery poll or retry, a membership deadline (heartbeats, timeouts: a frozen process is
     /// noticed by the gap between them), a held report's publish. Nil: nothing until the next event.
     public var nextDeadline: Instant? {
-        [bridge.nextShapingDeadline, discovery.nextDeadline, cluster?.membership.nextDeadline, cluster?.pendingHeldDue, users?.nextDeadline]
-            .compactMap { $0 }.min()
+        [
+            bridge.nextShapingDeadline, discovery.nextDeadline, cluster?.membership.nextDeadline, cluster?.pendingHeldDue,
+            users?.nextDeadline,
+        ]
+        .compactMap { $0 }.min()
     }
 
     /// Whatever is due at `now`.

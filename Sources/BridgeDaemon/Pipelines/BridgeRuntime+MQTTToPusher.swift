@@ -202,7 +202,9 @@ extension BridgeRuntime {
     }
 
     /// `batch_events` with `httpEvents` (nothing to do when empty).
-    private func sendHTTP(_ httpEvents: [PusherBatchEvent], own: (connection: Int, socketID: String)?, socketID: String?) async -> PusherBatchAttempt {
+    private func sendHTTP(_ httpEvents: [PusherBatchEvent], own: (connection: Int, socketID: String)?, socketID: String?) async
+        -> PusherBatchAttempt
+    {
         guard !httpEvents.isEmpty else { return .accepted }
         guard let rest else { return .unsendable(status: 0, body: "no app_id/secret for the HTTP API") }
         if pusherSlots.count > 1 {

@@ -135,7 +135,8 @@ extension BridgeRuntime {
         case .subscriptionFailed(let channel, let error):
             guard UserID.ofServerToUserChannel(channel) == nil else {
                 metrics.errors(bridge: name, kind: "pusher_sign_in").increment()
-                logger.warning("events to the bridge's user cannot be received", metadata: ["error": "\(error)"].merging(tag(connection)) { $1 })
+                logger.warning(
+                    "events to the bridge's user cannot be received", metadata: ["error": "\(error)"].merging(tag(connection)) { $1 })
                 return
             }
             pusherSubscriptionFailed(channel, connection: connection, error: error)

@@ -17,11 +17,14 @@ extension BridgeRuntime {
         switch update {
         case .signedIn(let user):
             logger.info(
-                "signed in to Pusher", metadata: ["user_id": "\(user.id)", "watchlist": "\(user.watchlist.count)"].merging(tag(connection)) { $1 })
+                "signed in to Pusher",
+                metadata: ["user_id": "\(user.id)", "watchlist": "\(user.watchlist.count)"].merging(tag(connection)) { $1 })
             perform { $0.userSignedIn(connection: connection, userID: user.id, watchlist: user.watchlist, $1) }
         case .signInFailed(let error):
             metrics.errors(bridge: name, kind: "pusher_sign_in").increment()
-            logger.error("Pusher sign-in failed; trying again (1 s doubling to 30 s, and on every new connection)", metadata: ["error": "\(error)"].merging(tag(connection)) { $1 })
+            logger.error(
+                "Pusher sign-in failed; trying again (1 s doubling to 30 s, and on every new connection)",
+                metadata: ["error": "\(error)"].merging(tag(connection)) { $1 })
         case .event(let event):
             perform { $0.userEventReceived(connection: connection, event: event.name, data: event.data ?? "", $1) }
         case .watchlist(let change):

@@ -61,7 +61,8 @@ import Testing
     }
 
     @Test func routeAndCheckExplainThem() throws {
-        let config = try Fixture.parse(Fixture.config(pusher: "sign_in = true", extra: Self.rules + "\n[bridge.users]\ntopic = \"dash/users\""))
+        let config = try Fixture.parse(
+            Fixture.config(pusher: "sign_in = true", extra: Self.rules + "\n[bridge.users]\ntopic = \"dash/users\""))
         let notify = RouteExplanation.explain(topic: "notify/u1/alert", payload: Array("hi".utf8), in: config, receivedAt: Fixture.time)
         #expect(notify.contains(#"rule notify: MATCH -> user "u1" (every signed-in connection, channel #server-to-user-u1) event "alert""#))
         let revoke = RouteExplanation.explain(topic: "admin/terminate/u1", payload: [], in: config, receivedAt: Fixture.time)

@@ -13,7 +13,8 @@ import Testing
 
     @Test func signInWithTheSecretAndAWatchlist() throws {
         let config = try Fixture.parse(
-            Fixture.config(pusher: #"sign_in = true; watchlist = ["d1", "d2"]"#.replacingOccurrences(of: "; ", with: "\n"), extra: Self.users))
+            Fixture.config(
+                pusher: #"sign_in = true; watchlist = ["d1", "d2"]"#.replacingOccurrences(of: "; ", with: "\n"), extra: Self.users))
         let bridge = config.bridges[0]
         #expect(bridge.pusher.signIn)
         #expect(bridge.pusher.watchlist == ["d1", "d2"])
@@ -54,7 +55,10 @@ import Testing
         ("sign_in = true\nwatchlist = [\"a b\"]", "watchlist: \"a b\": user id contains ' '; allowed are A-Z a-z 0-9 _ - = @ , . ;"),
         ("sign_in = true\nwatchlist = [\"d1\", \"d1\"]", "watchlist: \"d1\" is listed twice"),
         ("sign_in = true\nwatchlist = [1]", "watchlist: element 1 must be a string, found an integer"),
-        ("sign_in = true\nuser_id = \"has space\"", "user_id: is the id the bridge signs in as: user id contains ' '; allowed are A-Z a-z 0-9 _ - = @ , . ;"),
+        (
+            "sign_in = true\nuser_id = \"has space\"",
+            "user_id: is the id the bridge signs in as: user id contains ' '; allowed are A-Z a-z 0-9 _ - = @ , . ;"
+        ),
         ("sign_in = true\nwatchlists = []", "watchlists: unknown key 'watchlists' (did you mean 'watchlist'?)"),
     ])
     func badSignInKeysAreReportedAtTheirKey(_ line: String, _ message: String) {
@@ -136,7 +140,10 @@ import Testing
     }
 
     @Test(arguments: [
-        ("to_user = \"u\"\nchannel = \"c\"\nevent = \"e\"", "to_user: a rule sends to one of channel, to_user or terminate_user; this one also has channel"),
+        (
+            "to_user = \"u\"\nchannel = \"c\"\nevent = \"e\"",
+            "to_user: a rule sends to one of channel, to_user or terminate_user; this one also has channel"
+        ),
         ("to_user = \"a b\"\nevent = \"e\"", "to_user: ' ' can never appear in a user id"),
         ("to_user = \"{topic}\"\nevent = \"e\"", "to_user: {topic} always contains '/'"),
         ("to_user = \"u\"", "event: required key is missing"),

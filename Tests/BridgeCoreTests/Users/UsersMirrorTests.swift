@@ -27,10 +27,12 @@ import Testing
         #expect(mirror.nextDeadline == nil)
         #expect(mirror.online == ["d2"])
         // Later changes go out at once, each once.
-        #expect(states(mirror.watchlistChanged(connection: 0, online: true, userIDs: ["d1"], now: clock.now)) == ["dash/users/d1/online=true"])
+        #expect(
+            states(mirror.watchlistChanged(connection: 0, online: true, userIDs: ["d1"], now: clock.now)) == ["dash/users/d1/online=true"])
         #expect(mirror.watchlistChanged(connection: 0, online: true, userIDs: ["d1"], now: clock.now).isEmpty)
         #expect(
-            states(mirror.watchlistChanged(connection: 0, online: false, userIDs: ["d2"], now: clock.now)) == ["dash/users/d2/online=false"])
+            states(mirror.watchlistChanged(connection: 0, online: false, userIDs: ["d2"], now: clock.now)) == ["dash/users/d2/online=false"]
+        )
     }
 
     @Test mutating func anOfflineEventBeforeTheSettleTimeGoesOutAtOnce() {
@@ -38,7 +40,8 @@ import Testing
         _ = mirror.signedIn(connection: 0, userID: "bridge", watchlist: ["d1"], now: clock.now)
         _ = mirror.watchlistChanged(connection: 0, online: true, userIDs: ["d1"], now: clock.now)
         #expect(
-            states(mirror.watchlistChanged(connection: 0, online: false, userIDs: ["d1"], now: clock.now)) == ["dash/users/d1/online=false"])
+            states(mirror.watchlistChanged(connection: 0, online: false, userIDs: ["d1"], now: clock.now)) == ["dash/users/d1/online=false"]
+        )
     }
 
     @Test mutating func aReconnectKeepsWhatIsTrueAndCorrectsWhatChanged() {
@@ -86,6 +89,8 @@ import Testing
         clock.advance(UsersMirror.settleTime)
         // The watchlist of an endpoint's user_data may name ids the config never saw.
         #expect(
-            states(mirror.watchlistChanged(connection: 0, online: true, userIDs: ["a+b"], now: clock.now)) == ["dash/users/a%2Bb/online=true"])
+            states(mirror.watchlistChanged(connection: 0, online: true, userIDs: ["a+b"], now: clock.now)) == [
+                "dash/users/a%2Bb/online=true"
+            ])
     }
 }
