@@ -119,9 +119,11 @@ class Stream:
         start = time.monotonic()
         seq = 0
         while not self.stopping.is_set():
-            due = start + seq / self.rate
-            if due > time.monotonic():
-                time.sleep(due - time.monotonic())  # pacing of the publisher, not a wait for the bridge
+            # Pacing of the publisher, not a wait for the bridge. One clock read: checking and then
+            # reading again could give sleep() a negative length and end this thread.
+            delay = start + seq / self.rate - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
             before = time.time()
             try:
                 self.http.trigger(self.channels, "tick", json.dumps({"seq": seq}))

@@ -12,8 +12,8 @@ public struct ReloadPlan: Sendable {
     /// Pusher connections are replaced in place, one at a time, and the MQTT connection is kept
     /// (docs/contract.md §8.1, "staggered reconnects").
     public var pusherReplaced: [BridgeSettings] = []
-    /// MQTT, reconnect, buffer or cluster settings changed, or the Pusher connection count or HTTP
-    /// lanes: the bridge restarts.
+    /// MQTT, reconnect, buffer, cluster or `[bridge.users]` settings changed, or the Pusher
+    /// connection count or HTTP lanes: the bridge restarts.
     public var restarted: [BridgeSettings] = []
     /// New bridges, started.
     public var added: [BridgeSettings]
@@ -33,7 +33,7 @@ public struct ReloadPlan: Sendable {
             guard let previous = old.bridge(named: name), let settings = new.bridge(named: name) else { continue }
             let sameElsewhere =
                 previous.mqtt == settings.mqtt && previous.reconnect == settings.reconnect && previous.buffer == settings.buffer
-                && previous.cluster == settings.cluster
+                && previous.cluster == settings.cluster && previous.users == settings.users
             if sameElsewhere, previous.pusher == settings.pusher {
                 rulesChanged.append(settings)
             } else if sameElsewhere, previous.pusher.connections == settings.pusher.connections,

@@ -18,20 +18,27 @@ extension BridgeSupervisor {
         usersPublish(now) { $0.watchlistChanged(connection: connection, online: online, userIDs: userIDs, now: now.instant) }
     }
 
+    /// `connection`'s subscription to the bridge user's channel took effect.
+    public mutating func userChannelLive(connection: Int, _ now: Now) {
+        users?.userChannelLive(connection: connection, now: now.instant)
+    }
+
     /// An event sent to the bridge's user arrived on `connection`. Without `[bridge.users]` it
-    /// is counted `unmatched`; a copy another connection delivers is counted `duplicate`.
-    public func userEventReceived(connection: Int, event: String, data: String, _ now: Now) -> [Action] {
-        guard let users else {
-            return [
-                .bridge(.received(.pusherToMQTT, by: 1)), .bridge(.count(rule: "", direction: .pusherToMQTT, outcome: .unmatched, by: 1)),
-            ]
+    /// is counted `unmatched`; a copy another connection delivered first is counted `duplicate`.
+    public mutating func userEventReceived(connection: Int, event: String, data: String, _ now: Now) -> [Action] {
+        let received = Action.bridge(.received(.pusherToMQTT, by: 1))
+        guard users != nil else {
+            return [received, .bridge(.count(rule: "", direction: .pusherToMQTT, outcome: .unmatched, by: 1))]
         }
-        guard let publish = users.userEvent(connection: connection, event: event, data: data) else {
-            return [
-                .bridge(.received(.pusherToMQTT, by: 1)), .bridge(.count(rule: "", direction: .pusherToMQTT, outcome: .duplicate, by: 1)),
-            ]
+        var publish: MQTTPublish?
+        _ = usersPublish(now) { mirror in
+            publish = mirror.userEvent(connection: connection, event: event, data: data, now: now.instant)
+            return []
         }
-        return [.bridge(.received(.pusherToMQTT, by: 1)), .bridge(.enqueueToMQTT(publish, receivedAtMillis: now.millis))]
+        guard let publish else {
+            return [received, .bridge(.count(rule: "", direction: .pusherToMQTT, outcome: .duplicate, by: 1))]
+        }
+        return [received, .bridge(.enqueueToMQTT(publish, receivedAtMillis: now.millis))]
     }
 
     /// The ids the published watchlist view reports online (the `watchlist_online` gauge).

@@ -100,7 +100,7 @@ public struct BridgeSupervisor: Sendable {
         discovery = ChannelDiscovery(rules: settings.discoveryRules, fixedChannels: settings.pusherChannels, backoff: settings.reconnect)
         cluster = settings.cluster.map { SupervisedCluster(settings: $0, bridge: settings, incarnation: incarnation, startedAt: startedAt) }
         webhooks = WebhookReceiver(settings: settings)
-        users = settings.users.map(UsersMirror.init(settings:))
+        users = settings.users.map { UsersMirror(settings: $0, connections: settings.pusher.connections) }
     }
 
     /// How often the runtime's housekeeping runs (spool syncs, gauges, the watchdog's heartbeat).

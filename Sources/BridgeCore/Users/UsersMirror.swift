@@ -9,7 +9,10 @@ import BridgeVocabulary
 /// Every connection of the bridge signs in, and each is told the same things. Each connection's
 /// view (who is online) is kept; the view of the lowest-numbered signed-in connection is the one
 /// published, and when that connection goes, the next one's view is published in its place
-/// (only what differs). Events to the user are taken from that connection alone.
+/// (only what differs). Events to the user go through a ``PusherEventMerge`` of their own (the
+/// user's channel is one more channel to it, live on a connection from its
+/// `subscription_succeeded`): the first copy from any connection goes out, the others are
+/// duplicates, so one connection's close or rejoin loses none (docs/pusher-merge.md).
 ///
 /// Pusher reports who is online when a connection signs in, and only then who comes and goes: it
 /// never says "offline" for a user who was not online. So an id is published `"false"` only once
@@ -36,11 +39,17 @@ public struct UsersMirror: Sendable {
 
     public let settings: UsersSettings
     private var views: [Int: View] = [:]
+    /// The merge of the connections' copies of events to the user.
+    private var merge: PusherEventMerge
+    /// The merge's name for the user's channel (one user per bridge).
+    private static let channel = "#server-to-user"
     /// What was last published per id (retained on the broker).
     public private(set) var published: [String: Bool] = [:]
 
-    public init(settings: UsersSettings) {
+    /// A mirror for a bridge with `connections` Pusher connections.
+    public init(settings: UsersSettings, connections: Int = 1) {
         self.settings = settings
+        self.merge = PusherEventMerge(connections: connections)
     }
 
     /// The connection whose view is published.
@@ -65,8 +74,15 @@ public struct UsersMirror: Sendable {
 
     /// `connection` is no longer signed in (it dropped, or is being replaced).
     public mutating func signedOut(connection: Int, now: Instant) -> [MQTTPublish] {
+        merge.connectionLost(connection, channel: Self.channel)
         guard views.removeValue(forKey: connection) != nil else { return [] }
         return reconcile(now: now)
+    }
+
+    /// `connection`'s subscription to the user's channel took effect: it receives events to the
+    /// user from now on.
+    public mutating func userChannelLive(connection: Int, now: Instant) {
+        merge.connectionLive(connection, channel: Self.channel, now: now)
     }
 
     /// A watchlist event on `connection`: `userIDs` came online (`online`) or went offline.
@@ -84,9 +100,12 @@ public struct UsersMirror: Sendable {
     }
 
     /// An event sent to the bridge's user arrived on `connection`: the message to publish, or
-    /// `nil` when another connection's copy is the one taken.
-    public func userEvent(connection: Int, event: String, data: String) -> MQTTPublish? {
-        guard connection == primary, let view = views[connection] else { return nil }
+    /// `nil` when it is a copy of one another connection delivered first.
+    public mutating func userEvent(connection: Int, event: String, data: String, now: Instant) -> MQTTPublish? {
+        let key = PusherEventKey(name: event, data: data, userID: nil)
+        guard merge.event(connection: connection, channel: Self.channel, key: key, now: now) == .publish,
+            let view = views[connection] ?? primary.flatMap({ views[$0] })
+        else { return nil }
         let topic = settings.topic + "/" + TopicLevelEscaping.escape(view.userID) + "/events/" + TopicLevelEscaping.escape(event)
         return MQTTPublish(rule: Self.rule, topic: topic, payload: Array(data.utf8), qos: settings.qos, retain: false)
     }

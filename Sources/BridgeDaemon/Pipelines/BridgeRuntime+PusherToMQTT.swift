@@ -129,8 +129,14 @@ extension BridgeRuntime {
             pusherPresenceChanged(change, connection: connection)
         case .subscriptionSucceeded(let channel):
             // The signed-in user's own channel is the session's, not one the bridge holds: no
-            // coverage, no gap records (docs/contract.md §8.2).
-            guard UserID.ofServerToUserChannel(channel) == nil else { return }
+            // coverage, no gap records; the users mirror merges its events (docs/contract.md §8.2).
+            guard UserID.ofServerToUserChannel(channel) == nil else {
+                perform { supervisor, now in
+                    supervisor.userChannelLive(connection: connection, now)
+                    return []
+                }
+                return
+            }
             pusherSubscribed(channel, connection: connection)
         case .subscriptionFailed(let channel, let error):
             guard UserID.ofServerToUserChannel(channel) == nil else {

@@ -177,4 +177,16 @@ import Testing
         let errors = Fixture.errors(text)
         #expect(errors.contains { $0.contains("rule.revoke: publishes into Pusher through the HTTP API, which needs pusher.app_id") })
     }
+
+    /// `[bridge.users]` lives in the supervisor: a change restarts the bridge (a swap of rules in
+    /// place would keep the old mirror); a new watchlist replaces the Pusher connections, which sign
+    /// in again with it.
+    @Test func reloads() throws {
+        let plain = try Fixture.parse(Fixture.config(pusher: "sign_in = true"))
+        let users = try Fixture.parse(Fixture.config(pusher: "sign_in = true", extra: Self.users))
+        #expect(ReloadPlan(old: plain, new: users).restarted.map(\.name) == ["factory"])
+        #expect(ReloadPlan(old: users, new: plain).restarted.map(\.name) == ["factory"])
+        let watching = try Fixture.parse(Fixture.config(pusher: "sign_in = true\nwatchlist = [\"d1\"]", extra: Self.users))
+        #expect(ReloadPlan(old: users, new: watching).pusherReplaced.map(\.name) == ["factory"])
+    }
 }

@@ -72,15 +72,53 @@ import Testing
         #expect(mirror.primary == 1)
     }
 
-    @Test mutating func eventsToTheUserComeFromThePublishedConnectionOnly() {
-        let clock = ManualClock()
-        #expect(mirror.userEvent(connection: 0, event: "alert", data: "{}") == nil)
-        _ = mirror.signedIn(connection: 1, userID: "bridge-factory", watchlist: [], now: clock.now)
-        _ = mirror.signedIn(connection: 0, userID: "bridge-factory", watchlist: [], now: clock.now)
-        #expect(mirror.userEvent(connection: 1, event: "alert", data: "{}") == nil)
-        let publish = mirror.userEvent(connection: 0, event: "alert/x", data: #"{"level":3}"#)
+    @Test func eventsToTheUserAreMergedAcrossConnections() {
+        var clock = ManualClock()
+        var mirror = UsersMirror(settings: UsersSettings(topic: "dash/users"), connections: 2)
+        for connection in [0, 1] {
+            _ = mirror.signedIn(connection: connection, userID: "bridge-factory", watchlist: [], now: clock.now)
+            mirror.userChannelLive(connection: connection, now: clock.now)
+        }
+        // The first copy goes out, from whichever connection; the other's copy is a duplicate.
+        let publish = mirror.userEvent(connection: 1, event: "alert/x", data: #"{"level":3}"#, now: clock.now)
         #expect(publish.map { states([$0]) } == [#"dash/users/bridge-factory/events/alert%2Fx={"level":3} (not retained)"#])
         #expect(publish?.qos == 1 && publish?.rule == "users")
+        #expect(mirror.userEvent(connection: 0, event: "alert/x", data: #"{"level":3}"#, now: clock.now) == nil)
+        // The same event sent twice by the app goes out twice.
+        clock.advance(.milliseconds(10))
+        #expect(mirror.userEvent(connection: 0, event: "alert/x", data: #"{"level":3}"#, now: clock.now) != nil)
+        #expect(mirror.userEvent(connection: 1, event: "alert/x", data: #"{"level":3}"#, now: clock.now) == nil)
+    }
+
+    /// What the e2e test found with a single taking connection: an event only the other connection
+    /// got while the first was closing, or while it signed in again, was lost.
+    @Test func noEventIsLostWhileOneConnectionClosesOrRejoins() {
+        var clock = ManualClock()
+        var mirror = UsersMirror(settings: UsersSettings(topic: "dash/users"), connections: 2)
+        for connection in [0, 1] {
+            _ = mirror.signedIn(connection: connection, userID: "u", watchlist: [], now: clock.now)
+            mirror.userChannelLive(connection: connection, now: clock.now)
+        }
+        // Connection 0 is closing: event 1 reaches only connection 1.
+        #expect(mirror.userEvent(connection: 1, event: "tick", data: "1", now: clock.now) != nil)
+        _ = mirror.signedOut(connection: 0, now: clock.now)
+        clock.advance(.milliseconds(100))
+        #expect(mirror.userEvent(connection: 1, event: "tick", data: "2", now: clock.now) != nil)
+        // Connection 0 signs in again, and its channel takes effect after event 3.
+        _ = mirror.signedIn(connection: 0, userID: "u", watchlist: [], now: clock.now)
+        #expect(mirror.userEvent(connection: 1, event: "tick", data: "3", now: clock.now) != nil)
+        mirror.userChannelLive(connection: 0, now: clock.now)
+        // Both deliver event 4: once.
+        #expect(mirror.userEvent(connection: 0, event: "tick", data: "4", now: clock.now) != nil)
+        #expect(mirror.userEvent(connection: 1, event: "tick", data: "4", now: clock.now) == nil)
+    }
+
+    @Test mutating func withOneConnectionEveryEventGoesOut() {
+        let clock = ManualClock()
+        _ = mirror.signedIn(connection: 0, userID: "u", watchlist: [], now: clock.now)
+        mirror.userChannelLive(connection: 0, now: clock.now)
+        #expect(mirror.userEvent(connection: 0, event: "tick", data: "1", now: clock.now) != nil)
+        #expect(mirror.userEvent(connection: 0, event: "tick", data: "1", now: clock.now) != nil)
     }
 
     @Test mutating func idsAreEscapedAsTopicLevels() {
