@@ -54,6 +54,7 @@ extension LoadContext {
                 settings.sessionExpiry = expiry
             }
         }
+        settings.drainRate = readDrainRate(reader)
         for key in ["status_topic", "dead_letter_topic"] {
             guard let topic = reader.nonEmptyString(key) else { continue }
             if let problem = Self.mqttTopicProblem(topic) {

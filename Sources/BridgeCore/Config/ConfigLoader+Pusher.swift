@@ -99,6 +99,7 @@ extension LoadContext {
         if let lanes = reader.int("api_lanes", in: 1...64) { settings.apiLanes = lanes }
         if let connections = reader.int("connections", in: 1...3) { settings.connections = connections }
         readSignIn(reader, into: &settings)
+        settings.drainRate = readDrainRate(reader)
         return key == nil ? nil : settings
     }
 

@@ -19,11 +19,12 @@ extension LoadContext {
             "key", "app_id", "secret", "secret_file", "cluster", "host", "port", "tls", "rest_host", "rest_port", "ca_file",
             "auth_endpoint", "auth_headers", "activity_timeout", "pong_timeout", "encryption_master_key_base64",
             "encryption_master_key_base64_file", "user_id", "user_info", "max_event_bytes", "api_lanes",
-            "connections",
+            "connections", "drain_rate",
         ] + userPusherKeys
     static let mqttKeys = [
         "host", "port", "tls", "ca_file", "cert_file", "key_file", "tls_insecure", "client_id", "username", "password",
         "password_file", "protocol", "clean_session", "keepalive", "session_expiry", "status_topic", "dead_letter_topic",
+        "drain_rate",
     ]
     static let reconnectKeys = ["initial_delay", "max_delay", "multiplier", "jitter", "stable_after"]
     static let bufferKeys = ["max_messages", "max_bytes", "overflow", "persist"]

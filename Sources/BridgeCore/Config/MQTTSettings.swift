@@ -37,6 +37,9 @@ public struct MQTTSettings: Sendable, Equatable {
     public var statusTopic: String
     /// `dead_letter_topic`: where undeliverable messages go; `nil` = only count and log.
     public var deadLetterTopic: String?
+    /// `drain_rate` (messages per second): the cap on how fast the Pusher → MQTT backlog leaves
+    /// after the broker was away; nil: not paced (docs/contract.md §8.3).
+    public var drainRate: Double?
 
     public init(
         host: String = "localhost", port: Int = 1883, useTLS: Bool = false, caFile: String? = nil, certFile: String? = nil,

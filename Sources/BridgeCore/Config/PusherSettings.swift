@@ -46,6 +46,9 @@ public struct PusherSettings: Sendable, Equatable {
     /// `connections`, default 1 (1…3): independent connections, each holding every channel the
     /// bridge holds; their events are merged (docs/pusher-merge.md).
     public var connections = 1
+    /// `drain_rate` (messages per second): the cap on how fast the MQTT → Pusher backlog leaves
+    /// after an outage; nil: not paced (docs/contract.md §8.3).
+    public var drainRate: Double?
     /// `sign_in`, default false: sign in as `user_id` on every connection (docs/contract.md §8.2).
     public var signIn = false
     /// `user_auth_endpoint`: signs the sign-in instead of `secret` (the endpoint chooses the user).

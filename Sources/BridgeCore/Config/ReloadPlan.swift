@@ -8,7 +8,7 @@ public struct ReloadPlan: Sendable {
     /// the rules now read a different QoS class; docs/contract.md §7.6): the buffer takes the new
     /// policy in place.
     public var rulesChanged: [BridgeSettings] = []
-    /// `[bridge.pusher]` changed, but not `connections` or `api_lanes` (and perhaps the rules): the
+    /// `[bridge.pusher]` changed, but not `connections`, `api_lanes` or `drain_rate` (and perhaps the rules): the
     /// Pusher connections are replaced in place, one at a time, and the MQTT connection is kept
     /// (docs/contract.md §8.1, "staggered reconnects").
     public var pusherReplaced: [BridgeSettings] = []
@@ -37,7 +37,7 @@ public struct ReloadPlan: Sendable {
             if sameElsewhere, previous.pusher == settings.pusher {
                 rulesChanged.append(settings)
             } else if sameElsewhere, previous.pusher.connections == settings.pusher.connections,
-                previous.pusher.apiLanes == settings.pusher.apiLanes
+                previous.pusher.apiLanes == settings.pusher.apiLanes, previous.pusher.drainRate == settings.pusher.drainRate
             {
                 pusherReplaced.append(settings)
             } else {

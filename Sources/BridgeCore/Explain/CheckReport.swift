@@ -40,7 +40,8 @@ public enum CheckReport {
                 + (pusher.appID.map { ", app_id \($0)" } ?? "")
                 + ", HTTP API \(pusher.useTLS ? "https" : "http")://\(pusher.restHost):\(pusher.restPort)"
                 + ", auth: \(auth.isEmpty ? "none (public channels only)" : auth.joined(separator: ", "))"
-                + ", max_event_bytes \(pusher.maxEventBytes), api_lanes \(pusher.apiLanes)")
+                + ", max_event_bytes \(pusher.maxEventBytes), api_lanes \(pusher.apiLanes)"
+                + (pusher.drainRate.map { ", backlog drained at most \(Self.rate($0))" } ?? ""))
         if pusher.signIn {
             let by = pusher.userAuthEndpoint.map { "user auth endpoint \($0)" } ?? "the secret"
             lines.append(
@@ -58,7 +59,8 @@ public enum CheckReport {
         lines.append(
             "  mqtt    \(mqtt.useTLS ? "mqtts" : "mqtt")://\(mqtt.host):\(mqtt.port), MQTT \(mqtt.protocolVersion == .v5 ? "5" : "3.1.1"), "
                 + "client_id \(mqtt.clientID), \(mqtt.cleanSession ? "clean session" : "persistent session"), "
-                + "status \(mqtt.statusTopic)" + (mqtt.deadLetterTopic.map { ", dead letters \($0)" } ?? ""))
+                + "status \(mqtt.statusTopic)" + (mqtt.deadLetterTopic.map { ", dead letters \($0)" } ?? "")
+                + (mqtt.drainRate.map { ", backlog drained at most \(Self.rate($0))" } ?? ""))
         let reconnect = bridge.reconnect
         lines.append(
             "  reconnect \(format(reconnect.initialDelay))…\(format(reconnect.maxDelay)) ×\(reconnect.multiplier) ±\(Int(reconnect.jitter * 100))%; "
@@ -194,5 +196,10 @@ public enum CheckReport {
         case .user: "to_user \(rule.channel.source) event \(rule.event.source)"
         case .terminateUser: "terminate_user \(rule.channel.source)"
         }
+    }
+
+    /// A `drain_rate` as written back: `500/s`, `0.5/s`.
+    static func rate(_ perSecond: Double) -> String {
+        perSecond == perSecond.rounded() ? "\(Int(perSecond))/s" : "\(perSecond)/s"
     }
 }

@@ -98,16 +98,21 @@ extension BridgeRuntime {
             delivery.startBatch()
             // While another lane's batch is refused, wait for it (or the cap) before trying this one.
             await pause.waitWhilePaused(upTo: connection.reconnect.maxDelay, stop: stopping)
+            await paceDrain(batch)
+            var failed = false
             retrying: while true {
                 let result = await send(batch)
                 switch delivery.attemptFinished(result, stopping: stopping(), unitRandom: Double.random(in: 0...1)) {
                 case .delivered:
+                    // Pusher is back after failures: what was received until now is a backlog (`drain_rate`).
+                    if failed { drainResumed() }
                     delivered(batch, pause: pause)
                 case .deadLetter(let reason):
                     deadLetter(batch, reason: reason)
                 case .keepForNextStart:
                     metrics.errors(bridge: name, kind: "pusher_http").increment()
                 case .retry(let delay, _, let reason):
+                    failed = true
                     metrics.errors(bridge: name, kind: "pusher_http").increment()
                     logger.warning(
                         "Pusher HTTP API failed; retrying",
@@ -116,6 +121,7 @@ extension BridgeRuntime {
                     if Task.isCancelled { return }
                     continue retrying
                 case .pause(let delay, let reason):
+                    failed = true
                     metrics.errors(bridge: name, kind: "pusher_http").increment()
                     if pause.refused(reason: reason, now: .now) == .paused {
                         logger.error(
@@ -129,6 +135,24 @@ extension BridgeRuntime {
                 break
             }
         }
+    }
+
+    /// `drain_rate` (docs/contract.md §8.3): the batch's backlog events wait their turn; live ones
+    /// (received after delivery last resumed) do not.
+    private func paceDrain(_ batch: [OutboxEntry<OutgoingPusher>]) async {
+        let now = ContinuousClock.now
+        let wait = decisions.withLock { state -> Duration in
+            guard var pacer = state.drainToPusher else { return .zero }
+            let backlog = batch.count { pacer.isBacklog(receivedAtMillis: $0.item.receivedAtMillis) }
+            defer { state.drainToPusher = pacer }
+            return pacer.admit(backlog: backlog, now: now)
+        }
+        if wait > .zero { try? await Task.sleep(for: wait) }
+    }
+
+    private func drainResumed() {
+        let millis = UTCTimestamp.now().millisecondsSince1970
+        decisions.withLock { $0.drainToPusher?.resumed(atMillis: millis) }
     }
 
     private func delivered(_ batch: [OutboxEntry<OutgoingPusher>], pause: PusherDeliveryPause) {

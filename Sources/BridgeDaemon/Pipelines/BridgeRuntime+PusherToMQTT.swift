@@ -193,10 +193,39 @@ extension BridgeRuntime {
     func sendToMQTT() async {
         let v5 = connection.mqtt.protocolVersion == .v5
         let marker = clusterMarker
+        // `[bridge.mqtt] drain_rate` (docs/contract.md §8.3): what was received before the start, or
+        // before the broker came back, leaves at most at that rate; live messages are not held.
+        var pacer = connection.mqtt.drainRate.map {
+            DrainPacer(ratePerSecond: $0, startedAtMillis: UTCTimestamp.now().millisecondsSince1970)
+        }
+        var states = decisions.withLock { $0.mqttStates }
         while !Task.isCancelled {
             let batch = await toMQTT.next(max: 256)
             if batch.isEmpty { return }
+            if pacer != nil {
+                // The broker connection changed since the last batch (it went away and came back):
+                // what was received until now is a backlog.
+                let now = decisions.withLock { $0.mqttStates }
+                if now != states, mqttUp.isOpen {
+                    states = now
+                    pacer?.resumed(atMillis: UTCTimestamp.now().millisecondsSince1970)
+                }
+            }
             for entry in batch {
+                if pacer != nil, !mqttUp.isOpen {
+                    // Paced: the backlog waits here (in the outbox and its spool), not in the MQTT
+                    // client's queue, which would send it all at once when the broker is back.
+                    await mqttUp.waitUntilOpen()
+                    if Task.isCancelled { return }
+                    states = decisions.withLock { $0.mqttStates }
+                    pacer?.resumed(atMillis: UTCTimestamp.now().millisecondsSince1970)
+                }
+                if var paced = pacer {
+                    let wait = paced.admit(
+                        backlog: paced.isBacklog(receivedAtMillis: entry.item.receivedAtMillis) ? 1 : 0, now: .now)
+                    pacer = paced
+                    if wait > .zero { try? await Task.sleep(for: wait) }
+                }
                 let publish = entry.item.publish
                 let properties = MQTTPublishProperties(
                     userProperties: !v5 ? [] : marker.isEmpty ? publish.userProperties : publish.userProperties + marker)
@@ -207,7 +236,14 @@ extension BridgeRuntime {
                     let now = ContinuousClock.now
                     withBridge { $0.publishing(topic: publish.topic, payload: publish.payload, now: now) }
                 }
-                switch await send(message, topic: publish.topic) {
+                var waited = false
+                let result = await send(message, topic: publish.topic, waited: &waited)
+                // This publish waited for the broker to come back: what was received until now is a backlog.
+                if waited, pacer != nil {
+                    states = decisions.withLock { $0.mqttStates }
+                    pacer?.resumed(atMillis: UTCTimestamp.now().millisecondsSince1970)
+                }
+                switch result {
                 case .sent(let id):
                     if let early = decisions.withLock({ $0.correlation.sent(entry, id: id) }) { complete(entry, with: early) }
                 case .refused:
@@ -229,12 +265,13 @@ extension BridgeRuntime {
 
     /// Hands one publish to the client. A QoS 0 publish is refused while disconnected (it would be
     /// lost): it waits for the connection and goes again, in order.
-    private func send(_ message: MQTTMessage, topic: String) async -> SendResult {
+    private func send(_ message: MQTTMessage, topic: String, waited: inout Bool) async -> SendResult {
         while !Task.isCancelled {
             let states = decisions.withLock { $0.mqttStates }
             do {
                 return .sent(try await handOver(message))
             } catch let error as MQTTError where error.kind == .notConnected {
+                waited = true
                 if mqttUp.isOpen {
                     // The state stream has not told us of the disconnect yet: wait for its next state.
                     await nextMQTTState(after: states)

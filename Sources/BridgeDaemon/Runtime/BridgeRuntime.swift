@@ -120,7 +120,10 @@ final class BridgeRuntime: Service, Sendable {
         let decisions = Locked(
             RuntimeDecisions(
                 supervisor: supervisor, pusherSlots: PusherSlotsState(clients: clients, rest: rest),
-                pusherConnections: PusherConnectionSet(connections: settings.pusher.connections, lastHeld: lastHeld.times)))
+                pusherConnections: PusherConnectionSet(connections: settings.pusher.connections, lastHeld: lastHeld.times),
+                drainToPusher: settings.pusher.drainRate.map {
+                    DrainPacer(ratePerSecond: $0, startedAtMillis: UTCTimestamp.now().millisecondsSince1970)
+                }))
         self.decisions = decisions
         pusherSlots = PusherSlots(decisions: decisions, count: clients.count)
         pusherPause = PusherDeliveryPause(decisions: decisions)

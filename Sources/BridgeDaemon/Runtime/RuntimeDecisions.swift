@@ -38,4 +38,7 @@ struct RuntimeDecisions: Sendable {
     /// A reload replacing the Pusher connections, waiting for a connection to hold its channels:
     /// woken whenever a connection's state or a subscription changes (BridgeRuntime+PusherReplacement.swift).
     var coverageWaiters = WaiterQueue<Void>()
+    /// `[bridge.pusher] drain_rate`: the pace of the MQTT → Pusher backlog, shared by the lanes
+    /// (docs/contract.md §8.3); nil when not paced.
+    var drainToPusher: DrainPacer?
 }
