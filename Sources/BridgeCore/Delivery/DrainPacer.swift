@@ -7,8 +7,10 @@
 /// received after the resume are live and are never held here. They may still wait behind the
 /// backlog of their own channel, whose order is kept.
 ///
-/// The schedule does not bank credit: after a quiet spell, pacing starts again from the moment the
-/// next backlog message asks, so the rate is a cap over any window, not an average since the resume.
+/// The schedule banks at most ``catchUp`` of credit: a sender that fell behind by less (a slow
+/// request, a late wake-up) catches up, so the backlog keeps the rate on average; after a longer
+/// quiet spell pacing starts again from the moment the next backlog message asks, so no burst of
+/// more than a second's worth goes out at once.
 public struct DrainPacer: Sendable, Equatable {
     public typealias Instant = ContinuousClock.Instant
 
@@ -21,6 +23,8 @@ public struct DrainPacer: Sendable, Equatable {
     private var letThrough = 0
     /// Backlog messages let through since the start (for tests and logs).
     public private(set) var paced = 0
+    /// How far behind its schedule the drain may fall and still catch up.
+    public static let catchUp = Duration.seconds(1)
 
     /// A pacer whose backlog is what was received before `startedAtMillis` (the spool's content).
     public init(ratePerSecond: Double, startedAtMillis: Int64) {
@@ -45,8 +49,8 @@ public struct DrainPacer: Sendable, Equatable {
         guard backlog > 0 else { return .zero }
         var start = origin ?? now
         var due = start + .seconds(Double(letThrough) / ratePerSecond)
-        if due < now {
-            // Behind schedule (a quiet spell, or the far side slower than the cap): no credit.
+        if due < now - Self.catchUp {
+            // Far behind (a quiet spell, or the far side slower than the cap): no credit.
             start = now
             letThrough = 0
             due = now
@@ -54,6 +58,6 @@ public struct DrainPacer: Sendable, Equatable {
         origin = start
         letThrough += backlog
         paced += backlog
-        return due - now
+        return max(.zero, due - now)
     }
 }

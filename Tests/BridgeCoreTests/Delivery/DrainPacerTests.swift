@@ -45,6 +45,18 @@ import Testing
         #expect(pacer.admit(backlog: 1, now: clock.now) == .milliseconds(200))
     }
 
+    @Test func aSenderThatFellBehindBrieflyCatchesUp() {
+        var clock = ManualClock()
+        var pacer = DrainPacer(ratePerSecond: 10, startedAtMillis: 1_000)
+        #expect(pacer.admit(backlog: 1, now: clock.now) == .zero)
+        // The sender came back 500 ms late (a slow request): the five it owes go at once, then the
+        // schedule goes on where it was.
+        clock.advance(.milliseconds(600))
+        for _ in 0..<5 { #expect(pacer.admit(backlog: 1, now: clock.now) == .zero) }
+        #expect(pacer.admit(backlog: 1, now: clock.now) == .zero)
+        #expect(pacer.admit(backlog: 1, now: clock.now) == .milliseconds(100))
+    }
+
     @Test func aResumeMakesWhatCameBeforeItBacklogAndStartsAfresh() {
         let clock = ManualClock()
         var pacer = DrainPacer(ratePerSecond: 2, startedAtMillis: 1_000)
