@@ -184,17 +184,11 @@ extension LoadContext {
 
     /// Channel-name rules (docs/pusher-protocol.md §1 "Names and sizes") that hold whatever the message.
     static func channelTemplateProblem(_ template: NameTemplate, filter: TopicFilter, via: PusherDelivery) -> String? {
-        for byte in template.literalText.utf8 where !ChannelName.isChannelNameByte(byte) {
-            let shown = byte < 0x80 ? String(UnicodeScalar(byte)) : "non-ASCII"
-            return "'\(shown)' can never appear in a channel name; allowed are A-Z a-z 0-9 _ - = @ , . ;"
+        if let problem = alphabetTemplateProblem(
+            template, filter: filter, naming: "channel name", maxLength: PusherLimits.channelNameLength)
+        {
+            return problem
         }
-        if template.uses(.topic), filter.levels.count > 1 {
-            return "{topic} always contains '/' for the filter \"\(filter.text)\", which is not allowed in channel names"
-        }
-        if template.literalText.utf8.count > PusherLimits.channelNameLength {
-            return "is longer than \(PusherLimits.channelNameLength) characters before any placeholder is filled"
-        }
-        if template.segments.isEmpty { return "must not be empty" }
         if via == .clientEvent {
             guard template.isConstant else {
                 return "via = \"client-event\" needs one fixed channel (the bridge must be subscribed to it to send client events)"
@@ -235,15 +229,22 @@ extension LoadContext {
 
     /// User-id rules (1–200 characters of the channel-name alphabet) that hold whatever the message.
     static func userTemplateProblem(_ template: NameTemplate, filter: TopicFilter) -> String? {
+        alphabetTemplateProblem(template, filter: filter, naming: "user id", maxLength: UserID.maxLength)
+    }
+
+    /// What makes a template of a name in the channel-name alphabet (a channel name, a user id)
+    /// wrong whatever the message: a literal character outside it, `{topic}` over several levels,
+    /// literal text over `maxLength`, nothing at all.
+    static func alphabetTemplateProblem(_ template: NameTemplate, filter: TopicFilter, naming: String, maxLength: Int) -> String? {
         for byte in template.literalText.utf8 where !ChannelName.isChannelNameByte(byte) {
             let shown = byte < 0x80 ? String(UnicodeScalar(byte)) : "non-ASCII"
-            return "'\(shown)' can never appear in a user id; allowed are A-Z a-z 0-9 _ - = @ , . ;"
+            return "'\(shown)' can never appear in a \(naming); allowed are A-Z a-z 0-9 _ - = @ , . ;"
         }
         if template.uses(.topic), filter.levels.count > 1 {
-            return "{topic} always contains '/' for the filter \"\(filter.text)\", which is not allowed in user ids"
+            return "{topic} always contains '/' for the filter \"\(filter.text)\", which is not allowed in \(naming)s"
         }
-        if template.literalText.utf8.count > UserID.maxLength {
-            return "is longer than \(UserID.maxLength) characters before any placeholder is filled"
+        if template.literalText.utf8.count > maxLength {
+            return "is longer than \(maxLength) characters before any placeholder is filled"
         }
         if template.segments.isEmpty { return "must not be empty" }
         return nil
