@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 import pytest
 import websocket
 
+from bridge_testkit.clients import Closed, RawPusherClient
 from bridge_testkit.harness import (MQTTCollector, PusherLocal, binary, bridge_config, free_port, publish,
                                     pusher_connections, retained, rule, wait_until)
 from test_payload_rules import books_balance, metrics
@@ -44,43 +45,12 @@ USER_RULES = (rule("notify", "mqtt", topic="notify/+/+", to_user="{1}", event="{
 
 # ---- raw device clients ---------------------------------------------------------------------------
 
-class Closed(Exception):
-    def __init__(self, code):
-        super().__init__(f"closed with {code}")
-        self.code = code
-
-
-class Device:
-    """A WebSocket client speaking the Pusher protocol by hand; answers the server's pings."""
+class Device(RawPusherClient):
+    """The shared hand-written protocol client (bridge_testkit.clients), answering the server's
+    pings, with what a device does here."""
 
     def __init__(self, server: PusherLocal):
-        self.server = server
-        self.ws = websocket.create_connection(server.ws_url, timeout=TIMEOUT)
-        hello = self.next_event()
-        assert hello["event"] == "pusher:connection_established", hello
-        self.socket_id = json.loads(hello["data"])["socket_id"]
-
-    def send(self, event, data):
-        self.ws.send(json.dumps({"event": event, "data": data}))
-
-    def next_event(self, timeout=TIMEOUT):
-        self.ws.settimeout(timeout)
-        while True:
-            opcode, frame = self.ws.recv_data_frame(True)
-            if opcode == websocket.ABNF.OPCODE_CLOSE:
-                raise Closed(int.from_bytes(frame.data[:2], "big") if len(frame.data) >= 2 else None)
-            if opcode == websocket.ABNF.OPCODE_TEXT:
-                event = json.loads(frame.data)
-                if event.get("event") == "pusher:ping":
-                    self.send("pusher:pong", {})
-                    continue
-                return event
-
-    def wait_for(self, event, timeout=TIMEOUT):
-        while True:
-            received = self.next_event(timeout)
-            if received["event"] == event:
-                return received
+        super().__init__(server, timeout=TIMEOUT, answer_pings=True)
 
     def user_events(self, count: int, timeout=TIMEOUT) -> list[dict]:
         """The next `count` frames on a `#server-to-user-` channel, nothing skipped but pings."""

@@ -11,46 +11,17 @@ import pusher.http
 import pytest
 import websocket
 
+from bridge_testkit.clients import Closed, RawPusherClient
 from bridge_testkit.harness import PusherLocal, binary
 
 TIMEOUT = 10
 
 
-class Closed(Exception):
-    """The server closed the connection with `code`."""
-
-    def __init__(self, code):
-        super().__init__(f"closed with {code}")
-        self.code = code
-
-
-class RawClient:
-    """A WebSocket client that speaks the protocol by hand, one JSON frame at a time."""
+class RawClient(RawPusherClient):
+    """The shared hand-written protocol client (bridge_testkit.clients), with this suite's checks."""
 
     def __init__(self, server):
-        self.ws = websocket.create_connection(server.ws_url, timeout=TIMEOUT)
-        hello = self.next_event()
-        assert hello["event"] == "pusher:connection_established"
-        self.socket_id = json.loads(hello["data"])["socket_id"]
-
-    def send(self, event, data):
-        self.ws.send(json.dumps({"event": event, "data": data}))
-
-    def next_event(self, timeout=TIMEOUT):
-        """The next text frame as an object; raises Closed when the server closes."""
-        self.ws.settimeout(timeout)
-        while True:
-            opcode, frame = self.ws.recv_data_frame(True)
-            if opcode == websocket.ABNF.OPCODE_CLOSE:
-                raise Closed(int.from_bytes(frame.data[:2], "big") if len(frame.data) >= 2 else None)
-            if opcode == websocket.ABNF.OPCODE_TEXT:
-                return json.loads(frame.data)
-
-    def wait_for(self, event, timeout=TIMEOUT):
-        while True:
-            received = self.next_event(timeout)
-            if received["event"] == event:
-                return received
+        super().__init__(server, timeout=TIMEOUT)
 
     def silent(self, seconds=0.5):
         """True when no frame arrives for `seconds` (and the connection stays open)."""

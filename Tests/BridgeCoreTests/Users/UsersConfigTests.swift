@@ -117,20 +117,7 @@ import Testing
     // MARK: rules
 
     @Test func toUserAndTerminateUserRules() throws {
-        let rules = """
-            [[bridge.rule]]
-            name = "notify"
-            from = "mqtt"
-            topic = "notify/+/+"
-            to_user = "{1}"
-            event = "{2}"
-
-            [[bridge.rule]]
-            name = "revoke"
-            from = "mqtt"
-            topic = "admin/terminate/+"
-            terminate_user = "{1}"
-            """
+        let rules = UserRoutingTests.rules
         let bridge = try Fixture.parse(Fixture.config(extra: rules)).bridges[0]
         let parsed = bridge.mqttToPusherRules
         #expect(parsed.map(\.target) == [.user, .terminateUser])

@@ -1,5 +1,5 @@
 """Third-party clients the suites and the fault matrix share: a pysher listener, a raw websocket-client
-subscriber, and a stand-in for systemd's NOTIFY_SOCKET."""
+subscriber, a client speaking the Pusher protocol by hand, and a stand-in for systemd's NOTIFY_SOCKET."""
 
 from __future__ import annotations
 
@@ -94,3 +94,49 @@ class NotifySocket:
     def all(self) -> list[str]:
         with self.lock:
             return list(self.messages)
+
+
+class Closed(Exception):
+    """The server closed the connection with `code` (None: no close code)."""
+
+    def __init__(self, code):
+        super().__init__(f"closed with {code}")
+        self.code = code
+
+
+class RawPusherClient:
+    """A websocket-client connection to a Pusher server speaking the protocol by hand, one JSON
+    frame at a time (what pusher-js sends, for what no library here sends: pusher:signin, say).
+    With `answer_pings` the server's pusher:ping frames are answered and skipped."""
+
+    def __init__(self, server, timeout: float = 10, answer_pings: bool = False):
+        self.server, self.timeout, self.answer_pings = server, timeout, answer_pings
+        self.ws = websocket.create_connection(server.ws_url, timeout=timeout)
+        hello = self.next_event()
+        assert hello["event"] == "pusher:connection_established", hello
+        self.socket_id = json.loads(hello["data"])["socket_id"]
+
+    def send(self, event, data):
+        self.ws.send(json.dumps({"event": event, "data": data}))
+
+    def next_event(self, timeout=None):
+        """The next text frame as an object; raises Closed when the server closes."""
+        self.ws.settimeout(self.timeout if timeout is None else timeout)
+        while True:
+            opcode, frame = self.ws.recv_data_frame(True)
+            if opcode == websocket.ABNF.OPCODE_CLOSE:
+                raise Closed(int.from_bytes(frame.data[:2], "big") if len(frame.data) >= 2 else None)
+            if opcode == websocket.ABNF.OPCODE_TEXT:
+                event = json.loads(frame.data)
+                if self.answer_pings and event.get("event") == "pusher:ping":
+                    self.send("pusher:pong", {})
+                    continue
+                return event
+
+    def wait_for(self, event, timeout=None):
+        """Frames up to the first named `event`, which is returned."""
+        while True:
+            received = self.next_event(timeout)
+            if received["event"] == event:
+                return received
+
