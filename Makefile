@@ -46,11 +46,13 @@ test-interop:
 
 # The daemon end to end: real mosquitto, real pusher-local, third-party clients. The pytest targets
 # run `setup.sh --python-only` first (a no-op when .venv is current): they import bridge_testkit
-# (Tests/testkit), which it installs.
+# (Tests/testkit), which it installs. A failed test's folder (the daemon's, pusher-local's and
+# mosquitto's whole logs and configs) is kept in .build/e2e-failures; a passed test's is removed.
 test-e2e:
 	@scripts/setup.sh --python-only
 	PUSHER_LOCAL_BIN="$(BIN_DIR)/pusher-local" BRIDGE_BIN="$(BIN_DIR)/pusher-mqtt-bridge" \
-	  .venv/bin/python -m pytest Tests/e2e -q -p no:cacheprovider --durations=5
+	  .venv/bin/python -m pytest Tests/e2e -q -p no:cacheprovider --durations=5 \
+	  --basetemp=.build/e2e-failures -o tmp_path_retention_policy=failed
 
 # The fault matrix's checker and proxies on their own (no daemon, < 2 s); part of `make test`.
 test-faults-unit:

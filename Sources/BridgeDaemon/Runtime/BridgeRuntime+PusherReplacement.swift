@@ -58,8 +58,12 @@ extension BridgeRuntime {
             }
             guard let next else { return }
             // Whether or not its consumer saw it go: the connection is down until the new client's is up.
-            if decisions.withLock({ $0.pusherConnections.coverage.connectionUp[slot] }) {
-                pusherConnectionChanged(PusherConnectionStateChange(previous: .connected, current: .disconnected), connection: slot)
+            // Under `pusherInbound`, like a consumer's report: held events this releases reach the
+            // outbox in the order the merge released them, not after another consumer's next batch.
+            pusherInbound.withLock { _ in
+                if decisions.withLock({ $0.pusherConnections.coverage.connectionUp[slot] }) {
+                    pusherConnectionChanged(PusherConnectionStateChange(previous: .connected, current: .disconnected), connection: slot)
+                }
             }
             client = next
             replacing = true
