@@ -12,7 +12,7 @@ FAULTS      ?=
 PREFIX      ?= /usr/local
 BIN_DIR      = $(shell $(SWIFT) build $(BUILD_FLAGS) --show-bin-path 2>/dev/null)
 
-.PHONY: all build setup test test-swift test-interop test-e2e test-faults-unit check-unit bench faults soak fuzz fuzz-smoke tsan run install format lint clean deb test-deb test-prometheus
+.PHONY: all build setup test test-swift test-interop test-e2e test-faults-unit check-unit bench faults soak fuzz fuzz-smoke tsan run install format lint clean deb test-deb test-prometheus config-reference
 
 all: build
 
@@ -26,6 +26,12 @@ build:
 test: setup lint
 	$(SWIFT) build --build-tests $(BUILD_FLAGS)
 	$(MAKE) --no-print-directory test-swift test-interop test-e2e test-faults-unit check-unit
+
+# docs/configuration.md, generated from the one table of keys (Sources/BridgeCore/Config/ConfigKey*.swift);
+# `make test` fails while the file differs from it (ConfigReferenceTests).
+config-reference:
+	$(SWIFT) build --build-tests $(BUILD_FLAGS)
+	WRITE_CONFIG_REFERENCE=1 $(SWIFT) test --skip-build $(BUILD_FLAGS) --filter ConfigReferenceTests
 
 # systemd-analyze verify (silent) and security (exposure <= 2.0) on the shipped unit.
 check-unit:

@@ -14,7 +14,7 @@ import MQTTVocabulary
 /// A cluster needs MQTT 5 (its MQTT → Pusher filters are shared subscriptions), so `protocol = 4`
 /// is an error.
 extension LoadContext {
-    static let clusterKeys = ["group", "instance", "membership_topic", "heartbeat_interval", "member_timeout", "join_settle"]
+    static let clusterKeys = ConfigKey.names(in: .cluster)
     /// The longest group or instance name: they end up in client ids, topics and directory names.
     static let maximumClusterNameLength = 64
 

@@ -5,8 +5,6 @@ import PusherProtocol
 extension LoadContext {
     /// The keys that only apply next to `channel_prefix`.
     static let discoveryKeys = ["discovery_interval", "max_channels", "idle_timeout"]
-    /// `channel_prefix` and the keys that come with it.
-    static let channelPrefixKeys = ["channel_prefix"] + discoveryKeys
 
     /// What a rule or mirror subscribes: one exact channel, or the channels under a prefix.
     struct ChannelSelection {

@@ -1,7 +1,6 @@
 /// The payload keys of a rule (docs/contract.md §7.3): `payload`, `where`, `throttle`,
 /// `on_change`, `max_targets`.
 extension LoadContext {
-    static let payloadRuleKeys = ["where", "throttle", "on_change", "max_targets"]
 
     /// `payload = "data" | "envelope" | "json:/pointer"`; `.data` when absent, nil when invalid (reported).
     func readPayloadMode(_ reader: TableReader) -> PayloadMode? {

@@ -11,29 +11,18 @@ import TOMLKit
 #endif
 
 extension LoadContext {
+    // Every table's keys come from the one table of keys (ConfigKey.swift), which also generates
+    // docs/configuration.md.
     static let rootKeys = ["daemon", "bridge"]
-    static let daemonKeys = ["log_level", "log_format", "metrics", "state_dir", "shutdown_grace", "webhooks"]
-    static let bridgeKeys = ["name", "pusher", "mqtt", "reconnect", "buffer", "rule", "presence", "webhooks", "cluster", "users"]
-    static let pusherKeys =
-        [
-            "key", "app_id", "secret", "secret_file", "cluster", "host", "port", "tls", "rest_host", "rest_port", "ca_file",
-            "auth_endpoint", "auth_headers", "activity_timeout", "pong_timeout", "encryption_master_key_base64",
-            "encryption_master_key_base64_file", "user_id", "user_info", "max_event_bytes", "api_lanes",
-            "connections", "drain_rate",
-        ] + userPusherKeys
-    static let mqttKeys = [
-        "host", "port", "tls", "ca_file", "cert_file", "key_file", "tls_insecure", "client_id", "username", "password",
-        "password_file", "protocol", "clean_session", "keepalive", "session_expiry", "status_topic", "dead_letter_topic",
-        "drain_rate",
-    ]
-    static let reconnectKeys = ["initial_delay", "max_delay", "multiplier", "jitter", "stable_after"]
-    static let bufferKeys = ["max_messages", "max_bytes", "overflow", "persist"]
-    static let pusherRuleKeys =
-        ["name", "from", "channel", "events", "topic", "qos", "retain", "payload"] + payloadRuleKeys + channelPrefixKeys
-    static let mqttRuleKeys =
-        ["name", "from", "topic", "channel", "to_user", "terminate_user", "event", "qos", "forward_retained", "payload", "via"]
-        + payloadRuleKeys
-    static let presenceKeys = ["channel", "topic", "qos"] + channelPrefixKeys
+    static let daemonKeys = ConfigKey.names(in: .daemon)
+    static let bridgeKeys = ConfigKey.names(in: .bridge)
+    static let pusherKeys = ConfigKey.names(in: .pusher)
+    static let mqttKeys = ConfigKey.names(in: .mqtt)
+    static let reconnectKeys = ConfigKey.names(in: .reconnect)
+    static let bufferKeys = ConfigKey.names(in: .buffer)
+    static let pusherRuleKeys = ConfigKey.names(in: .pusherRule)
+    static let mqttRuleKeys = ConfigKey.names(in: .mqttRule)
+    static let presenceKeys = ConfigKey.names(in: .presence)
 
     func readRoot(_ root: TOMLTable) -> BridgeConfiguration {
         let reader = TableReader(table: root, path: .root, context: self)

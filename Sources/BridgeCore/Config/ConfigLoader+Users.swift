@@ -3,8 +3,7 @@ import PusherProtocol
 /// Signing in as a user: `sign_in`, `user_auth_endpoint`, `watchlist` in `[bridge.pusher]`, and
 /// `[bridge.users]` (docs/contract.md §8.2).
 extension LoadContext {
-    static let userPusherKeys = ["sign_in", "user_auth_endpoint", "watchlist"]
-    static let usersKeys = ["topic", "qos"]
+    static let usersKeys = ConfigKey.names(in: .users)
 
     /// The sign-in keys of `[bridge.pusher]`, read into `settings`.
     func readSignIn(_ reader: TableReader, into settings: inout PusherSettings) {

@@ -1,6 +1,6 @@
 /// `[daemon] webhooks` and `[bridge.webhooks]` (docs/contract.md §7.2).
 extension LoadContext {
-    static let webhookKeys = ["topic_prefix", "events", "qos"]
+    static let webhookKeys = ConfigKey.names(in: .webhooks)
 
     /// `[daemon] webhooks = "host:port"`, `""` = off (the default).
     func readWebhookListener(_ reader: TableReader, into daemon: inout DaemonSettings) {

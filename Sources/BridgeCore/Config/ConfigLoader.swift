@@ -11,36 +11,9 @@ import TOMLKit
 /// Reads and validates `bridges.conf` (docs/contract.md §3–§4) into a ``BridgeConfiguration``, collecting
 /// **every** problem rather than stopping at the first.
 ///
-/// Keys, types and defaults (all keys are strict: an unknown key is an error, with a
-/// "did you mean" hint):
-///
-/// | table | key | type | default |
-/// |---|---|---|---|
-/// | daemon | log_level | trace…error | info |
-/// | daemon | log_format | text, json | text |
-/// | daemon | metrics | "host:port" or "" | "127.0.0.1:9464" |
-/// | daemon | state_dir | path | /var/lib/pusher-mqtt-bridge |
-/// | daemon | shutdown_grace | duration | 5s |
-/// | daemon | webhooks | "host:port" or "" | "" (off) |
-/// | bridge | name | [a-z0-9_-]+ | required |
-/// | bridge.pusher | key | string | required |
-/// | bridge.pusher | app_id | string | required for `via = "http"` rules |
-/// | bridge.pusher | secret / secret_file | secret | — |
-/// | bridge.pusher | cluster / host, port, tls, rest_host, rest_port | | mt1, TLS, 443 |
-/// | bridge.pusher | ca_file, auth_endpoint, auth_headers, user_id, user_info | | — |
-/// | bridge.pusher | activity_timeout (≥ 1s), pong_timeout (≥ 100ms) | duration | 120s, 30s |
-/// | bridge.pusher | encryption_master_key_base64 / _file | secret, 32 bytes | — |
-/// | bridge.pusher | max_event_bytes | size | 10KiB |
-/// | bridge.pusher | api_lanes | integer 1…64 | 8 |
-/// | bridge.pusher | connections | integer 1…3 | 1 |
-/// | bridge.mqtt | host, port, tls, ca_file, cert_file, key_file, tls_insecure | | localhost, 1883 |
-/// | bridge.mqtt | client_id | string | pusher-mqtt-bridge-NAME |
-/// | bridge.mqtt | username, password / password_file | | — |
-/// | bridge.mqtt | protocol (4, 5), clean_session, keepalive (5s…65535s), session_expiry | | 5, false, 30s, 1h |
-/// | bridge.mqtt | status_topic, dead_letter_topic | topic | pusher-mqtt-bridge/NAME/status, — |
-/// | bridge.reconnect | initial_delay, max_delay, multiplier, jitter, stable_after | | 1s, 120s, 2.0, 0.2, 30s |
-/// | bridge.buffer | max_messages, max_bytes, overflow, persist | | 100000, 64MiB, drop-oldest, true |
-/// | bridge.webhooks | topic_prefix, events, qos | topic, event names, 0–2 | required, all seven, 1 |
+/// Every table's keys, with their defaults and meanings, are the one table of keys
+/// (``ConfigKey/all``, ConfigKey.swift): an unknown key is an error, with a "did you mean" hint,
+/// and docs/configuration.md is generated from the same table.
 ///
 /// What the clients refuse when a bridge starts (`MQTTClientLimits`, `PusherClientLimits`) is
 /// refused here too, at the key (ConfigLoader+ClientLimits.swift).
