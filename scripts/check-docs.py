@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Docs that cannot drift (issue 27): every code symbol, file and path the project's own documents
-name in backticks exists in the repository, and the tables of locks, threads and runtime tasks in
-docs/architecture.md list exactly what the code declares.
+"""Docs that cannot drift: every code symbol, file and path the project's own documents name in
+backticks exists in the repository; the tables of locks, threads and runtime tasks in
+docs/architecture.md list exactly what the code declares; and every shell block of the readers'
+documents says which test runs its commands, or why none does.
 
 Run by `make lint` (so by `make test`). Standard library only. Exit 1 with one line per offender.
 
@@ -23,7 +24,13 @@ from pathlib import Path
 # `--root DIR` checks another tree (scripts/test-check-docs.sh); the repository by default.
 ROOT = (Path(sys.argv[sys.argv.index("--root") + 1]).resolve() if "--root" in sys.argv[:-1]
         else Path(__file__).resolve().parent.parent)
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted(ROOT.glob("Sources/*/README.md"))]
+# docs/history/ is a record of past runs (the commands as they were run then), not checked.
+DOCS = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").rglob("*.md") if "history" not in p.relative_to(ROOT / "docs").parts),
+        *sorted(ROOT.glob("Sources/*/README.md"))]
+# The documents whose shell blocks must be marked (check_command_blocks). The parts' READMEs in
+# Sources/ are not among them yet.
+COMMAND_DOCS = [ROOT / "README.md", ROOT / "BENCHMARKS.md", ROOT / "RELIABILITY.md",
+                *sorted(p for p in (ROOT / "docs").rglob("*.md") if "history" not in p.relative_to(ROOT / "docs").parts)]
 # Reference notes about other projects' code (swift-websocket, libmosquitto, …): they name those
 # projects' symbols, which are not ours to check.
 REFERENCE_NOTES = {"mqtt-notes.md", "pusher-protocol.md", "swift-stack.md", "style.md"}
@@ -291,6 +298,44 @@ def check_compiled_examples() -> list[str]:
     return problems
 
 
+MARKER = re.compile(r"<!-- commands: (?:run by (\S+)|not run: (.+?)) -->")
+SHELL_FENCE = re.compile(r"^\s*```(?:sh|bash|shell|console)\s*$")
+
+
+def check_command_blocks() -> list[str]:
+    """Every ```sh block (also bash, shell, console) in COMMAND_DOCS comes right after a marker:
+    `<!-- commands: run by PATH -->`, where PATH is a test that exists and names this document (it
+    reads the block and runs it), or `<!-- commands: not run: REASON -->`. So a command that no test
+    runs says so where a reader sees it, and a new block without a marker fails the build."""
+    problems = []
+    for doc in COMMAND_DOCS:
+        if not doc.is_file():
+            continue
+        name = str(doc.relative_to(ROOT))
+        lines = doc.read_text().splitlines()
+        in_fence = False
+        for number, line in enumerate(lines, 1):
+            if line.lstrip().startswith("```"):
+                opening = not in_fence
+                in_fence = not in_fence
+                if not opening or not SHELL_FENCE.match(line):
+                    continue
+                previous = lines[number - 2] if number >= 2 else ""
+                match = MARKER.search(previous)
+                if not match:
+                    problems.append(f"{name}:{number}: a shell block without `<!-- commands: run by TEST -->` "
+                                    "or `<!-- commands: not run: REASON -->` on the line before")
+                    continue
+                test = match.group(1)
+                if test is None:
+                    continue
+                if not (ROOT / test).is_file():
+                    problems.append(f"{name}:{number}: the test {test} does not exist")
+                elif name not in (ROOT / test).read_text(errors="replace"):
+                    problems.append(f"{name}:{number}: {test} does not name {name}, so it cannot read this block")
+    return problems
+
+
 def main() -> int:
     types, funcs, names = declarations()
     files = all_files()
@@ -313,13 +358,14 @@ def main() -> int:
                     problems.append(f"{doc.relative_to(ROOT)}:{number}: `{span}`: {problem}")
     problems += check_tables()
     problems += check_compiled_examples()
+    problems += check_command_blocks()
     for p in problems:
         print(p)
     if problems:
-        print(f"check-docs: {len(problems)} name(s) in the docs that the code does not have "
-              "(fix the doc, or add a dependency's name to EXTERNAL in scripts/check-docs.py)")
+        print(f"check-docs: {len(problems)} problem(s) in the docs (fix the doc; for a dependency's name, "
+              "add it to EXTERNAL in scripts/check-docs.py)")
         return 1
-    print(f"check-docs: every name in {len(DOCS)} documents exists")
+    print(f"check-docs: every name in {len(DOCS)} documents exists; every shell block in {len(COMMAND_DOCS)} is marked")
     return 0
 
 
