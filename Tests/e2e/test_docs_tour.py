@@ -1,7 +1,8 @@
 """A newcomer's path as a test: the stack `make run` starts (scripts/run-local.sh on the shipped
 bridges.conf: a local mosquitto, pusher-local and the daemon), then the shell blocks of README.md's
 tour and of docs/guide/configure.md, run as a reader pastes them, each block's printed output (the
-```text block after it) checked line by line.
+```text block after it) checked line by line. Also docs/pusher-local.md's commands, each against
+the line the page says it prints.
 
 Every block marked `<!-- commands: run by Tests/e2e/test_docs_tour.py -->` in those documents is run
 here (scripts/check-docs.py requires the marker to name a test that names the document). Only the
@@ -15,14 +16,16 @@ the binaries under test). run-local.sh runs from a copy in the test's directory,
 from __future__ import annotations
 
 import os
+import queue
 import re
 import shutil
 import signal
 import subprocess
+import threading
 import urllib.request
 from pathlib import Path
 
-from bridge_testkit.harness import free_port, wait_until
+from bridge_testkit.harness import TestCA, free_port, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 MARKER = "<!-- commands: run by Tests/e2e/test_docs_tour.py -->"
@@ -138,3 +141,37 @@ def test_the_readme_tour_works_on_make_runs_stack(workdir):
             stack.wait()
         log.close()
         print((workdir / "run-local.log").read_text()[-4000:])
+
+
+def first_line(process: subprocess.Popen, timeout: float = 15) -> str:
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: lines.put(process.stdout.readline()), daemon=True).start()
+    try:
+        return lines.get(timeout=timeout).strip()
+    except queue.Empty:
+        return ""
+
+
+def test_pusher_local_prints_what_its_page_says(workdir):
+    """Each command of docs/pusher-local.md's block starts pusher-local; the comment line after it
+    gives the line it prints ("…: pusher-local listening on …"). Run on a free port, with a
+    certificate and key made for the TLS line."""
+    bin_dir = Path(os.environ["PUSHER_LOCAL_BIN"]).resolve().parent
+    [(commands, _)] = marked_blocks("docs/pusher-local.md")
+    lines = commands.splitlines()
+    pairs = [(lines[i], lines[i + 1]) for i in range(len(lines) - 1)
+             if lines[i].startswith(".build/debug/pusher-local") and lines[i + 1].startswith("#")]
+    assert len(pairs) == 2, f"docs/pusher-local.md's block changed: update this test\n{commands}"
+    cert, key = TestCA(workdir / "pki").issue("server", dns=("localhost",), ips=("127.0.0.1",))
+    (workdir / "server.pem").write_bytes(cert.read_bytes())
+    (workdir / "server.key").write_bytes(key.read_bytes())
+    for command, comment in pairs:
+        port = free_port()
+        argv = command.replace(".build/debug/", f"{bin_dir}/").replace("--port 6001", f"--port {port}").split()
+        said = comment[comment.index("pusher-local listening"):].replace(":6001", f":{port}")
+        process = subprocess.Popen(argv, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            assert first_line(process) == said, f"{command}: the page says it prints {said!r}"
+        finally:
+            process.terminate()
+            process.wait(timeout=10)
