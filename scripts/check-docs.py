@@ -2,7 +2,8 @@
 """Docs that cannot drift: every code symbol, file and path the project's own documents name in
 backticks exists in the repository; the tables of locks, threads and runtime tasks in
 docs/architecture.md list exactly what the code declares; and every shell block of the readers'
-documents says which test runs its commands, or why none does.
+documents says which test runs its commands, or why none does; and every relative link leads to a
+file and heading that exist.
 
 Run by `make lint` (so by `make test`). Standard library only. Exit 1 with one line per offender.
 
@@ -336,6 +337,52 @@ def check_command_blocks() -> list[str]:
     return problems
 
 
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def heading_anchors(doc: Path) -> set[str]:
+    """The anchors GitHub gives the headings of `doc`: lower case, punctuation dropped, spaces to
+    hyphens, `-1`, `-2`, … for repeats."""
+    anchors, seen, in_fence = set(), {}, False
+    for line in doc.read_text().splitlines():
+        if line.lstrip().startswith("```"):
+            in_fence = not in_fence
+        elif not in_fence and (m := re.match(r"^#{1,6} (.*)", line)):
+            slug = re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-")
+            anchors.add(slug if slug not in seen else f"{slug}-{seen[slug]}")
+            seen[slug] = seen.get(slug, 0) + 1
+    return anchors
+
+
+def check_links() -> list[str]:
+    """Every relative Markdown link in the documents (docs/history/ included) leads to a file or
+    folder that exists, and a `#anchor` into a Markdown file to one of its headings: a section that
+    moves cannot leave a link behind."""
+    problems = []
+    history = sorted((ROOT / "docs/history").glob("*.md")) if (ROOT / "docs/history").is_dir() else []
+    for doc in sorted({*DOCS, *COMMAND_DOCS, *history}):
+        if not doc.is_file():
+            continue
+        in_fence = False
+        for number, line in enumerate(doc.read_text().splitlines(), 1):
+            if line.lstrip().startswith("```"):
+                in_fence = not in_fence
+                continue
+            if in_fence:
+                continue
+            for target in LINK.findall(line):
+                if re.match(r"^[a-z]+:", target):
+                    continue
+                path, _, anchor = target.partition("#")
+                linked = (doc.parent / path).resolve() if path else doc
+                where = f"{doc.relative_to(ROOT)}:{number}"
+                if not linked.exists():
+                    problems.append(f"{where}: the link {target} leads nowhere")
+                elif anchor and linked.suffix == ".md" and anchor not in heading_anchors(linked):
+                    problems.append(f"{where}: the link {target}: {linked.name} has no heading #{anchor}")
+    return problems
+
+
 def main() -> int:
     types, funcs, names = declarations()
     files = all_files()
@@ -359,6 +406,7 @@ def main() -> int:
     problems += check_tables()
     problems += check_compiled_examples()
     problems += check_command_blocks()
+    problems += check_links()
     for p in problems:
         print(p)
     if problems:

@@ -2,7 +2,8 @@
 # Tests of scripts/check-docs.py (run by `make lint`): a small tree whose docs match its code must
 # pass; a doc naming a type the code lacks, a lock, thread or runtime task added to the code
 # without a table row, a row the code does not have, and a shell block without its marker (or
-# naming a test that is missing or does not name the document) must each fail and name the offender.
+# naming a test that is missing or does not name the document), and a link to a missing file or
+# heading must each fail and name the offender.
 # No network, no build; well under a second.
 set -euo pipefail
 check="$(cd "$(dirname "$0")" && pwd)/check-docs.py"
@@ -160,6 +161,18 @@ expect_failure "a test that does not exist" "$work/tree" "the test Tests/e2e/tes
 fresh
 printf '\n```sh\nmake run\n```\n' >>"$work/tree/BENCHMARKS.md"
 expect_failure "an unmarked shell block in BENCHMARKS.md" "$work/tree" "BENCHMARKS.md:2: a shell block without"
+
+# Relative links lead to files and headings that exist.
+fresh
+printf '\nSee [the tasks](docs/architecture.md#the-tasks-of-a-bridge) and [locks](docs/architecture.md#locks).\n' >>"$work/tree/README.md"
+run "$work/tree"
+[ "$status" -eq 0 ] || fail "links to headings that exist: $output"
+printf 'See [the guide](docs/guide.md).\n' >>"$work/tree/README.md"
+expect_failure "a link to a file that does not exist" "$work/tree" "the link docs/guide.md leads nowhere"
+
+fresh
+printf '\nSee [moved](docs/architecture.md#threads-and-tasks).\n' >>"$work/tree/README.md"
+expect_failure "a link to a heading that does not exist" "$work/tree" "architecture.md has no heading #threads-and-tasks"
 
 if [ "$failures" -gt 0 ]; then
     echo "test-check-docs: $failures failure(s)"
