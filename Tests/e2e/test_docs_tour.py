@@ -69,11 +69,12 @@ def rewrite(commands: str, bin_dir: Path, config: Path, mqtt_port: int, metrics_
 
 
 def run_block(commands: str, cwd: Path) -> subprocess.CompletedProcess:
-    """Runs the block's lines one after another in one shell, a second apart (as a reader types
-    them: a subscriber started with `&` is listening before the next line sends), then ends what was
-    left running in the background. Fails at the first command that fails."""
+    """Runs the block's lines one after another in one shell, two seconds apart (as a reader types
+    them: a subscriber started with `&` is listening before the next line sends, also on a busy CI
+    machine), then ends what was left running in the background. Fails at the first command that
+    fails."""
     lines = [line for line in commands.splitlines() if line.strip()]
-    script = "set -e\n" + "\nsleep 1\n".join(lines) + "\nsleep 2\nkill $(jobs -p) 2>/dev/null || true\nwait || true\n"
+    script = "set -e\n" + "\nsleep 2\n".join(lines) + "\nsleep 2\nkill $(jobs -p) 2>/dev/null || true\nwait || true\n"
     return subprocess.run(["bash", "-c", script], cwd=cwd, capture_output=True, text=True, timeout=60)
 
 
@@ -128,7 +129,8 @@ def test_the_readme_tour_works_on_make_runs_stack(workdir):
                 assert result.returncode == 0, f"{document}: this block failed ({result.returncode}):\n{commands}\n{output}"
                 if expected is not None:
                     missing = printed(expected, output)
-                    assert not missing, f"{document}: the block\n{commands}\ndid not print\n" + "\n".join(missing) + f"\nIt printed:\n{output}"
+                    assert not missing, (f"{document}: the block\n{commands}\ndid not print\n" + "\n".join(missing)
+                                         + f"\nIt printed:\n{output}")
                 ran += 1
         assert ran >= 4
     finally:
