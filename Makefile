@@ -167,8 +167,9 @@ format:
 # swift-format with the checked-in .swift-format: zero findings, or `make test` fails (`make format` fixes most).
 # Then the layout rules (scripts/check-layout.sh: file sizes, polling sleeps, lock count, generated files in
 # Sources/, …; the enforced ones are listed at its top) and the tests of that check; then the docs
-# (scripts/check-docs.py: every name the docs give exists, and docs/architecture.md's tables of locks,
-# threads and runtime tasks list exactly what the code has) and the tests of that check.
+# (scripts/check-docs.py: every name the docs give exists, docs/architecture.md's tables of locks,
+# threads and runtime tasks list exactly what the code has, and every shell block in the readers' docs
+# names the test that runs it or says why none does) and the tests of that check.
 lint:
 	$(SWIFT) format lint --strict --recursive Sources Tests Fuzz Benchmarks Package.swift
 	scripts/check-layout.sh

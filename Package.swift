@@ -2,7 +2,7 @@
 // pusher-mqtt-bridge: Pusher Channels <-> MQTT, for Linux servers.
 // Licensed under the Apache License, Version 2.0: LICENSE and NOTICE at the root.
 //
-// Folder = part (see README "Layout"). Dependencies point one way, toward the pure core
+// Folder = part (see docs/development.md, "Layout"). Dependencies point one way, toward the pure core
 // (our modules only; each target's `dependencies` below list exactly what its files import):
 //   pusher-mqtt-bridge (exe) -> BridgeDaemon, BridgeCore, PusherChannels
 //   BridgeDaemon    -> Durability, BridgeCore, PusherChannels, MosquittoClient, MQTTVocabulary, PusherProtocol, Backoff, Locking, CGlibcMalloc

@@ -2,7 +2,7 @@
 # `make bench-fleet`: channel discovery (docs/contract.md §7.1) with 10,000 matching channels:
 # occupied → held latency, subscribe rate, RSS per held channel, time to leave them all, against
 # the same channels as static `channel = …` rules in the same run (method and results:
-# BENCHMARKS.md "Fleet discovery"). Not part of `make test`: ~5 min.
+# docs/history/benchmarks.md "Fleet discovery"). Not part of `make test`: ~5 min.
 #
 #   RUNS=3        runs of each configuration, alternating (medians are reported)
 #   CHANNELS=10000

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make bench-instructions`: instructions per message under callgrind, each direction at QoS 0 and
 # 1, bridge and mosquitto in the same run (method: Benchmarks/instructions/bench_instructions.py;
-# results: BENCHMARKS.md "Instructions per message"). Not part of `make test`: ~10 min.
+# results: docs/history/benchmarks.md "Instructions per message"). Not part of `make test`: ~10 min.
 #
 #   COUNT=20000   messages per run     RATE=400   msg/s (below both processes' pace under callgrind)
 #   REPEATS=2     runs per cell (median and spread reported)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make bench-memory`: the daemon's RSS idle (with a breakdown by mapping: the binary, each shared
 # object, heap, anonymous) and under a full backlog of 64 MiB of 8 KB messages in each direction,
-# with and without the spool (method and results: BENCHMARKS.md "Memory"). Not part of
+# with and without the spool (method and results: docs/history/benchmarks.md "Memory"). Not part of
 # `make test`: ~8 min.
 #
 #   RUNS=3        runs of each cell (medians are reported)

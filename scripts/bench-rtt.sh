@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `make bench-rtt`: the Pusher side at real round-trip times (BENCHMARKS.md "Real round-trip
-# times"). MQTT → Pusher throughput over 1, 10 and 100 channels with api_lanes 8 and 32 against the
+# `make bench-rtt`: the Pusher side at real round-trip times (docs/history/benchmarks.md "Real
+# round-trip times"). MQTT → Pusher throughput over 1, 10 and 100 channels with api_lanes 8 and 32 against the
 # ideal min(lanes, channels) × 10 / RTT, and Pusher → MQTT over the WebSocket, with 20, 50 and
 # 100 ms of added round-trip time. Not part of `make test`: ~10-15 min.
 #

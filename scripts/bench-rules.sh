@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make bench-rules`: what payload rules (`where`, `{json:…}`, docs/contract.md §7.3) cost per
-# message against plain rules, in one run (method and results: BENCHMARKS.md "Payload rules").
+# message against plain rules, in one run (method and results: docs/history/benchmarks.md "Payload rules").
 # Not part of `make test`: ~10 min.
 #
 #   PAIRS=7     A/B pairs per payload, measured A B A B … (medians are reported)

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Docs that cannot drift (issue 27): every code symbol, file and path the project's own documents
-name in backticks exists in the repository, and the tables of locks, threads and runtime tasks in
-docs/architecture.md list exactly what the code declares.
+"""Docs that cannot drift: every code symbol, file and path the project's own documents name in
+backticks exists in the repository; the tables of locks, threads and runtime tasks in
+docs/architecture.md list exactly what the code declares; and every shell block of the readers'
+documents says which test runs its commands, or why none does; and every relative link leads to a
+file and heading that exist.
 
 Run by `make lint` (so by `make test`). Standard library only. Exit 1 with one line per offender.
 
@@ -23,7 +25,13 @@ from pathlib import Path
 # `--root DIR` checks another tree (scripts/test-check-docs.sh); the repository by default.
 ROOT = (Path(sys.argv[sys.argv.index("--root") + 1]).resolve() if "--root" in sys.argv[:-1]
         else Path(__file__).resolve().parent.parent)
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted(ROOT.glob("Sources/*/README.md"))]
+# docs/history/ is a record of past runs (the commands as they were run then), not checked.
+DOCS = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").rglob("*.md") if "history" not in p.relative_to(ROOT / "docs").parts),
+        *sorted(ROOT.glob("Sources/*/README.md"))]
+# The documents whose shell blocks must be marked (check_command_blocks). The parts' READMEs in
+# Sources/ are not among them yet.
+COMMAND_DOCS = [ROOT / "README.md", ROOT / "BENCHMARKS.md", ROOT / "RELIABILITY.md",
+                *sorted(p for p in (ROOT / "docs").rglob("*.md") if "history" not in p.relative_to(ROOT / "docs").parts)]
 # Reference notes about other projects' code (swift-websocket, libmosquitto, …): they name those
 # projects' symbols, which are not ours to check.
 REFERENCE_NOTES = {"mqtt-notes.md", "pusher-protocol.md", "swift-stack.md", "style.md"}
@@ -291,6 +299,90 @@ def check_compiled_examples() -> list[str]:
     return problems
 
 
+MARKER = re.compile(r"<!-- commands: (?:run by (\S+)|not run: (.+?)) -->")
+SHELL_FENCE = re.compile(r"^\s*```(?:sh|bash|shell|console)\s*$")
+
+
+def check_command_blocks() -> list[str]:
+    """Every ```sh block (also bash, shell, console) in COMMAND_DOCS comes right after a marker:
+    `<!-- commands: run by PATH -->`, where PATH is a test that exists and names this document (it
+    reads the block and runs it), or `<!-- commands: not run: REASON -->`. So a command that no test
+    runs says so where a reader sees it, and a new block without a marker fails the build."""
+    problems = []
+    for doc in COMMAND_DOCS:
+        if not doc.is_file():
+            continue
+        name = str(doc.relative_to(ROOT))
+        lines = doc.read_text().splitlines()
+        in_fence = False
+        for number, line in enumerate(lines, 1):
+            if line.lstrip().startswith("```"):
+                opening = not in_fence
+                in_fence = not in_fence
+                if not opening or not SHELL_FENCE.match(line):
+                    continue
+                previous = lines[number - 2] if number >= 2 else ""
+                match = MARKER.search(previous)
+                if not match:
+                    problems.append(f"{name}:{number}: a shell block without `<!-- commands: run by TEST -->` "
+                                    "or `<!-- commands: not run: REASON -->` on the line before")
+                    continue
+                test = match.group(1)
+                if test is None:
+                    continue
+                if not (ROOT / test).is_file():
+                    problems.append(f"{name}:{number}: the test {test} does not exist")
+                elif name not in (ROOT / test).read_text(errors="replace"):
+                    problems.append(f"{name}:{number}: {test} does not name {name}, so it cannot read this block")
+    return problems
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def heading_anchors(doc: Path) -> set[str]:
+    """The anchors GitHub gives the headings of `doc`: lower case, punctuation dropped, spaces to
+    hyphens, `-1`, `-2`, … for repeats."""
+    anchors, seen, in_fence = set(), {}, False
+    for line in doc.read_text().splitlines():
+        if line.lstrip().startswith("```"):
+            in_fence = not in_fence
+        elif not in_fence and (m := re.match(r"^#{1,6} (.*)", line)):
+            slug = re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-")
+            anchors.add(slug if slug not in seen else f"{slug}-{seen[slug]}")
+            seen[slug] = seen.get(slug, 0) + 1
+    return anchors
+
+
+def check_links() -> list[str]:
+    """Every relative Markdown link in the documents (docs/history/ included) leads to a file or
+    folder that exists, and a `#anchor` into a Markdown file to one of its headings: a section that
+    moves cannot leave a link behind."""
+    problems = []
+    history = sorted((ROOT / "docs/history").glob("*.md")) if (ROOT / "docs/history").is_dir() else []
+    for doc in sorted({*DOCS, *COMMAND_DOCS, *history}):
+        if not doc.is_file():
+            continue
+        in_fence = False
+        for number, line in enumerate(doc.read_text().splitlines(), 1):
+            if line.lstrip().startswith("```"):
+                in_fence = not in_fence
+                continue
+            if in_fence:
+                continue
+            for target in LINK.findall(line):
+                if re.match(r"^[a-z]+:", target):
+                    continue
+                path, _, anchor = target.partition("#")
+                linked = (doc.parent / path).resolve() if path else doc
+                where = f"{doc.relative_to(ROOT)}:{number}"
+                if not linked.exists():
+                    problems.append(f"{where}: the link {target} leads nowhere")
+                elif anchor and linked.suffix == ".md" and anchor not in heading_anchors(linked):
+                    problems.append(f"{where}: the link {target}: {linked.name} has no heading #{anchor}")
+    return problems
+
+
 def main() -> int:
     types, funcs, names = declarations()
     files = all_files()
@@ -313,13 +405,15 @@ def main() -> int:
                     problems.append(f"{doc.relative_to(ROOT)}:{number}: `{span}`: {problem}")
     problems += check_tables()
     problems += check_compiled_examples()
+    problems += check_command_blocks()
+    problems += check_links()
     for p in problems:
         print(p)
     if problems:
-        print(f"check-docs: {len(problems)} name(s) in the docs that the code does not have "
-              "(fix the doc, or add a dependency's name to EXTERNAL in scripts/check-docs.py)")
+        print(f"check-docs: {len(problems)} problem(s) in the docs (fix the doc; for a dependency's name, "
+              "add it to EXTERNAL in scripts/check-docs.py)")
         return 1
-    print(f"check-docs: every name in {len(DOCS)} documents exists")
+    print(f"check-docs: every name in {len(DOCS)} documents exists; every shell block in {len(COMMAND_DOCS)} is marked")
     return 0
 
 

@@ -8,7 +8,7 @@
 #     pusher-local(1)); bash/zsh/fish completions from --generate-completion-script; copyright and
 #     changelog.Debian.gz; contrib/ alert rules and dashboard as examples;
 #   - Depends: computed by dpkg-shlibdeps from what the binaries link (never written by hand);
-#   - lintian: fails on any error, prints the warnings (README.md, "Install", explains each).
+#   - lintian: fails on any error, prints the warnings (docs/guide/install.md, "Building the package", explains each).
 #
 # The version is BridgeCoreVersion.current (what --version prints) plus the Debian revision
 # DEB_REVISION (default 1); packaging/deb/changelog must start with that version.
@@ -136,7 +136,7 @@ echo "Depends: $depends"
 ls -l "$deb"
 
 step "lintian"
-# Exit status is non-zero on any error-level tag; warnings are printed and explained in README.md.
+# Exit status is non-zero on any error-level tag; warnings are printed and explained in docs/guide/install.md.
 # packaging/deb/lintian-overrides holds the one overridden error, with its reason.
 lintian --tag-display-limit 0 "$deb" | tee "$out/lintian.txt"
 step "done: $deb"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make order-file`: regenerates build-support/startup.order, the list of functions the
 # daemon runs when it starts, idles and moves a little traffic, which the linker places side by side
-# (Package.swift, the daemon's linkerSettings; why: BENCHMARKS.md "Memory"). Run it after changes that
+# (Package.swift, the daemon's linkerSettings; why: docs/history/benchmarks.md "Memory"). Run it after changes that
 # rename or add much code on those paths; a stale list costs memory, never correctness (names it does
 # not find are skipped). ~3 min after the builds.
 #

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building, running and testing pusher-mqtt-bridge needs, and nothing that is there already:
 #   - Debian packages: libmosquitto-dev, libsodium-dev, zlib1g-dev, libssl-dev (build);
-#     mosquitto, mosquitto-clients, openssl (run/tests); python3-venv (test tools); systemd (unit checks)
+#     mosquitto, mosquitto-clients, openssl, curl (run/tests, and the README's tour); python3-venv (test
+#     tools); systemd (unit checks)
 #   - a Python virtualenv in .venv with the third-party clients the interop tests use
 #     (Tests/interop/requirements.txt: pysher, pusher, paho-mqtt, pytest) and the project's own
 #     test harness, Tests/testkit (the bridge_testkit package, installed editable: every suite and
@@ -23,7 +24,7 @@ case "${1:-}" in
   *) echo "usage: $0 [--system-only | --python-only | --faults | --valgrind]" >&2; exit 64 ;;
 esac
 
-packages=(libmosquitto-dev libsodium-dev zlib1g-dev libssl-dev mosquitto mosquitto-clients openssl python3-venv systemd)
+packages=(libmosquitto-dev libsodium-dev zlib1g-dev libssl-dev mosquitto mosquitto-clients openssl curl python3-venv systemd)
 # Only the fault matrix needs these (ip netns + iptables for the partition row); `make test` does not.
 [ "${want_faults:-0}" = 1 ] && packages+=(iptables iproute2)
 [ "${want_valgrind:-0}" = 1 ] && packages+=(valgrind gcc)

@@ -12,7 +12,7 @@
 # ($ss17_NativeDictionary…setValue…SS_ypTg5) is also defined in libFoundation.a's FileManager.o,
 # which comes first on the link line; lld took it from there, and with it all of Foundation,
 # CoreFoundation (whose constructor runs at start) and ICU's data: 3.7 MiB of the idle daemon's
-# RSS and 46 MB of the binary (BENCHMARKS.md "Memory", step 7; Benchmarks/memory/resident_code.py
+# RSS and 46 MB of the binary (docs/history/benchmarks.md "Memory", step 7; Benchmarks/memory/resident_code.py
 # names the modules). Without the entry FoundationEssentials' own copy is taken. deb.sh checks
 # that neither binary defines Foundation's symbols again.
 # shellcheck disable=SC2034  # used by the scripts that source this file

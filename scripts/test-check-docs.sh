@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Tests of scripts/check-docs.py (run by `make lint`): a small tree whose docs match its code must
 # pass; a doc naming a type the code lacks, a lock, thread or runtime task added to the code
-# without a table row, and a row the code does not have must each fail and name the offender.
+# without a table row, a row the code does not have, and a shell block without its marker (or
+# naming a test that is missing or does not name the document), and a link to a missing file or
+# heading must each fail and name the offender.
 # No network, no build; well under a second.
 set -euo pipefail
 check="$(cd "$(dirname "$0")" && pwd)/check-docs.py"
@@ -135,6 +137,42 @@ expect_failure "a runtime task without a row" "$work/tree" "the code has runtime
 fresh
 sed -i 's/^### The tasks of a bridge/### Tasks/' "$work/tree/docs/architecture.md"
 expect_failure "a missing section" "$work/tree" "no section 'The tasks of a bridge'"
+
+# Shell blocks in the readers' documents say which test runs them, or why none does.
+fresh
+mkdir -p "$work/tree/Tests/e2e" "$work/tree/docs/guide" "$work/tree/docs/history"
+printf '"""Runs the blocks of docs/guide/tour.md."""\n' >"$work/tree/Tests/e2e/test_tour.py"
+printf '# Tour\n\n<!-- commands: run by Tests/e2e/test_tour.py -->\n```sh\nmake run\n```\n\n<!-- commands: not run: needs root -->\n```sh\nsudo make install\n```\n' \
+    >"$work/tree/docs/guide/tour.md"
+printf '# Old runs\n\n```sh\nmake bench\n```\n' >"$work/tree/docs/history/runs.md"
+run "$work/tree"
+[ "$status" -eq 0 ] || fail "marked shell blocks, and an unmarked one in docs/history/: $output"
+printf '\n```bash\nmake test\n```\n' >>"$work/tree/docs/guide/tour.md"
+expect_failure "an unmarked shell block in a subfolder of docs/" "$work/tree" "docs/guide/tour.md:13: a shell block without"
+
+fresh
+mkdir -p "$work/tree/Tests/e2e"
+printf '"""Runs nothing of the README."""\n' >"$work/tree/Tests/e2e/test_other.py"
+printf '\n<!-- commands: run by Tests/e2e/test_other.py -->\n```sh\nmake run\n```\n' >>"$work/tree/README.md"
+expect_failure "a test that does not name the document" "$work/tree" "Tests/e2e/test_other.py does not name README.md"
+sed -i 's|test_other.py -->|test_gone.py -->|' "$work/tree/README.md"
+expect_failure "a test that does not exist" "$work/tree" "the test Tests/e2e/test_gone.py does not exist"
+
+fresh
+printf '\n```sh\nmake run\n```\n' >>"$work/tree/BENCHMARKS.md"
+expect_failure "an unmarked shell block in BENCHMARKS.md" "$work/tree" "BENCHMARKS.md:2: a shell block without"
+
+# Relative links lead to files and headings that exist.
+fresh
+printf '\nSee [the tasks](docs/architecture.md#the-tasks-of-a-bridge) and [locks](docs/architecture.md#locks).\n' >>"$work/tree/README.md"
+run "$work/tree"
+[ "$status" -eq 0 ] || fail "links to headings that exist: $output"
+printf 'See [the guide](docs/guide.md).\n' >>"$work/tree/README.md"
+expect_failure "a link to a file that does not exist" "$work/tree" "the link docs/guide.md leads nowhere"
+
+fresh
+printf '\nSee [moved](docs/architecture.md#threads-and-tasks).\n' >>"$work/tree/README.md"
+expect_failure "a link to a heading that does not exist" "$work/tree" "architecture.md has no heading #threads-and-tasks"
 
 if [ "$failures" -gt 0 ]; then
     echo "test-check-docs: $failures failure(s)"

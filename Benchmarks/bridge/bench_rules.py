@@ -3,7 +3,7 @@
     .venv/bin/python Benchmarks/bridge/bench_rules.py --bin-dir .build/release --tools-dir .build/bench-tools
         [--pairs 7] [--qos 0] [--quick] [--out Benchmarks/results/payload-rules]
 
-(scripts/bench-rules.sh builds everything and calls this; method and results: BENCHMARKS.md
+(scripts/bench-rules.sh builds everything and calls this; method and results: docs/history/benchmarks.md
 "Payload rules".)
 
 1. End to end, with the machinery of bench.py (one mosquitto, one pusher-local, a fresh release
@@ -233,7 +233,7 @@ def render(meta: dict, summary: list[dict], micro: list[dict]) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description="payload-rule cost (BENCHMARKS.md 'Payload rules')")
+    parser = argparse.ArgumentParser(description="payload-rule cost (docs/history/benchmarks.md 'Payload rules')")
     parser.add_argument("--bin-dir", required=True, help="release bin dir: pusher-local, pusher-mqtt-bridge, "
                                                          "pusher-bench-subscriber, rules-bench")
     parser.add_argument("--tools-dir", required=True, help="dir with c_pub and c_sub")

@@ -15,7 +15,7 @@
  * CLOCK_REALTIME in ns taken just before mosquitto_publish, so a subscriber on the same machine
  * (C or Swift, which both read the realtime clock) computes one-way latency.
  * With FIELDS > 0 (at most 100) the payload carries FIELDS more members between sent_at_ns and
- * pad, for the payload-rule benchmark (`make bench-rules`, BENCHMARKS.md "Payload rules"):
+ * pad, for the payload-rule benchmark (`make bench-rules`, docs/history/benchmarks.md "Payload rules"):
  * {"seq":i,"sent_at_ns":T,"f00":2.5,"f01":"m2p","f02":true,"f03":45,"f04":2.5,…,"pad":"xxx…"}:
  * member fNN is 2.5, "m2p", true or 42+NN by NN % 4, so /f03 > 10, /f01, /f05, /f17 … are "m2p".
  * "pad" is left out when it would not fit in SIZE (SIZE 0 = the smallest payload with the fields).

@@ -4,7 +4,7 @@
         [--channels 10000] [--runs 3] [--interval 5s] [--quick] [--out Benchmarks/results/fleet]
 
 (scripts/bench-fleet.sh builds the release binaries and calls this; method and results:
-BENCHMARKS.md "Fleet discovery".)
+docs/history/benchmarks.md "Fleet discovery".)
 
 One mosquitto and one release pusher-local for the whole run; per run a fresh release daemon. The
 channels `private-device-00000`… are occupied by `FleetSubscriber`: raw WebSocket connections

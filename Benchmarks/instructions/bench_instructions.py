@@ -1,5 +1,5 @@
 """`make bench-instructions`: instructions per message, a figure that does not depend on how busy
-the machine is (BENCHMARKS.md "Instructions per message").
+the machine is (docs/history/benchmarks.md "Instructions per message").
 
     .venv/bin/python Benchmarks/instructions/bench_instructions.py --bin-dir .build/release \
         --tools-dir .build/bench-tools [--count 20000] [--rate 400] [--repeats 2] [--out DIR]

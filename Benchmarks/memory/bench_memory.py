@@ -6,7 +6,7 @@ idle RSS ≤ 20 MB; RSS ≤ idle + 1.3 × the buffered bytes).
         [--env MALLOC_ARENA_MAX=2] [--trim-probe] [--quick] [--out Benchmarks/results/memory]
 
 (scripts/bench-memory.sh builds the release binaries and calls this; method and results:
-BENCHMARKS.md "Memory".)
+docs/history/benchmarks.md "Memory".)
 
 One release pusher-local for the whole run; per run a fresh mosquitto and a fresh release daemon
 with one bridge and a few rules (both directions, a presence mirror), metrics on.

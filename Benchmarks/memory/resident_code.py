@@ -1,6 +1,6 @@
 """`make bench-memory STATIC=1` (after its other readings): which code of the daemon's binary is resident when it is idle, by
 module — so that "idle RSS is code" comes with the weight of each dependency (issue 16: idle RSS
-≤ 20 MB; BENCHMARKS.md "Memory").
+≤ 20 MB; docs/history/benchmarks.md "Memory").
 
     .venv/bin/python Benchmarks/memory/resident_code.py --bin-dir .build-deb/release [--runs 3]
         [--out Benchmarks/results/memory/static]

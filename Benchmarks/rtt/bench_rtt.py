@@ -1,4 +1,4 @@
-"""`make bench-rtt`: the Pusher side at real round-trip times (issue 16; BENCHMARKS.md "Real round-trip times").
+"""`make bench-rtt`: the Pusher side at real round-trip times (issue 16; docs/history/benchmarks.md "Real round-trip times").
 
     sudo .venv/bin/python Benchmarks/rtt/bench_rtt.py --bin-dir .build/release --tools-dir .build/bench-tools
         [--runs 3] [--rtts 20,50,100] [--lanes 8,32] [--channels 1,10,100] [--quick] [--out Benchmarks/results/rtt]

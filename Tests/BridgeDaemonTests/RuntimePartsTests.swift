@@ -25,7 +25,7 @@ import Testing
     }
 
     /// A record is allocated once at its own size: a held 8 KB event does not keep a doubled buffer
-    /// (BENCHMARKS.md "Memory").
+    /// (docs/history/benchmarks.md "Memory").
     @Test func recordsAreSizedToTheirContent() {
         let data = String(repeating: "x", count: 8_192)
         let pusher = OutgoingPusher(

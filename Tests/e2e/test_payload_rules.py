@@ -1,5 +1,5 @@
-"""Payload rules end to end (docs/contract.md §7.3), with the README's recipes as the rules so
-that they never rot: real mosquitto, real pusher-local, the daemon, paho-mqtt publishing, pysher
+"""Payload rules end to end (docs/contract.md §7.3), with the recipes of docs/guide/recipes.md as
+the rules so that they never rot: real mosquitto, real pusher-local, the daemon, paho-mqtt publishing, pysher
 and the official `pusher` library on the Pusher side, /metrics for the outcomes."""
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ import paho.mqtt.client as mqtt
 from bridge_testkit.clients import PysherListener, wait_bridge_subscribed
 from bridge_testkit.harness import MQTTCollector, bridge_config, free_port, publish, wait_until
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+RECIPES = Path(__file__).resolve().parents[2] / "docs/guide/recipes.md"
 
 
 def recipe(name: str) -> str:
-    """The TOML block that follows `<!-- recipe: NAME -->` in the README."""
-    text = README.read_text()
+    """The TOML block that follows `<!-- recipe: NAME -->` in docs/guide/recipes.md."""
+    text = RECIPES.read_text()
     match = re.search(r"<!-- recipe: " + re.escape(name) + r" -->\s*```toml\n(.*?)```", text, re.S)
-    assert match, f"README has no recipe {name}"
+    assert match, f"docs/guide/recipes.md has no recipe {name}"
     return match.group(1)
 
 
@@ -65,7 +65,7 @@ def start(pusher, broker, workdir, bridges, rules: str) -> int:
 
 
 def test_recipes_pass_check(pusher, broker, workdir, bridges):
-    """Every recipe in the README is a valid config (`check` exits 0 and lists its conditions)."""
+    """Every recipe in docs/guide/recipes.md is a valid config (`check` exits 0 and lists its conditions)."""
     from bridge_testkit.harness import Bridge
     for name in ["zigbee2mqtt", "home-assistant", "report-by-exception"]:
         b = Bridge(workdir, bridge_config(pusher, broker, workdir, recipe(name)), name=f"check-{name}")

@@ -20,7 +20,7 @@ Rows (expectations in `rows()`, written before running):
 
 MQTT -> Pusher order is not judged in these rows: a shared subscription hands consecutive
 messages of one topic to different members, so order per channel holds only within one instance
-(README "Running a cluster").
+(docs/guide/clusters.md).
 """
 
 from __future__ import annotations
