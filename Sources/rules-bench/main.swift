@@ -1,5 +1,5 @@
 // rules-bench: release-mode cost of `RuleTable.route` for MQTT → Pusher, per message, as the
-// number of rules grows (payload rules, docs/contract.md §7.3; BENCHMARKS.md "Payload rules").
+// number of rules grows (payload rules, docs/contract.md §7.3; docs/history/benchmarks.md, "Payload rules").
 //
 //     swift build -c release --product rules-bench && .build/release/rules-bench [--json] [--routes N]
 //

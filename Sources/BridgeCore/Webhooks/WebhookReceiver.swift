@@ -14,7 +14,7 @@ public enum WebhookOutcome: String, Sendable, Equatable, CaseIterable {
     case tooLarge = "too_large"
     /// A body that is not `{"time_ms"?,"events":[…]}`: 400.
     case badRequest = "bad_request"
-    /// The outbox could not take the publishes (see the README): 503, Pusher sends it again.
+    /// The outbox could not take the publishes (docs/guide/webhooks.md, "How a request is answered"): 503, Pusher sends it again.
     case unavailable
     /// One event with a name this version does not know (counted per event, request accepted).
     case unknownEvent = "unknown_event"

@@ -10,7 +10,7 @@ import Logging
 /// daemon parses the file itself.
 ///
 /// TOMLKit wraps toml++, whose assertions abort the whole process on some malformed inputs
-/// (RELIABILITY.md, fuzzing findings 2, 4 and 7, each guarded one by one in the loader). In a
+/// (docs/history/reliability.md, "Fuzzing", findings 2, 4 and 7, each guarded one by one in the loader). In a
 /// child, such a crash costs the reload, not the daemon: the old config keeps running.
 public struct ConfigCheck: Sendable {
     /// The program and leading arguments; `--config FILE` is appended.

@@ -9,7 +9,7 @@ import ServiceLifecycle
 /// `POST /webhooks/<bridge>`; 404 for a bridge that does not exist or has no `[bridge.webhooks]`,
 /// 405 for other methods, 413 for a body over 1 MiB (from `Content-Length`, or while reading).
 /// The rest is the bridge's (``BridgeRuntime/webhookRequest(body:key:signature:)``). Plain HTTP:
-/// TLS is terminated by a reverse proxy in front (README, "Webhooks").
+/// TLS is terminated by a reverse proxy in front (docs/guide/webhooks.md, "Exposing the endpoint").
 struct WebhookEndpoint: Service {
     /// Host and port to listen on; port 0 picks a free one (see `onListening`).
     var host: String

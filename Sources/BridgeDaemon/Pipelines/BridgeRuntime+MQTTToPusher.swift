@@ -82,7 +82,7 @@ extension BridgeRuntime {
     static let waitingPerLane = 200
     /// How many bytes of event data may wait for a lane, per lane. What waits here is a second copy
     /// of what the outbox holds; with large events the read-ahead stays at about three batches a
-    /// lane (8 KB events: 32, not 200), small ones are bounded by the count (BENCHMARKS.md "Memory").
+    /// lane (8 KB events: 32, not 200), small ones are bounded by the count (docs/history/benchmarks.md, "Memory").
     static let waitingBytesPerLane = 256 * 1024
 
     private func deliver(_ queue: LaneQueue<OutboxEntry<OutgoingPusher>>) async {

@@ -105,7 +105,7 @@ final class Outbox<Item: OutboxItem>: Sendable {
     static var freshLimit: Int { 1024 }
     /// The items whose storage ``State/fresh`` keeps when it empties; a larger burst's is released.
     static var freshRetained: Int { 64 }
-    /// The most record bytes kept so (1,024 8 KB items were a second 8 MiB of a backlog: BENCHMARKS.md "Memory").
+    /// The most record bytes kept so (1,024 8 KB items were a second 8 MiB of a backlog: docs/history/benchmarks.md, "Memory").
     static var freshByteLimit: Int { 256 * 1024 }
 
     let name: String
