@@ -12,7 +12,7 @@ FAULTS      ?=
 PREFIX      ?= /usr/local
 BIN_DIR      = $(shell $(SWIFT) build $(BUILD_FLAGS) --show-bin-path 2>/dev/null)
 
-.PHONY: all build setup test test-swift test-interop test-e2e test-faults-unit check-unit bench faults soak fuzz fuzz-smoke tsan run install format lint clean deb test-deb test-prometheus config-reference
+.PHONY: all build setup test test-swift test-interop test-e2e test-faults-unit check-unit bench faults soak fuzz fuzz-smoke tsan run install format lint clean deb test-deb test-prometheus config-reference docc
 
 all: build
 
@@ -32,6 +32,17 @@ test: setup lint
 config-reference:
 	$(SWIFT) build --build-tests $(BUILD_FLAGS)
 	WRITE_CONFIG_REFERENCE=1 $(SWIFT) test --skip-build $(BUILD_FLAGS) --filter ConfigReferenceTests
+
+# PusherChannels' DocC documentation (Sources/PusherChannels/PusherChannels.docc) for static hosting,
+# in .build/docc/PusherChannels: the public symbol graphs of the debug build, then `docc convert`
+# with warnings as errors (a broken symbol link fails). Not part of `make test` (about a minute).
+docc:
+	$(SWIFT) package dump-symbol-graph --minimum-access-level public >/dev/null
+	rm -rf .build/docc && mkdir -p .build/docc/graphs
+	cp .build/*/symbolgraph/PusherChannels.symbols.json .build/docc/graphs/
+	docc convert Sources/PusherChannels/PusherChannels.docc --additional-symbol-graph-dir .build/docc/graphs \
+	  --fallback-display-name PusherChannels --fallback-bundle-identifier org.pusher-mqtt-bridge.PusherChannels \
+	  --transform-for-static-hosting --warnings-as-errors --output-path .build/docc/PusherChannels
 
 # systemd-analyze verify (silent) and security (exposure <= 2.0) on the shipped unit.
 check-unit:

@@ -27,7 +27,7 @@ ROOT = (Path(sys.argv[sys.argv.index("--root") + 1]).resolve() if "--root" in sy
         else Path(__file__).resolve().parent.parent)
 # docs/history/ is a record of past runs (the commands as they were run then), not checked.
 DOCS = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").rglob("*.md") if "history" not in p.relative_to(ROOT / "docs").parts),
-        *sorted(ROOT.glob("Sources/*/README.md"))]
+        *sorted(ROOT.glob("Sources/*/README.md")), *sorted(ROOT.glob("Sources/*/*.docc/*.md"))]
 # The documents whose shell blocks must be marked (check_command_blocks). The parts' READMEs in
 # Sources/ are not among them yet.
 COMMAND_DOCS = [ROOT / "README.md", ROOT / "BENCHMARKS.md", ROOT / "RELIABILITY.md",

@@ -32,7 +32,7 @@ import ServiceLifecycle
 /// ```
 ///
 /// Delivery: one reader per connection parses each frame once and hands the result to every
-/// stream (``updates()``, ``events()``, a channel's ``PusherChannel/events()``…) in arrival order
+/// stream (``updates(bufferingPolicy:)``, ``events()``, a channel's ``PusherChannel/events()``…) in arrival order
 /// without creating a task per frame; callbacks registered with `bind` run on that reader, so
 /// they must be quick.
 public final class PusherClient: Service, Sendable {

@@ -9,7 +9,7 @@ extension PusherHTTPClient {
     /// PusherChannels subscribe after `pusher:signin_success`).
     ///
     /// Throws ``PusherHTTPError/invalidRequest(_:)`` before sending when `userID` is not a valid
-    /// user id (``UserID/problem(with:)``: 1–200 characters of `A-Z a-z 0-9 _ - = @ , . ;`), the
+    /// user id (`UserID.problem(with:)`: 1–200 characters of `A-Z a-z 0-9 _ - = @ , . ;`), the
     /// event name is invalid or `data` is over ``maxEventBytes``.
     public func sendToUser(_ userID: String, event: String, data: String) async throws(PusherHTTPError) {
         if let problem = UserID.problem(with: userID) { throw .invalidRequest(problem) }
@@ -45,7 +45,7 @@ extension PusherHTTPClient {
     /// - Parameters:
     ///   - socketID: the connection's socket id (`123.456`).
     ///   - userData: the JSON object text the client will send, byte for byte: a string `id`
-    ///     (``UserID/problem(with:)``), optional `user_info`, optional `watchlist` (user ids).
+    ///     (`UserID.problem(with:)`), optional `user_info`, optional `watchlist` (user ids).
     /// - Throws: ``PusherHTTPError/invalidRequest(_:)`` for a malformed socket id or `user_data`.
     public func authenticateUser(socketID: String, userData: String) throws(PusherHTTPError) -> String {
         guard SocketID.isValid(socketID) else { throw .invalidRequest("socket_id '\(socketID)' is not of the form 123.456") }

@@ -13,7 +13,7 @@ import PusherProtocol
 /// The signed Pusher HTTP API (docs/pusher-protocol.md §2): trigger, batch trigger, channel queries,
 /// and the user calls of `PusherHTTPClient+Users.swift` (send to a user, terminate, sign a sign-in).
 ///
-/// Every request is signed per §2 ("Signing") with ``RequestSignature`` and validated before it
+/// Every request is signed per §2 ("Signing") with `RequestSignature` and validated before it
 /// is sent (names, counts, sizes), so a bad request costs no round trip. Connections are kept
 /// alive by a ``PusherHTTPConnectionPool`` (pass your own to bound concurrency: its
 /// `maximumConnectionsPerHost`). Errors are ``PusherHTTPError``s carrying the HTTP status and
@@ -39,11 +39,18 @@ public struct PusherHTTPClient: Sendable {
     /// A client for hosted Pusher (`api-CLUSTER.pusher.com`) or a custom server.
     ///
     /// - Parameters:
+    ///   - appID: the app's id.
+    ///   - key: the app's key.
+    ///   - secret: the app's secret, which signs every request.
     ///   - host: `.cluster("mt1")` or `.host("127.0.0.1", port: 6001)`.
     ///   - encrypted: HTTPS (default) or HTTP.
     ///   - caFile: a PEM file with CA certificate(s) to trust instead of the system roots (HTTPS).
+    ///   - maxEventBytes: event data larger than this is refused before sending (Pusher's 10 KB by default).
+    ///   - timeout: each request's deadline, from waiting for a connection to the answer's end.
+    ///   - encryptionMasterKey: the 32-byte key that encrypts data sent to `private-encrypted-` channels.
     ///   - connectionPool: the keep-alive connections to use (default ``PusherHTTPConnectionPool/shared``);
     ///     its lifetime is the caller's.
+    ///   - logger: where the client logs.
     public init(
         appID: String,
         key: String,

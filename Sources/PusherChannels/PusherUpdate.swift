@@ -1,6 +1,6 @@
 import PusherProtocol
 
-/// Everything the client reports, in one ordered stream (see ``PusherClient/updates()``).
+/// Everything the client reports, in one ordered stream (see ``PusherClient/updates(bufferingPolicy:)``).
 public enum PusherUpdate: Sendable, Hashable {
     /// An event on a channel (application events, client events, `pusher:cache_miss`,
     /// `pusher:subscription_count`).

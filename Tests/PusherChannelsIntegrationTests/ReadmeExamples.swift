@@ -16,6 +16,29 @@ enum ReadmeExamples {
     static func log(_ state: PusherConnectionState, _ socketID: String?) {}
     static func handleUser(_ change: PusherUserUpdate) {}
 
+    /// docs/pusherchannels.md and the DocC catalogue's landing page.
+    static func quickStart(secret: String) async throws {
+        let client = PusherClient(options: PusherClientOptions(
+            key: "app-key", host: .cluster("eu"),
+            authorization: .endpoint(url: "https://example.com/pusher/auth", headers: ["Authorization": "Bearer …"])))
+        let updates = client.updates()               // one ordered stream: events, presence, states, errors
+        client.subscribe("market-data")              // before or after connecting; resubscribed after every reconnect
+        client.subscribeToPresenceChannel("presence-operators")
+
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await client.run() } // structured: returns when cancelled
+            client.connect()
+            for await update in updates {
+                if case .event(let event) = update { print(event.channel ?? "", event.name, event.data ?? "") }
+            }
+            group.cancelAll()
+            try await group.waitForAll()             // run() has returned
+        }
+
+        let api = PusherHTTPClient(appID: "123", key: "app-key", secret: secret, host: .cluster("eu"))
+        try await api.trigger(channels: ["market-data"], event: "new-price", data: #"{"price":42}"#)
+    }
+
     static func usage(secret: String, masterKey: String) async throws {
         let signer = try PusherInlineSigner(key: "app-key", secret: secret, userID: "bridge-factory",
                                             encryptionMasterKeyBase64: masterKey)

@@ -14,7 +14,7 @@ import NIOSSL
 /// whose server answered `Connection: close` or HTTP/1.0; one the server closed while idle is never
 /// handed out again. State sits behind one lock: taking and returning a connection is two short
 /// critical sections, no actor hop. Each request is written (head and body) in one flush; NIOHTTP1
-/// parses the response (``HTTPExchangeHandler``).
+/// parses the response (`HTTPExchangeHandler`).
 public final class PusherHTTPConnectionPool: Sendable {
     /// The process-wide pool: up to 64 connections per host, so that each of a bridge's `api_lanes`
     /// (1…64) requests in flight has a connection of its own. A static is never deinitialised, so it
@@ -60,6 +60,7 @@ public final class PusherHTTPConnectionPool: Sendable {
     /// - Parameters:
     ///   - maximumConnectionsPerHost: connections open at once per endpoint (at least 1).
     ///   - idleTimeout: an unused connection is closed after this long (default 60 s).
+    ///   - eventLoopGroup: where the connections run (default NIO's shared group).
     public init(
         maximumConnectionsPerHost: Int,
         idleTimeout: Duration = .seconds(60),

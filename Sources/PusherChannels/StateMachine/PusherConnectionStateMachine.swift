@@ -9,10 +9,10 @@ import PusherProtocol
 /// (`t0 + .seconds(n)`), never sleeping.
 ///
 /// It composes one sub-machine per concern, each in a file of its own and tested on its own:
-/// ``ConnectionLifecycle`` (phases, handshake timeout, keep-alive in ``ConnectedState``,
-/// reconnects by close code in ``ReconnectSchedule``), ``SubscriptionTable`` (the channels, in
-/// order, with their ``PresenceRoster`` and ``EncryptedChannelKey``), ``ClientEventRateLimiter``,
-/// and ``ProtocolEventData`` (the JSON of the protocol's own events). This type routes events
+/// `ConnectionLifecycle` (phases, handshake timeout, keep-alive in `ConnectedState`,
+/// reconnects by close code in `ReconnectSchedule`), `SubscriptionTable` (the channels, in
+/// order, with their `PresenceRoster` and `EncryptedChannelKey`), `ClientEventRateLimiter`,
+/// and `ProtocolEventData` (the JSON of the protocol's own events). This type routes events
 /// between them and keeps the public API.
 ///
 /// What it decides (docs/pusher-protocol.md §1, docs/contract.md §5.5):
@@ -21,7 +21,7 @@ import PusherProtocol
 ///   `pusher:ping`; no frame within `pongTimeout` → drop and reconnect; answer server pings;
 /// - reconnect by close code: 4000–4099 refused (error; retry only at the backoff cap, or stop),
 ///   4100–4199 backoff (≥ 1 s), 4200–4299 at once within a random 0–500 ms (then backoff if it
-///   keeps failing), others backoff; exponential delays with jitter and a cap from ``ReconnectPolicy``; the attempt
+///   keeps failing), others backoff; exponential delays with jitter and a cap from `ReconnectPolicy`; the attempt
 ///   counter starts over after a connection stayed up `stableAfter`;
 /// - subscriptions: may be requested at any time; (re)sent after every connect with fresh auth
 ///   for the new `socket_id`; presence member lists replaced (never appended) on every
@@ -99,7 +99,8 @@ public struct PusherConnectionStateMachine: Sendable {
         /// Report an error to the application.
         case error(PusherError)
         /// Obtain the auth for `pusher:signin` on connection `socketID`, then report it back with
-        /// ``userAuthenticationSucceeded(socketID:auth:)`` or ``userAuthenticationFailed(socketID:message:)``.
+        /// ``PusherConnectionStateMachine/userAuthenticationSucceeded(socketID:auth:now:)`` or
+        /// ``PusherConnectionStateMachine/userAuthenticationFailed(socketID:message:now:)``.
         case authenticateUser(socketID: String)
         /// Something about users: signed in, sign-in failed, an event to the user, a watchlist change.
         case user(PusherUserUpdate)
