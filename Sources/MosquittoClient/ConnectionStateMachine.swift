@@ -12,6 +12,10 @@ import Backoff
 /// `policy.stableAfter` resets n to 0; a connection that flaps (drops sooner) keeps counting, so
 /// a broker that accepts and then kicks us does not get a hot loop. libmosquitto's own reconnect
 /// (quadratic, whole seconds, no jitter — docs/mqtt-notes.md §7) is never used.
+///
+/// With several broker addresses (`MQTTConfiguration.brokers`, a broker cluster's nodes) every
+/// attempt that fails and every connection that is lost moves ``broker`` on to the next address,
+/// round and round, with the same backoff: the first that answers is kept.
 struct ConnectionStateMachine: Sendable {
     /// Where the connection is.
     enum Phase: Sendable, Equatable {
@@ -55,9 +59,14 @@ struct ConnectionStateMachine: Sendable {
     private(set) var phase: Phase = .idle
     /// The number of the next retry since the last stable connection (the `n` of `policy.delay`).
     private(set) var retry = 0
+    /// How many broker addresses there are (at least 1).
+    let brokers: Int
+    /// The index of the address the current or next attempt uses.
+    private(set) var broker = 0
 
-    init(policy: ReconnectPolicy) {
+    init(policy: ReconnectPolicy, brokers: Int = 1) {
         self.policy = policy
+        self.brokers = max(1, brokers)
     }
 
     /// The instant the owner should wake up for `reconnectDue(now:)`, when waiting.
@@ -85,6 +94,7 @@ struct ConnectionStateMachine: Sendable {
         _ error: MQTTError, now: ContinuousClock.Instant, unitRandom: Double
     ) -> Action {
         guard case .connecting = phase else { return .none }
+        broker = (broker + 1) % brokers
         return scheduleRetry(error, now: now, unitRandom: unitRandom)
     }
 
@@ -95,6 +105,7 @@ struct ConnectionStateMachine: Sendable {
         switch phase {
         case .connected(let since):
             if since.duration(to: now) >= policy.stableAfter { retry = 0 }
+            broker = (broker + 1) % brokers
             return scheduleRetry(error, now: now, unitRandom: unitRandom)
         case .draining:
             phase = .stopped

@@ -66,11 +66,26 @@ public enum MQTTIncomingOverflow: Sendable, Hashable {
     case pauseReading
 }
 
+/// A broker's address: one node of a broker cluster, for `MQTTConfiguration.failover`.
+public struct MQTTBrokerAddress: Sendable, Hashable, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+
+    public init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+
+    /// `host:port`, with an IPv6 address in brackets.
+    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+}
+
 /// Everything an `MQTTClient` needs to know, with the defaults a bridge wants.
 ///
 /// | field | default | note |
 /// |---|---|---|
 /// | `host`, `port` | — , 1883 | |
+/// | `failover` | none | more nodes of the broker's cluster: tried in turn after `host:port` (`brokers`) |
 /// | `clientID` | — | must be unique per broker: two clients with one id kick each other off |
 /// | `protocolVersion` | `.v5` | |
 /// | `cleanSession` | `false` | persistent session: the broker queues QoS ≥ 1 for us while we are away |
@@ -91,6 +106,9 @@ public struct MQTTConfiguration: Sendable {
     public var host: String
     /// Broker TCP port.
     public var port: Int
+    /// Further addresses of the same broker (a cluster's nodes), tried in turn after `host:port`:
+    /// every failed attempt and every lost connection goes on to the next, with the usual backoff.
+    public var failover: [MQTTBrokerAddress]
     /// The MQTT client identifier.
     public var clientID: String
     /// MQTT 3.1.1 or 5.
@@ -127,6 +145,7 @@ public struct MQTTConfiguration: Sendable {
     public init(
         host: String,
         port: Int = 1883,
+        failover: [MQTTBrokerAddress] = [],
         clientID: String,
         protocolVersion: MQTTProtocolVersion = .v5,
         cleanSession: Bool = false,
@@ -146,6 +165,7 @@ public struct MQTTConfiguration: Sendable {
     ) {
         self.host = host
         self.port = port
+        self.failover = failover
         self.clientID = clientID
         self.protocolVersion = protocolVersion
         self.cleanSession = cleanSession
@@ -164,6 +184,9 @@ public struct MQTTConfiguration: Sendable {
         self.shutdownDrainTimeout = shutdownDrainTimeout
     }
 
+    /// Every address, `host:port` first, then `failover`.
+    public var brokers: [MQTTBrokerAddress] { [MQTTBrokerAddress(host: host, port: port)] + failover }
+
     /// Problems that make this configuration unusable, as sentences; empty when valid. The limits
     /// of values that come from `bridges.conf` are `MQTTClientLimits`', which the config loader
     /// checks too: `check` refuses what this refuses.
@@ -174,6 +197,10 @@ public struct MQTTConfiguration: Sendable {
         }
         if host.isEmpty { found.append("host must not be empty") }
         add("port", MQTTClientLimits.portProblem(port))
+        for node in failover {
+            if node.host.isEmpty { found.append("a failover host must not be empty") }
+            add("failover port", MQTTClientLimits.portProblem(node.port))
+        }
         add("client_id", MQTTClientLimits.clientIDProblem(clientID))
         add("keepalive", MQTTClientLimits.keepAliveProblem(keepAlive))
         add("session_expiry", MQTTClientLimits.sessionExpiryProblem(sessionExpiry))

@@ -38,6 +38,7 @@ struct MQTTSessionStateMachine<Publish, Waiter> {
     /// Subscriptions to restore when the broker has no session, in the order they were made.
     private(set) var subscriptions: [MQTTSubscription] = []
     private let policy: ReconnectPolicy
+    private let brokers: Int
     private let drainTimeout: Duration
     private var queuedRequests: Deque<PendingRequest<Waiter>> = []
     private var queuedPublishes: Deque<Publish> = []
@@ -45,11 +46,18 @@ struct MQTTSessionStateMachine<Publish, Waiter> {
     private(set) var connectionState: MQTTConnectionState = .idle
     private var connectionStateChanged = false
 
-    /// A machine for a client that reconnects by `policy` and drains at most `drainTimeout` on
-    /// shutdown.
-    init(policy: ReconnectPolicy, drainTimeout: Duration) {
+    /// A machine for a client that reconnects by `policy`, in turn to `brokers` addresses, and
+    /// drains at most `drainTimeout` on shutdown.
+    init(policy: ReconnectPolicy, brokers: Int = 1, drainTimeout: Duration) {
         self.policy = policy
+        self.brokers = brokers
         self.drainTimeout = drainTimeout
+    }
+
+    /// The index of the broker address the current or next attempt uses (`MQTTConfiguration.brokers`).
+    var broker: Int {
+        guard case .running(let connection) = state else { return 0 }
+        return connection.broker
     }
 
     /// Whether publishes and requests go straight to libmosquitto.
@@ -108,7 +116,7 @@ struct MQTTSessionStateMachine<Publish, Waiter> {
     /// `start()` or `run()` was called.
     mutating func startRequested() -> StartAction {
         guard case .idle = state else { return .none }
-        state = .running(ConnectionStateMachine(policy: policy))
+        state = .running(ConnectionStateMachine(policy: policy, brokers: brokers))
         return .startNetworkThread
     }
 

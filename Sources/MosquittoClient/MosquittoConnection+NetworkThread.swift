@@ -60,13 +60,11 @@ extension MosquittoConnection {
             while let action = actions.popFirst() {
                 switch action {
                 case .connect(let attempt):
+                    let broker = configuration.brokers[withMachine { $0.machine.broker } % configuration.brokers.count]
                     logger.debug(
                         "connecting",
-                        metadata: [
-                            "mqtt.host": "\(configuration.host)", "mqtt.port": "\(configuration.port)",
-                            "mqtt.attempt": "\(attempt)",
-                        ])
-                    if let error = openConnection() {
+                        metadata: ["mqtt.host": "\(broker.host)", "mqtt.port": "\(broker.port)", "mqtt.attempt": "\(attempt)"])
+                    if let error = openConnection(to: broker) {
                         actions.append(withMachine { $0.machine.connectFailed(error, now: .now, unitRandom: random()) })
                     } else {
                         socketOpen = true
@@ -78,10 +76,12 @@ extension MosquittoConnection {
                             "resubscribing: the broker had no session",
                             metadata: ["mqtt.subscriptions": "\(resend.resubscriptions.count)"])
                     }
+                    let broker = configuration.brokers[withMachine { $0.machine.broker } % configuration.brokers.count]
                     logger.info(
                         "connected",
                         metadata: [
-                            "mqtt.host": "\(configuration.host)", "mqtt.session_present": "\(resend.sessionPresent)",
+                            "mqtt.host": "\(broker.host)", "mqtt.port": "\(broker.port)",
+                            "mqtt.session_present": "\(resend.sessionPresent)",
                         ])
                 case .scheduleReconnect(_, let delay, let error):
                     socketOpen = false
@@ -271,7 +271,7 @@ extension MosquittoConnection {
 
     /// TCP (+TLS) connect and CONNECT with our properties; blocking, on the network thread.
     /// Returns the error when it failed before anything was sent.
-    private func openConnection() -> MQTTError? {
+    private func openConnection(to broker: MQTTBrokerAddress) -> MQTTError? {
         // Capture libmosquitto's error log lines while connecting: they carry OpenSSL's reason
         // for a TLS failure. Removed once connected (formatting every debug line costs throughput).
         callbacks.withLock { $0.lastLibraryError = nil }
@@ -284,12 +284,10 @@ extension MosquittoConnection {
         var properties = connectProperties()
         defer { mosquitto_property_free_all(&properties) }
         let keepAlive = Int32(configuration.keepAlive.seconds.rounded())
-        let rc = mosquitto_connect_bind_v5(
-            handle.raw, configuration.host, Int32(configuration.port), keepAlive, nil, properties)
+        let rc = mosquitto_connect_bind_v5(handle.raw, broker.host, Int32(broker.port), keepAlive, nil, properties)
         guard rc == MosquittoCode.success else {
             let detail = callbacks.withLock { $0.lastLibraryError }
-            return MosquittoCode.error(
-                rc, context: "cannot connect to \(configuration.host):\(configuration.port)", detail: detail)
+            return MosquittoCode.error(rc, context: "cannot connect to \(broker)", detail: detail)
         }
         return nil
     }

@@ -148,7 +148,10 @@ final class MosquittoConnection: Sendable {
         self.logger = logger
         self.messageBuffer = MessageBuffer(policy: .init(configuration))
         self.session = Locked(
-            Session(machine: Machine(policy: configuration.reconnect, drainTimeout: configuration.shutdownDrainTimeout)))
+            Session(
+                machine: Machine(
+                    policy: configuration.reconnect, brokers: configuration.brokers.count,
+                    drainTimeout: configuration.shutdownDrainTimeout)))
         self.callbacks = Locked(CallbackRecord(publishes: InFlightWindow(limit: configuration.maxInFlight)))
         (completions, completionsContinuation) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
         (states, statesContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(256))

@@ -90,6 +90,12 @@ extension ConfigKey {
     static let mqttSide: [ConfigKey] = [
         ConfigKey(.mqtt, "host", "`localhost`", "the broker"),
         ConfigKey(.mqtt, "port", "1883 (8883 with TLS)", "the broker's port"),
+        ConfigKey(
+            .mqtt, "hosts", "—",
+            "instead of `host` and `port`: the nodes of a broker cluster, `[\"node1:1883\", \"node2:1883\"]` (`[IPv6]:port` "
+                + "too; the port defaults as `port` does). The first that answers is used; a failed attempt or a lost "
+                + "connection goes on to the next with the usual backoff, and the session, Will and subscriptions are set "
+                + "up again there"),
         ConfigKey(.mqtt, "tls", "`false`", "TLS to the broker"),
         ConfigKey(.mqtt, "ca_file", "the system's trust store", "CA certificates (PEM) to verify the broker with"),
         ConfigKey(.mqtt, "cert_file", "—", "a client certificate (PEM); with `key_file`"),

@@ -9,6 +9,7 @@ extension LoadContext {
         if let host = reader.nonEmptyString("host") { settings.host = host }
         settings.useTLS = reader.bool("tls") ?? false
         settings.port = reader.port("port") ?? (settings.useTLS ? 8883 : 1883)
+        readBrokerHosts(reader, defaultPort: settings.useTLS ? 8883 : 1883, into: &settings)
         settings.caFile = reader.existingFile("ca_file")
         settings.certFile = reader.existingFile("cert_file")
         settings.keyFile = reader.existingFile("key_file")

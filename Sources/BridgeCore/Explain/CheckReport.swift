@@ -60,7 +60,8 @@ public enum CheckReport {
             "  mqtt    \(mqtt.useTLS ? "mqtts" : "mqtt")://\(mqtt.host):\(mqtt.port), MQTT \(mqtt.protocolVersion == .v5 ? "5" : "3.1.1"), "
                 + "client_id \(mqtt.clientID), \(mqtt.cleanSession ? "clean session" : "persistent session"), "
                 + "status \(mqtt.statusTopic)" + (mqtt.deadLetterTopic.map { ", dead letters \($0)" } ?? "")
-                + (mqtt.drainRate.map { ", backlog drained at most \(Self.rate($0))" } ?? ""))
+                + (mqtt.drainRate.map { ", backlog drained at most \(Self.rate($0))" } ?? "")
+                + (mqtt.failover.isEmpty ? "" : "; failover to \(mqtt.failover.map(\.description).joined(separator: ", ")) in turn"))
         let reconnect = bridge.reconnect
         lines.append(
             "  reconnect \(format(reconnect.initialDelay))…\(format(reconnect.maxDelay)) ×\(reconnect.multiplier) ±\(Int(reconnect.jitter * 100))%; "

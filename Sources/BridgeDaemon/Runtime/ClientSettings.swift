@@ -119,7 +119,8 @@ enum ClientSettings {
         }
         return MQTTConfiguration(
             // In a cluster `client_id-<instance>` (docs/contract.md §7.4): each member its own session.
-            host: m.host, port: m.port, clientID: settings.effectiveMQTTClientID,
+            host: m.host, port: m.port, failover: m.failover.map { MQTTBrokerAddress(host: $0.host, port: $0.port) },
+            clientID: settings.effectiveMQTTClientID,
             protocolVersion: m.protocolVersion,
             cleanSession: m.cleanSession, sessionExpiry: m.sessionExpiry, keepAlive: m.keepalive,
             username: m.username, password: m.password?.value, tls: tls,
