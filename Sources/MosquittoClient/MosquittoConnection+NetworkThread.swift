@@ -48,6 +48,11 @@ extension MosquittoConnection {
         callbacks.withLock { $0.loopEvents.append(event) }
     }
 
+    /// The broker address the current (or next) attempt uses (`MQTTConfiguration.brokers`).
+    var currentBroker: MQTTBrokerAddress {
+        configuration.brokers[withMachine { $0.machine.broker } % configuration.brokers.count]
+    }
+
     // MARK: - The thread
 
     func networkThreadMain() {
@@ -60,7 +65,7 @@ extension MosquittoConnection {
             while let action = actions.popFirst() {
                 switch action {
                 case .connect(let attempt):
-                    let broker = configuration.brokers[withMachine { $0.machine.broker } % configuration.brokers.count]
+                    let broker = currentBroker
                     logger.debug(
                         "connecting",
                         metadata: ["mqtt.host": "\(broker.host)", "mqtt.port": "\(broker.port)", "mqtt.attempt": "\(attempt)"])
@@ -76,7 +81,7 @@ extension MosquittoConnection {
                             "resubscribing: the broker had no session",
                             metadata: ["mqtt.subscriptions": "\(resend.resubscriptions.count)"])
                     }
-                    let broker = configuration.brokers[withMachine { $0.machine.broker } % configuration.brokers.count]
+                    let broker = currentBroker
                     logger.info(
                         "connected",
                         metadata: [
@@ -216,7 +221,7 @@ extension MosquittoConnection {
                     : String(cString: code >= 0x80 ? mosquitto_reason_string(code) : mosquitto_strerror(code))
                 let error = MQTTError(
                     kind: .connectionLost,
-                    message: "connection to \(configuration.host):\(configuration.port) lost: \(reason)",
+                    message: "connection to \(currentBroker) lost: \(reason)",
                     code: Int(code))
                 actions.append(connectionLost(error))
             }
@@ -224,7 +229,7 @@ extension MosquittoConnection {
         if rc != MosquittoCode.success {
             let detail = callbacks.withLock { $0.lastLibraryError }
             let error = MosquittoCode.error(
-                rc, context: "connection to \(configuration.host):\(configuration.port) failed", detail: detail)
+                rc, context: "connection to \(currentBroker) failed", detail: detail)
             actions.append(connectionLost(error))
         }
         actions.append(withMachine { $0.machine.loopPassCompleted(now: .now) })
