@@ -204,6 +204,15 @@ let package = Package(
         /// Release-mode cost of `RuleTable.route` with 1…10,000 rules, plain and with payload rules
         /// (`where`, `{json:…}`): `swift run -c release rules-bench` (BENCHMARKS.md "Payload rules").
         .executableTarget(name: "rules-bench", dependencies: ["BridgeCore"], swiftSettings: swiftSettings),
+        /// The cost of registering `messages_total` series as the rules grow, the registry's way
+        /// against the daemon's (`swift run -c release metrics-bench`; BENCHMARKS.md).
+        .executableTarget(
+            name: "metrics-bench",
+            dependencies: [
+                "BridgeCore", "BridgeDaemon", .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ],
+            swiftSettings: swiftSettings),
         /// The daemon and its command line.
         .executableTarget(
             name: "pusher-mqtt-bridge",

@@ -25,6 +25,8 @@ public final class BridgeMetrics: Sendable {
         var counters: [String: CoreMetrics.Counter] = [:]
         /// `messages_total` is counted per message: its cache is keyed without building a string.
         var messageCounters: [MessageKey: CoreMetrics.Counter] = [:]
+        /// Its series, rendered by the daemon (MessageCounterFamily.swift: O(1) to add one).
+        var messageFamily = MessageCounterFamily()
         var gauges: [String: CoreMetrics.Gauge] = [:]
         var floatingCounters: [String: CoreMetrics.FloatingPointCounter] = [:]
     }
@@ -52,13 +54,17 @@ public final class BridgeMetrics: Sendable {
     /// `pusher_mqtt_bridge_messages_total{bridge,rule,direction,outcome}`.
     public func messages(bridge: String, rule: String, direction: Direction, outcome: Outcome) -> CoreMetrics.Counter {
         let key = MessageKey(bridge: bridge, rule: rule, direction: direction, outcome: outcome)
-        if let existing = caches.withLock({ $0.messageCounters[key] }) { return existing }
-        let made = counter(
-            "pusher_mqtt_bridge_messages_total",
-            [("bridge", bridge), ("rule", rule), ("direction", direction.rawValue), ("outcome", outcome.rawValue)]
-        )
-        caches.withLock { $0.messageCounters[key] = made }
-        return made
+        return caches.withLock { caches in
+            if let existing = caches.messageCounters[key] { return existing }
+            let labels = MessageCounterFamily.Labels(
+                bridge: bridge, rule: rule, direction: direction.rawValue, outcome: outcome.rawValue)
+            let made = CoreMetrics.Counter(
+                label: MessageCounterFamily.name,
+                dimensions: [("bridge", bridge), ("rule", rule), ("direction", direction.rawValue), ("outcome", outcome.rawValue)],
+                handler: caches.messageFamily.cell(labels).cell, factory: factory)
+            caches.messageCounters[key] = made
+            return made
+        }
     }
 
     /// `pusher_mqtt_bridge_received_total{bridge,direction}`: messages that came in, once per rule
@@ -269,9 +275,12 @@ public final class BridgeMetrics: Sendable {
             Int64(duration.components.seconds) * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
     }
 
-    /// The Prometheus text exposition of every metric.
+    /// The Prometheus text exposition of every metric: the registry's, then `messages_total`.
     public func render() -> [UInt8] {
-        registry.emitToBuffer()
+        var buffer = registry.emitToBuffer()
+        let series = caches.withLock { $0.messageFamily.series }
+        MessageCounterFamily.render(series, into: &buffer)
+        return buffer
     }
 
     private func counter(_ label: String, _ dimensions: [(String, String)]) -> CoreMetrics.Counter {
