@@ -22,7 +22,9 @@ import TOMLKit
 /// | daemon | state_dir | path | /var/lib/pusher-mqtt-bridge |
 /// | daemon | shutdown_grace | duration | 5s |
 /// | daemon | webhooks | "host:port" or "" | "" (off) |
+/// | daemon | control_socket | path or "" | $RUNTIME_DIRECTORY/control.sock, else STATE_DIR/control.sock |
 /// | bridge | name | [a-z0-9_-]+ | required |
+/// | bridge | max_dead_letters | integer 1…10000000 | 10000 |
 /// | bridge.pusher | key | string | required |
 /// | bridge.pusher | app_id | string | required for `via = "http"` rules |
 /// | bridge.pusher | secret / secret_file | secret | — |

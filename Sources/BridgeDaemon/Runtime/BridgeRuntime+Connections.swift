@@ -60,7 +60,7 @@ extension BridgeRuntime {
             do { try await mqtt.publish(message) } catch {
                 logger.debug("status not published", metadata: ["error": "\(error)", "status": "\(payload)"])
             }
-        case .enqueueToMQTT, .enqueueToPusher, .count, .logDeadLetter, .logDropped, .connectionChanged, .subscribeChannel,
+        case .enqueueToMQTT, .enqueueToPusher, .count, .logDeadLetter, .keepDeadLetter, .logDropped, .connectionChanged, .subscribeChannel,
             .unsubscribeChannel, .shapingHeld, .shapingTargetsFull, .received:
             execute(command)
         }
