@@ -1,3 +1,5 @@
+import NIOPosix
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -5,6 +7,7 @@
 #elseif canImport(Darwin)
     import Darwin
 #endif
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -18,8 +21,8 @@
 /// Crash safety is the spool's: every change is one `write` of whole records, so a process killed
 /// at any moment leaves at most one torn record at the end, which the next open cuts off and
 /// counts; damage in the middle costs only the records it hit (``DeadLetterLog``). Appends reach
-/// the page cache at once (a SIGKILL loses nothing) and the disk at the next ``synchronize()``,
-/// compaction or close.
+/// the page cache at once (a SIGKILL loses nothing) and the disk at the next ``synchronize()``
+/// (the daemon's housekeeping, about every second), compaction or close.
 ///
 /// One writer at a time: the store holds the directory's `flock` while open (the daemon, or the
 /// command line when no daemon runs). ``read(directory:)`` reads without the lock and never writes.
@@ -161,6 +164,12 @@ public final class DeadLetterStore {
 
     /// Forces what was written to disk.
     public func synchronize() throws { try file.synchronize() }
+
+    /// ``synchronize()`` on the spools' sync thread (`Spool.syncThread`), off the caller's thread.
+    public func synchronizeOnSyncThread() async throws {
+        let file = self.file
+        try await Spool.syncThread.runIfActive { try file.synchronize() }
+    }
 
     private func writeRemoval(_ ids: [UInt64]) throws {
         let payload = DeadLetterRecord.removal(ids).encoded()

@@ -128,9 +128,14 @@ func askDaemon(_ request: ControlRequest, configuration: BridgeConfiguration, ti
         do {
             line = try ControlSocketIO.exchange(request.line, path: path, timeoutSeconds: timeout)
         } catch {
+            guard error.isConnectFailure else {
+                // Sent but unanswered: the daemon goes on with it; the next candidate must not get it twice.
+                StandardStream.error.write(
+                    "the daemon took the request but gave no answer within \(timeout) s (\(error)); it goes on with it: "
+                        + "see `dead-letters list` and pusher_mqtt_bridge_dead_letters_redriven_total\n")
+                throw ExitCode.failure
+            }
             failures.append("\(error)")
-            // Sent but unanswered: the next candidate must not get it a second time.
-            if !error.isConnectFailure { break }
         }
     }
     guard let line else {

@@ -24,6 +24,7 @@ final class DeadLetterKeeper: Sendable {
         case release([UInt64])
         case remove([UInt64], CheckedContinuation<Int, Never>)
         case purge(DeadLetterSelection, CheckedContinuation<Taken, Never>)
+        case sync
     }
 
     let bridge: String
@@ -74,6 +75,11 @@ final class DeadLetterKeeper: Sendable {
         }
     }
 
+    /// Makes what changed since the last sync durable (housekeeping, about every second).
+    func sync() {
+        commands.continuation.yield(.sync)
+    }
+
     /// No more commands: ``run()`` carries out those sent, makes the store durable and releases it.
     func finish() { commands.continuation.finish() }
 
@@ -82,9 +88,18 @@ final class DeadLetterKeeper: Sendable {
     func run() async {
         let store = open()
         var redriving: Set<UInt64> = []
+        var written = false
         for await command in commands.stream {
             switch command {
+            case .sync:
+                guard let store, written else { continue }
+                written = false
+                do { try await store.synchronizeOnSyncThread() } catch {
+                    metrics.errors(bridge: bridge, kind: "dead_letters").increment()
+                    logger.error("dead-letter store: sync failed", metadata: ["error": "\(error)"])
+                }
             case .keep(let letter):
+                written = true
                 guard let store else { continue }
                 let before = store.evicted
                 attempt("dead letter not kept: the store refused it") { try store.append(letter) }
@@ -101,6 +116,7 @@ final class DeadLetterKeeper: Sendable {
             case .release(let ids):
                 redriving.subtract(ids)
             case .remove(let ids, let continuation):
+                written = true
                 let removed = store.flatMap { store in attempt("dead letters not removed: the store refused") { try store.remove(ids) } }
                 continuation.resume(returning: removed?.count ?? 0)
             case .purge(let selection, let continuation):
@@ -110,6 +126,7 @@ final class DeadLetterKeeper: Sendable {
                 }
                 let (letters, missing) = Self.select(selection, bridge: bridge, in: store)
                 let free = letters.filter { !redriving.contains($0.id) }
+                written = true
                 let removed = attempt("dead letters not purged: the store refused") { try store.remove(free.map(\.id)) } ?? []
                 let gone = Set(removed)
                 continuation.resume(

@@ -38,6 +38,8 @@ final class Outbox<Item: OutboxItem>: Sendable {
         /// The consumer waiting in ``next(max:)`` for a message.
         var consumers = WaiterQueue<Void>()
         var closed = false
+        /// Set by ``closeSpool()``: the bridge has stopped; nothing pending will be delivered by this run.
+        var released = false
         /// Tasks waiting for the backlog to empty (``waitUntilEmpty()``).
         var drainWaiters = WaiterQueue<Void>()
         /// Tasks waiting for a message of theirs to be settled (``waitUntilSettled(through:deadline:)``).
@@ -337,12 +339,13 @@ final class Outbox<Item: OutboxItem>: Sendable {
     }
 
     /// Returns true once no message up to `sequence` is pending any more (delivered, dead-lettered
-    /// or dropped), false at `deadline` or when the outbox closes first: the dead-letter redrive
-    /// waits here before it forgets a letter (docs/contract.md §8.3). Woken by acknowledgements.
+    /// or dropped), false at `deadline` or once the bridge has stopped (``closeSpool()``; a close
+    /// alone does not end the wait: the drain still delivers): the dead-letter redrive waits here
+    /// before it forgets a letter (docs/contract.md §8.3). Woken by acknowledgements.
     func waitUntilSettled(through sequence: UInt64, deadline: ContinuousClock.Instant) async -> Bool {
         func settled(_ state: inout State) -> Bool? {
             if (state.backlog.oldestPendingSequence.map { $0 > sequence }) ?? true { return true }
-            return state.closed || ContinuousClock.now >= deadline ? false : nil
+            return state.released || ContinuousClock.now >= deadline ? false : nil
         }
         while true {
             if let outcome = state.withLock({ settled(&$0) }) { return outcome }

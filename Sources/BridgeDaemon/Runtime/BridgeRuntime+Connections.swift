@@ -94,6 +94,7 @@ extension BridgeRuntime {
             expirePusherMerge()
             await toMQTT.sync()
             await toPusher.sync()
+            deadLetters.sync()
             // A degraded spool counts as a spool error each second (docs/contract.md §7.6).
             for degraded in [toMQTT.spoolDegraded, toPusher.spoolDegraded] where degraded {
                 metrics.errors(bridge: name, kind: "spool").increment()
