@@ -50,16 +50,19 @@ extension BridgeRuntime {
                 continue
             }
             var entry: (id: UInt64, toMQTT: UInt64?, toPusher: UInt64?, again: Bool) = (letter.id, nil, nil, false)
+            // A message the outbox did not store (its overflow policy dropped it, or the spool refused
+            // it) keeps the letter: it is counted `dropped` and the letter stays for a later redrive.
+            var notStored = false
             for action in actions {
                 switch action {
                 case .enqueueToMQTT(let publish, let receivedAt):
                     let admission = toMQTT.append(OutgoingMQTT(publish: publish, receivedAtMillis: receivedAt))
                     account(admission, rule: publish.rule, direction: .pusherToMQTT)
-                    if let sequence = admission.sequence { entry.toMQTT = max(entry.toMQTT ?? 0, sequence) }
+                    if let sequence = admission.sequence { entry.toMQTT = max(entry.toMQTT ?? 0, sequence) } else { notStored = true }
                 case .enqueueToPusher(let event, let receivedAt):
                     let admission = toPusher.append(OutgoingPusher(event: event, receivedAtMillis: receivedAt))
                     account(admission, rule: event.rule, direction: .mqttToPusher)
-                    if let sequence = admission.sequence { entry.toPusher = max(entry.toPusher ?? 0, sequence) }
+                    if let sequence = admission.sequence { entry.toPusher = max(entry.toPusher ?? 0, sequence) } else { notStored = true }
                 case .keepDeadLetter:
                     entry.again = true
                     execute(action)
@@ -67,6 +70,11 @@ extension BridgeRuntime {
                     .unsubscribeChannel, .subscribeTopicFilter, .unsubscribeTopicFilter, .shapingHeld, .shapingTargetsFull:
                     execute(action)
                 }
+            }
+            guard !notStored else {
+                report.unsettled += 1
+                metrics.deadLettersRedriven(bridge: name, outcome: "unsettled").increment()
+                continue
             }
             submitted.append(entry)
         }
