@@ -37,6 +37,16 @@ public final class DeadLetterStore {
         public var total: Int { tornRecords + skippedRecords }
     }
 
+    /// A redrive's message in a spool: the direction (0 Pusher → MQTT, 1 MQTT → Pusher) and sequence.
+    public struct Submission: Sendable, Equatable {
+        public var direction: UInt8
+        public var sequence: UInt64
+        public init(direction: UInt8, sequence: UInt64) {
+            self.direction = direction
+            self.sequence = sequence
+        }
+    }
+
     /// Where one letter's record lies in the log.
     private struct Location {
         var offset: Int
@@ -56,6 +66,8 @@ public final class DeadLetterStore {
     /// Live letters by id; `order` keeps their ids ascending (oldest first).
     private var locations: [UInt64: Location] = [:]
     private var order: [UInt64] = []
+    /// What a redrive put in a spool for a letter, by id: (direction, sequence) pairs.
+    private var submissions: [UInt64: [Submission]] = [:]
     /// Records in the log that no longer describe a live letter (removed letters, removals).
     private var deadRecords = 0
     private let lock: SpoolDirectoryLock
@@ -109,11 +121,15 @@ public final class DeadLetterStore {
             case .removal(let ids):
                 deadRecords += 1
                 for id in ids where locations.removeValue(forKey: id) != nil { deadRecords += 1 }
+                for id in ids { deadRecords += submissions.removeValue(forKey: id)?.count ?? 0 }
             case .nextID(let id):
                 nextID = max(nextID, id)
+            case .submitted(let id, let direction, let sequence):
+                submissions[id, default: []].append(Submission(direction: direction, sequence: sequence))
             }
         }
         order = order.filter { locations[$0] != nil }.sorted()
+        submissions = submissions.filter { locations[$0.key] != nil }
     }
 
     /// Letters kept now.
@@ -162,6 +178,23 @@ public final class DeadLetterStore {
         return present
     }
 
+    /// Records that a redrive put what letter `id` became in a spool (`direction`, up to `sequence`).
+    public func markSubmitted(_ id: UInt64, direction: UInt8, sequence: UInt64) throws {
+        guard locations[id] != nil else { return }
+        let payload = DeadLetterRecord.submitted(id: id, direction: direction, sequence: sequence).encoded()
+        let frame = SpoolRecordFormat.encode(kind: .data, sequence: nextSequence, payload: payload)
+        try file.write(frame, at: size)
+        size += frame.count
+        nextSequence += 1
+        submissions[id, default: []].append(Submission(direction: direction, sequence: sequence))
+    }
+
+    /// The letters a redrive had put in a spool and not yet forgotten (a crash came between),
+    /// oldest first, with their submissions.
+    public var submitted: [(id: UInt64, submissions: [Submission])] {
+        submissions.keys.sorted().map { ($0, submissions[$0] ?? []) }
+    }
+
     /// Forces what was written to disk.
     public func synchronize() throws { try file.synchronize() }
 
@@ -180,6 +213,7 @@ public final class DeadLetterStore {
         deadRecords += 1
         let gone = Set(ids)
         for id in ids where locations.removeValue(forKey: id) != nil { deadRecords += 1 }
+        for id in ids { deadRecords += submissions.removeValue(forKey: id)?.count ?? 0 }
         order.removeAll { gone.contains($0) }
     }
 
@@ -214,6 +248,11 @@ public final class DeadLetterStore {
             moved[id] = Location(offset: bytes.count, length: record.count)
             bytes.append(contentsOf: record)
             sequence += 1
+            for submission in submissions[id] ?? [] {
+                let marker = DeadLetterRecord.submitted(id: id, direction: submission.direction, sequence: submission.sequence)
+                bytes.append(contentsOf: SpoolRecordFormat.encode(kind: .data, sequence: sequence, payload: marker.encoded()))
+                sequence += 1
+            }
         }
         try target.write(bytes, at: 0)
         try target.synchronize()
@@ -238,7 +277,7 @@ public final class DeadLetterStore {
             switch entry.record {
             case .letter(let letter): letters[letter.id] = letter
             case .removal(let ids): for id in ids { letters.removeValue(forKey: id) }
-            case .nextID: break
+            case .nextID, .submitted: break
             }
         }
         let recovery = Recovery(tornRecords: scan.tornTail ? 1 : 0, skippedRecords: scan.skipped)

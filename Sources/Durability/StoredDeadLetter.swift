@@ -53,10 +53,14 @@ public struct StoredDeadLetter: Sendable, Equatable {
 /// | letter | id, bridge, rule, code, reason, time ms, source (0 MQTT, 1 Pusher, 2 event to Pusher), topic or channel, event, qos, retain, has user id, user id, payload |
 /// | removal | count, then that many ids |
 /// | next id | the id the next letter gets (written first by a compaction) |
+/// | submitted | letter id, direction (0 Pusher → MQTT, 1 MQTT → Pusher), spool sequence |
 enum DeadLetterRecord: Equatable {
     case letter(StoredDeadLetter)
     case removal([UInt64])
     case nextID(UInt64)
+    /// A redrive put what the letter became in a spool: `direction` (0 Pusher → MQTT, 1 MQTT →
+    /// Pusher) up to `sequence`. After a crash the daemon forgets the letter once that is settled.
+    case submitted(id: UInt64, direction: UInt8, sequence: UInt64)
 
     static let version: UInt8 = 1
 
@@ -110,6 +114,13 @@ enum DeadLetterRecord: Equatable {
             writer.int(3)
             writer.int(Int64(bitPattern: id))
             return writer.output
+        case .submitted(let id, let direction, let sequence):
+            var writer = RecordWriter(version: Self.version, capacity: 40)
+            writer.int(4)
+            writer.int(Int64(bitPattern: id))
+            writer.int(Int64(direction))
+            writer.int(Int64(bitPattern: sequence))
+            return writer.output
         }
     }
 
@@ -149,6 +160,10 @@ enum DeadLetterRecord: Equatable {
         case 3:
             guard let id = reader.int() else { return nil }
             return .nextID(UInt64(bitPattern: id))
+        case 4:
+            guard let id = reader.int(), let direction = reader.int(), (0...1).contains(direction), let sequence = reader.int()
+            else { return nil }
+            return .submitted(id: UInt64(bitPattern: id), direction: UInt8(direction), sequence: UInt64(bitPattern: sequence))
         default:
             return nil
         }

@@ -153,6 +153,33 @@ struct DeadLetterStoreTests {
         }
     }
 
+    @Test func aRedrivesSubmissionsSurviveAReopenAndGoWithTheirLetter() throws {
+        try withTemporaryDirectory { directory in
+            do {
+                let store = try DeadLetterStore(directory: directory, maxLetters: 100)
+                for index in 0..<3 { try store.append(letter(index)) }
+                try store.markSubmitted(1, direction: 1, sequence: 41)
+                try store.markSubmitted(2, direction: 0, sequence: 7)
+                try store.markSubmitted(2, direction: 1, sequence: 42)
+                try store.markSubmitted(99, direction: 1, sequence: 1)  // not kept: ignored
+                try store.remove([1])
+            }
+            do {
+                let store = try DeadLetterStore(directory: directory, maxLetters: 100)
+                #expect(store.submitted.map(\.id) == [2])
+                #expect(
+                    store.submitted.first?.submissions == [.init(direction: 0, sequence: 7), .init(direction: 1, sequence: 42)])
+                try store.compact()
+            }
+            let store = try DeadLetterStore(directory: directory, maxLetters: 100)
+            #expect(store.ids == [2, 3])
+            #expect(store.submitted.map(\.id) == [2])
+            try store.remove([2])
+            #expect(store.submitted.isEmpty)
+            #expect(try DeadLetterStore.read(directory: directory).letters.map(\.id) == [3])
+        }
+    }
+
     @Test func oneWriterAtATimeButReadersAnyTime() throws {
         try withTemporaryDirectory { directory in
             let store = try DeadLetterStore(directory: directory, maxLetters: 10)
@@ -170,6 +197,8 @@ struct DeadLetterStoreTests {
         }
         #expect(DeadLetterRecord.decode(DeadLetterRecord.removal([1, 5, 9]).encoded()) == .removal([1, 5, 9]))
         #expect(DeadLetterRecord.decode(DeadLetterRecord.nextID(77).encoded()) == .nextID(77))
+        let submitted = DeadLetterRecord.submitted(id: 5, direction: 1, sequence: 1 << 40)
+        #expect(DeadLetterRecord.decode(submitted.encoded()) == submitted)
         let valid = DeadLetterRecord.letter(letter(1)).encoded()
         for cut in 0..<valid.count { #expect(DeadLetterRecord.decode(Array(valid[..<cut])) == nil) }
         #expect(DeadLetterLog.scan([0x53, 0x50, 1, 0, 9, 9, 9]).tornTail)

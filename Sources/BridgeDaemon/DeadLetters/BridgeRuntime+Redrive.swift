@@ -76,6 +76,11 @@ extension BridgeRuntime {
                 metrics.deadLettersRedriven(bridge: name, outcome: "unsettled").increment()
                 continue
             }
+            if connection.buffer.persist {
+                // In the spool now: after a crash, the restarted daemon settles the letter from there.
+                if let sequence = entry.toMQTT { deadLetters.submitted(letter.id, direction: .pusherToMQTT, sequence: sequence) }
+                if let sequence = entry.toPusher { deadLetters.submitted(letter.id, direction: .mqttToPusher, sequence: sequence) }
+            }
             submitted.append(entry)
         }
         // Settled in the order they went out; each letter is forgotten as soon as its messages are.
@@ -98,4 +103,35 @@ extension BridgeRuntime {
         }
         return report
     }
+
+    /// At start: letters a redrive had put in the spools when the daemon stopped short (a crash, a
+    /// shutdown before they were settled). The recovered spools deliver their messages; each letter
+    /// is forgotten once those are settled — at once when the spool delivered them before the
+    /// crash — so that no second redrive sends them again (docs/contract.md §8.3). Without a spool
+    /// (`persist = false`) the messages are gone and the letters stay for the next redrive.
+    func resumeRedrives() async {
+        let recovered = await deadLetters.recovered()
+        guard !recovered.isEmpty else { return }
+        defer { deadLetters.released(recovered.map(\.id)) }
+        guard connection.buffer.persist else { return }
+        logger.info("resuming a redrive cut short: its letters go once the spools settle them", metadata: ["letters": "\(recovered.count)"])
+        let forever = ContinuousClock.now.advanced(by: .seconds(365 * 86_400))
+        for (id, submissions) in recovered {
+            var settled = true
+            for submission in submissions where settled {
+                let outbox: any SettlingOutbox = submission.direction == 0 ? toMQTT : toPusher
+                settled = await outbox.waitUntilSettled(through: submission.sequence, deadline: forever)
+            }
+            guard settled else { continue }
+            await deadLetters.remove([id])
+            metrics.deadLettersRedriven(bridge: name, outcome: "delivered").increment()
+        }
+    }
 }
+
+/// The outboxes of both directions, as the redrive waits on them.
+protocol SettlingOutbox: Sendable {
+    func waitUntilSettled(through sequence: UInt64, deadline: ContinuousClock.Instant) async -> Bool
+}
+
+extension Outbox: SettlingOutbox {}

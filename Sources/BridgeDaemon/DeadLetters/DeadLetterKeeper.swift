@@ -25,6 +25,8 @@ final class DeadLetterKeeper: Sendable {
         case remove([UInt64], CheckedContinuation<Int, Never>)
         case purge(DeadLetterSelection, CheckedContinuation<Taken, Never>)
         case sync
+        case submitted(UInt64, direction: MessageDirection, sequence: UInt64)
+        case recovered(CheckedContinuation<[(id: UInt64, submissions: [DeadLetterStore.Submission])], Never>)
     }
 
     let bridge: String
@@ -75,6 +77,21 @@ final class DeadLetterKeeper: Sendable {
         }
     }
 
+    /// A redrive put what letter `id` became in a spool (persist = true): recorded, so that after a
+    /// crash the restarted daemon forgets the letter once the spool delivered it instead of leaving
+    /// it for a second redrive.
+    func submitted(_ id: UInt64, direction: MessageDirection, sequence: UInt64) {
+        commands.continuation.yield(.submitted(id, direction: direction, sequence: sequence))
+    }
+
+    /// The letters a redrive had put in a spool when the daemon stopped short (they are held as
+    /// taken until ``released(_:)``).
+    func recovered() async -> [(id: UInt64, submissions: [DeadLetterStore.Submission])] {
+        await withCheckedContinuation { continuation in
+            if case .terminated = commands.continuation.yield(.recovered(continuation)) { continuation.resume(returning: []) }
+        }
+    }
+
     /// Makes what changed since the last sync durable (housekeeping, about every second).
     func sync() {
         commands.continuation.yield(.sync)
@@ -87,10 +104,18 @@ final class DeadLetterKeeper: Sendable {
     /// syncs and closes it (which releases its lock).
     func run() async {
         let store = open()
-        var redriving: Set<UInt64> = []
+        // Letters a redrive cut short had in a spool: held until the runtime's resumeRedrives() is done with them.
+        var redriving = Set(store?.submitted.map(\.id) ?? [])
         var written = false
         for await command in commands.stream {
             switch command {
+            case .submitted(let id, let direction, let sequence):
+                written = true
+                attempt("dead-letter store: redrive not recorded") {
+                    try store?.markSubmitted(id, direction: direction == .pusherToMQTT ? 0 : 1, sequence: sequence)
+                }
+            case .recovered(let continuation):
+                continuation.resume(returning: store?.submitted ?? [])
             case .sync:
                 guard let store, written else { continue }
                 written = false

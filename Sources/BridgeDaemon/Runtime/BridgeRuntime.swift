@@ -203,6 +203,7 @@ final class BridgeRuntime: Service, Sendable {
             group.addTask { await self.runDiscovery() }
             group.addTask { await self.runCluster() }
             group.addTask { await self.runTimer() }
+            group.addTask { await self.resumeRedrives() }
             group.addTask {
                 // Cancellation (the bridge finished) throws here; a graceful shutdown drains. Not
                 // `stop(grace:)`: that waits for this very task group to end.
