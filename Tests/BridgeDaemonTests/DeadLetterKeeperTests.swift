@@ -40,7 +40,13 @@ import Testing
         // A second redrive leaves them alone until the first releases them.
         let again = await keeper.take(.ids([DeadLetterID(bridge: "demo", number: 3), DeadLetterID(bridge: "demo", number: 42)]))
         #expect(again.letters.isEmpty && again.busy == 1 && again.missing == [42])
+        // While a redrive runs, a refusal of the Pusher API is noted for it, asked once.
+        keeper.rejected([17])
+        #expect(await keeper.wasRejected(17))
+        #expect(await !keeper.wasRejected(17))
         keeper.released([3, 4, 5])
+        keeper.rejected([18])  // no redrive runs: not noted
+        #expect(await !keeper.wasRejected(18))
         #expect(await keeper.remove([3]) == 1)
         #expect(await keeper.purge(.code("invalid_channel", bridge: nil)).letters.map(\.id) == [4])
         #expect(await keeper.purge(.all(bridge: "other")).letters.isEmpty)

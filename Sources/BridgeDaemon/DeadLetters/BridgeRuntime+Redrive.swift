@@ -97,7 +97,9 @@ extension BridgeRuntime {
                 continue
             }
             await deadLetters.remove([entry.id])
-            let outcome = entry.again && entry.toMQTT == nil && entry.toPusher == nil ? "dead_lettered" : "delivered"
+            var again = entry.again
+            if let sequence = entry.toPusher, await deadLetters.wasRejected(sequence) { again = true }
+            let outcome = again ? "dead_lettered" : "delivered"
             if outcome == "delivered" { report.delivered += 1 } else { report.deadLettered += 1 }
             metrics.deadLettersRedriven(bridge: name, outcome: outcome).increment()
         }

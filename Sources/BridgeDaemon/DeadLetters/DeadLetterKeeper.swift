@@ -27,6 +27,8 @@ final class DeadLetterKeeper: Sendable {
         case sync
         case submitted(UInt64, direction: MessageDirection, sequence: UInt64)
         case recovered(CheckedContinuation<[(id: UInt64, submissions: [DeadLetterStore.Submission])], Never>)
+        case rejected([UInt64])
+        case wasRejected(UInt64, CheckedContinuation<Bool, Never>)
     }
 
     let bridge: String
@@ -92,6 +94,21 @@ final class DeadLetterKeeper: Sendable {
         }
     }
 
+    /// The Pusher API refused these MQTT → Pusher outbox entries (they become dead letters): noted
+    /// while a redrive runs, so that it counts its own as dead-lettered again, not delivered.
+    func rejected(_ sequences: [UInt64]) {
+        commands.continuation.yield(.rejected(sequences))
+    }
+
+    /// Whether the Pusher API refused the MQTT → Pusher outbox entry `sequence` (asked once, by a redrive).
+    func wasRejected(_ sequence: UInt64) async -> Bool {
+        await withCheckedContinuation { continuation in
+            if case .terminated = commands.continuation.yield(.wasRejected(sequence, continuation)) {
+                continuation.resume(returning: false)
+            }
+        }
+    }
+
     /// Makes what changed since the last sync durable (housekeeping, about every second).
     func sync() {
         commands.continuation.yield(.sync)
@@ -107,8 +124,13 @@ final class DeadLetterKeeper: Sendable {
         // Letters a redrive cut short had in a spool: held until the runtime's resumeRedrives() is done with them.
         var redriving = Set(store?.submitted.map(\.id) ?? [])
         var written = false
+        var rejected: Set<UInt64> = []
         for await command in commands.stream {
             switch command {
+            case .rejected(let sequences):
+                if !redriving.isEmpty { rejected.formUnion(sequences) }
+            case .wasRejected(let sequence, let continuation):
+                continuation.resume(returning: rejected.remove(sequence) != nil)
             case .submitted(let id, let direction, let sequence):
                 written = true
                 attempt("dead-letter store: redrive not recorded") {
@@ -140,6 +162,7 @@ final class DeadLetterKeeper: Sendable {
                 continuation.resume(returning: Taken(letters: free, missing: missing, busy: letters.count - free.count))
             case .release(let ids):
                 redriving.subtract(ids)
+                if redriving.isEmpty { rejected = [] }
             case .remove(let ids, let continuation):
                 written = true
                 let removed = store.flatMap { store in attempt("dead letters not removed: the store refused") { try store.remove(ids) } }
