@@ -255,3 +255,13 @@ def test_sigkill_during_redrive_with_a_spool_resumes_without_a_second_redrive(pu
         assert firsts == [p for r, p in sent if r == room]  # in order per channel
     for listener in listeners.values():
         listener.close()
+
+
+def test_an_unusable_control_socket_does_not_stop_the_daemon(pusher, broker, workdir, bridges):
+    daemon = f'control_socket = "{workdir / "no-such-directory" / "control.sock"}"'
+    bridge = bridges(config(pusher, broker, workdir, WRONG, daemon=daemon))
+    wait_until(lambda: "control socket unavailable" in bridge.log(), 15, 0.1, "the warning")
+    wait_bridge_mqtt(bridge, broker)  # still bridging, still keeping letters
+    assert bridge.running()
+    done = bridge.cli("dead-letters", "redrive", "--all", "--config", str(bridge.config_path))
+    assert done.returncode == 69 and "cannot reach the daemon" in done.stderr, done.stderr

@@ -25,6 +25,8 @@ struct ControlSocket: Service {
             listener = try ControlSocketIO.listen(path: path)
         } catch {
             logger.warning("control socket unavailable: dead-letters redrive cannot reach this daemon", metadata: ["error": "\(error)"])
+            // A service that returns ends the group: wait for its shutdown instead.
+            try? await gracefulShutdown()
             return
         }
         let incoming = AsyncStream.makeStream(of: Incoming.self)
@@ -43,6 +45,7 @@ struct ControlSocket: Service {
         guard started else {
             ControlSocketIO.close(listener)
             logger.warning("control socket unavailable: no thread for it", metadata: ["path": "\(path)"])
+            try? await gracefulShutdown()
             return
         }
         logger.info("control socket listening", metadata: ["path": "\(path)"])
