@@ -70,6 +70,8 @@ struct ControlSocket: Service {
         }
         ControlSocketIO.close(listener)
         ControlSocketIO.remove(path)
+        // The accept loop can also end on its own (accept failed): the daemon goes on without it.
+        try? await gracefulShutdown()
     }
 }
 
