@@ -62,6 +62,24 @@ import Testing
         #expect(text.contains("pusher_mqtt_bridge_dead_letters_stored{bridge=\"demo\"} 1"))
     }
 
+    @Test func aStoreHeldByAnotherProcessAtStartIsTakenOnceItIsFree() async throws {
+        let directory = try Self.folder()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = DeadLetterStore.directory(stateDirectory: directory, bridge: "demo")
+        var other: DeadLetterStore? = try DeadLetterStore(directory: path, maxLetters: 10)  // a `purge` from the command line
+        let keeper = DeadLetterKeeper(
+            bridge: "demo", stateDirectory: directory, maxLetters: 10, metrics: BridgeMetrics(), logger: Logger(label: "test"))
+        let owner = Task { await keeper.run() }
+        #expect(await keeper.take(.all(bridge: nil)).letters.isEmpty)
+        #expect(other != nil)
+        other = nil
+        keeper.sync()  // housekeeping's next round
+        keeper.keep(Self.letter(1), direction: .mqttToPusher, atMillis: 0)
+        #expect(await keeper.take(.all(bridge: nil)).letters.map(\.id) == [1])
+        keeper.finish()
+        await owner.value
+    }
+
     @Test func theCommandLineShowsEveryFieldAsJSON() throws {
         var stored = DeadLetterKeeper.stored(Self.letter(1), direction: .mqttToPusher, bridge: "demo", atMillis: 1_700_000_000_000)
         stored.id = 7

@@ -120,12 +120,19 @@ final class DeadLetterKeeper: Sendable {
     /// The store's owner: opens it, carries out the commands in order until ``finish()``, then
     /// syncs and closes it (which releases its lock).
     func run() async {
-        let store = open()
+        var (store, locked) = open(reportingFailure: true)
         // Letters a redrive cut short had in a spool: held until the runtime's resumeRedrives() is done with them.
         var redriving = Set(store?.submitted.map(\.id) ?? [])
         var written = false
         var rejected: Set<UInt64> = []
         for await command in commands.stream {
+            if store == nil, locked {
+                // Held by another process when the bridge started (a `dead-letters purge` from the
+                // command line for a moment): tried again at each command, housekeeping's sync
+                // among them, so within about a second.
+                (store, locked) = open(reportingFailure: false)
+                if store != nil { logger.info("dead-letter store available again", metadata: ["directory": "\(directory)"]) }
+            }
             switch command {
             case .rejected(let sequences):
                 if !redriving.isEmpty { rejected.formUnion(sequences) }
@@ -185,7 +192,8 @@ final class DeadLetterKeeper: Sendable {
         attempt("dead-letter store: final sync failed") { try store?.synchronize() }
     }
 
-    private func open() -> DeadLetterStore? {
+    /// The store, or nil (`locked`: another process holds it, worth trying again).
+    private func open(reportingFailure: Bool) -> (DeadLetterStore?, locked: Bool) {
         do {
             let opened = try DeadLetterStore(directory: directory, maxLetters: maxLetters)
             if opened.recovery.total > 0 {
@@ -199,13 +207,17 @@ final class DeadLetterKeeper: Sendable {
             }
             if opened.evicted > 0 { metrics.deadLettersEvicted(bridge: bridge).increment(by: opened.evicted) }
             metrics.deadLettersStored(bridge: bridge).record(opened.count)
-            return opened
+            return (opened, false)
         } catch {
-            metrics.errors(bridge: bridge, kind: "dead_letters").increment()
-            logger.error(
-                "dead-letter store unavailable: dead letters are counted and logged but not kept",
-                metadata: ["directory": "\(directory)", "error": "\(error)"])
-            return nil
+            let locked = (error as? SpoolError)?.isLocked ?? false
+            if reportingFailure {
+                metrics.errors(bridge: bridge, kind: "dead_letters").increment()
+                let until = locked ? " until the other process lets it go" : ""
+                logger.error(
+                    "dead-letter store unavailable: dead letters are counted and logged but not kept\(until)",
+                    metadata: ["directory": "\(directory)", "error": "\(error)"])
+            }
+            return (nil, locked)
         }
     }
 
