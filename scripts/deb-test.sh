@@ -123,6 +123,7 @@ out man.txt in_root env MANPAGER=cat MANWIDTH=100 man pusher-mqtt-bridge
 expect "man pusher-mqtt-bridge renders ($(wc -l <"$work/man.txt") lines, with SYNOPSIS)" \
   grep -q "SYNOPSIS" "$work/man.txt"
 expect "man page documents --config" grep -q -- "--config" "$work/man.txt"
+expect "man page documents dead-letters redrive --dry-run" grep -q -- "--dry-run" "$work/man.txt"
 out man-local.txt in_root env MANPAGER=cat man 1 pusher-local
 expect "man 1 pusher-local documents --activity-timeout" grep -q -- "--activity-timeout" "$work/man-local.txt"
 out complete-bash.txt in_root bash -c 'source /usr/share/bash-completion/bash_completion
@@ -138,6 +139,9 @@ out complete-zsh.txt in_root zsh -c 'autoload -Uz compinit && compinit -u && pri
 expect "zsh: compinit registers both completions" grep -qx "_pusher-mqtt-bridge _pusher-local" "$work/complete-zsh.txt"
 out complete-fish.txt in_root fish -c 'complete -C "pusher-mqtt-bridge "'
 expect "fish completes the subcommands" grep -q "^check" "$work/complete-fish.txt"
+expect "fish completes dead-letters" grep -q "^dead-letters" "$work/complete-fish.txt"
+out complete-fish-dl.txt in_root fish -c 'complete -C "pusher-mqtt-bridge dead-letters "'
+expect "fish completes dead-letters' subcommands" grep -q "^redrive" "$work/complete-fish-dl.txt"
 
 out unit-verify.txt in_root systemd-analyze verify /lib/systemd/system/pusher-mqtt-bridge.service
 expect "systemd-analyze verify of the installed unit: silent" test ! -s "$work/unit-verify.txt"

@@ -77,6 +77,10 @@ struct FuzzTarget {
                 name: "last-held",
                 summary: "the state directory's last-held file: valid channels only, render/parse round trip, bad lines counted",
                 callback: { data, size in CoreTargets.lastHeld(Input(data, size)) }),
+            FuzzTarget(
+                name: "control-request",
+                summary: "the control socket's request lines: accepted ones round trip with valid ids and codes, refusals bounded",
+                callback: { data, size in ControlTargets.requests(Input(data, size)) }),
         ]
     }
 

@@ -214,6 +214,10 @@ public final class DeliveryBacklog {
 
     // MARK: storage
 
+    /// The sequence of the oldest message not acknowledged yet (nil when empty): every message
+    /// under it is settled (the dead-letter redrive waits for its own, docs/contract.md §8.3).
+    public var oldestPendingSequence: UInt64? { oldestPending }
+
     private var oldestPending: UInt64? {
         if let spool { return spool.oldestPending?.sequence ?? tail.first??.sequence }
         return memory.first??.sequence

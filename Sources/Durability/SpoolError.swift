@@ -55,6 +55,12 @@ public struct SpoolError: Error, Sendable, Equatable, CustomStringConvertible {
         return false
     }
 
+    /// True when another spool or store (another process) holds the directory's lock.
+    public var isLocked: Bool {
+        if case .locked = code { return true }
+        return false
+    }
+
     /// True for ``payloadTooLarge``, which the caller should treat as a bad message, not a bad disk.
     public var isPayloadTooLarge: Bool {
         if case .payloadTooLarge = code { return true }

@@ -28,6 +28,8 @@ final class SpoolFile: Sendable {
         case lock
         /// A directory, opened only to `fsync` its entries.
         case directory
+        /// An existing file, only read (the dead-letter store read by the command line).
+        case readOnly
 
         var flags: CInt {
             switch self {
@@ -35,6 +37,7 @@ final class SpoolFile: Sendable {
             case .createNew: O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC
             case .lock: O_RDWR | O_CREAT | O_CLOEXEC
             case .directory: O_RDONLY | O_DIRECTORY | O_CLOEXEC
+            case .readOnly: O_RDONLY | O_CLOEXEC
             }
         }
 
@@ -44,6 +47,7 @@ final class SpoolFile: Sendable {
             case .createNew: "create"
             case .lock: "open lock"
             case .directory: "open directory"
+            case .readOnly: "open"
             }
         }
     }

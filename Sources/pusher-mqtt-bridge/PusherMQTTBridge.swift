@@ -17,7 +17,7 @@ struct PusherMQTTBridge: AsyncParsableCommand {
         commandName: "pusher-mqtt-bridge",
         abstract: "Bridge Pusher Channels and MQTT.",
         version: BridgeCoreVersion.current,
-        subcommands: [Run.self, Check.self, Route.self, Tap.self, Trigger.self],
+        subcommands: [Run.self, Check.self, Route.self, Tap.self, Trigger.self, DeadLetters.self],
         defaultSubcommand: Run.self
     )
 }
@@ -26,6 +26,8 @@ struct PusherMQTTBridge: AsyncParsableCommand {
 enum ExitStatus {
     static let usage = ExitCode(64)
     static let invalidConfig = ExitCode(78)
+    /// 69 (EX_UNAVAILABLE): the daemon's control socket does not answer.
+    static let unavailable = ExitCode(69)
 }
 
 /// `--config FILE`, shared by the subcommands.

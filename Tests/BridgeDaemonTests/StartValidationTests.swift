@@ -22,8 +22,8 @@ import Testing
 /// loader's extreme accepted values must start.
 @Suite struct StartValidationTests {
     struct Case: CustomTestStringConvertible, Sendable {
-        /// Where the line goes: `[bridge.pusher]`, `[bridge.mqtt]` or after everything.
-        enum Place: Sendable { case pusher, mqtt, end }
+        /// Where the line goes: `[[bridge]]`, `[bridge.pusher]`, `[bridge.mqtt]` or after everything.
+        enum Place: Sendable { case bridge, pusher, mqtt, end }
         let place: Place
         /// The TOML the loader reads.
         let line: String
@@ -200,6 +200,9 @@ import Testing
             $0.reconnect.maxDelay = .milliseconds(1)
             $0.reconnect.stableAfter = .milliseconds(1)
         },
+        // The dead-letter store's bound (docs/contract.md §8.3).
+        .init(.bridge, "max_dead_letters = 1", key: "max_dead_letters") { $0.maxDeadLetters = 1 },
+        .init(.bridge, "max_dead_letters = 10000000", key: "max_dead_letters") { $0.maxDeadLetters = 10_000_000 },
     ]
 
     static let cluster = "[bridge.cluster]\ngroup = \"g\"\ninstance = \"node-1\""
@@ -210,12 +213,13 @@ import Testing
     }
 
     /// A valid file; `pusher`, `mqtt` and `end` go at the end of their tables.
-    static func config(pusher: String = "", mqtt: String = "", end: String = "") -> String {
+    static func config(bridge: String = "", pusher: String = "", mqtt: String = "", end: String = "") -> String {
         """
         [daemon]
         metrics = ""
         [[bridge]]
         name = "b"
+        \(bridge)
         [bridge.pusher]
         key = "app-key"
         app_id = "1"
@@ -233,6 +237,7 @@ import Testing
 
     static func config(with testCase: Case) -> String {
         switch testCase.place {
+        case .bridge: config(bridge: testCase.line)
         case .pusher: config(pusher: testCase.line)
         case .mqtt: config(mqtt: testCase.line)
         case .end: config(end: testCase.line)

@@ -35,6 +35,7 @@ from bridge_testkit.faults.rig import EXTRA_RULE, Rig, judge_direction
 # The rows of their own, beside this script.
 import cluster_rows
 import broker_rows
+import dead_letter_rows
 import drain_rows
 import fleet_rows
 import redundancy_rows
@@ -436,6 +437,7 @@ def rows() -> list[Row]:
         *users_rows.rows(sys.modules[__name__]),
         *drain_rows.rows(sys.modules[__name__]),
         *broker_rows.rows(sys.modules[__name__]),
+        *dead_letter_rows.rows(sys.modules[__name__]),
     ]
 
 

@@ -59,7 +59,8 @@ def test_dashboard_covers_what_an_operator_watches():
     for needed in ("pusher_mqtt_bridge_messages_total", "pusher_mqtt_bridge_delivery_seconds_bucket",
                    "pusher_mqtt_bridge_buffered_messages", "pusher_mqtt_bridge_connection_up",
                    "pusher_mqtt_bridge_reconnects_total", 'outcome="dead_lettered"', 'kind="spool"',
-                   "histogram_quantile(0.99"):
+                   "histogram_quantile(0.99", "pusher_mqtt_bridge_dead_letters_stored",
+                   "pusher_mqtt_bridge_dead_letters_evicted_total", "pusher_mqtt_bridge_dead_letters_redriven_total"):
         assert needed in exprs, needed
 
 

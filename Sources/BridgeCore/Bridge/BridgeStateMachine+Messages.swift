@@ -112,6 +112,7 @@ extension BridgeStateMachine {
         _ letter: DeadLetter, direction: MessageDirection, receivedAtMillis: Int64, now: Instant, into actions: inout [Action]
     ) {
         actions.append(.count(rule: letter.rule, direction: direction, outcome: .deadLettered, by: 1))
+        actions.append(.keepDeadLetter(letter, direction: direction))
         let (log, suppressed) = deadLetterLog.allow(now: now)
         if log { actions.append(.logDeadLetter(letter, suppressedLogs: suppressed)) }
         if let topic = settings.mqtt.deadLetterTopic {

@@ -37,6 +37,8 @@ public struct BridgeStateMachine<Instant: InstantProtocol>: Sendable where Insta
         case received(MessageDirection, by: Int)
         /// Log this dead letter; `suppressedLogs` similar lines were left out since the last one.
         case logDeadLetter(DeadLetter, suppressedLogs: Int)
+        /// Keep this dead letter in the bridge's store (docs/contract.md §8.3), every one, unlike the log line.
+        case keepDeadLetter(DeadLetter, direction: MessageDirection)
         /// Log that the buffer dropped messages; `suppressedLogs` lines were left out since the last one.
         case logDropped(rule: String, direction: MessageDirection, dropped: Int, suppressedLogs: Int)
         /// A side went up or down: set its gauge, count a reconnect when `reconnected`.

@@ -24,13 +24,18 @@ public struct BridgeSettings: Sendable, Equatable {
     public var cluster: ClusterSettings?
     /// `[bridge.users]` (docs/contract.md §8.2); nil when not mirrored.
     public var users: UsersSettings?
+    /// `max_dead_letters`, default 10,000: the bound of the bridge's dead-letter store (docs/contract.md §8.3).
+    public var maxDeadLetters: Int
+    public static let defaultMaxDeadLetters = 10_000
 
     public init(
         name: String, pusher: PusherSettings, mqtt: MQTTSettings, reconnect: ReconnectPolicy = .default,
         buffer: BufferSettings = BufferSettings(), rules: [BridgeRule] = [], presence: [PresenceMirrorRule] = [],
-        webhooks: BridgeWebhookSettings? = nil, cluster: ClusterSettings? = nil, users: UsersSettings? = nil
+        webhooks: BridgeWebhookSettings? = nil, cluster: ClusterSettings? = nil, users: UsersSettings? = nil,
+        maxDeadLetters: Int = BridgeSettings.defaultMaxDeadLetters
     ) {
         self.users = users
+        self.maxDeadLetters = maxDeadLetters
         self.webhooks = webhooks
         self.name = name
         self.pusher = pusher

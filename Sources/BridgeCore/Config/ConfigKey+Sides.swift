@@ -14,6 +14,9 @@ extension ConfigKey {
         ConfigKey(
             .daemon, "webhooks", "`\"\"` (off)",
             "`\"host:port\"` of the one HTTP listener for every bridge's Pusher webhooks (`POST /webhooks/<bridge>`)"),
+        ConfigKey(
+            .daemon, "control_socket", "`$RUNTIME_DIRECTORY/control.sock` under systemd, else `<state_dir>/control.sock`",
+            "the Unix socket (mode 0600) that `dead-letters redrive` and `purge` talk to; `\"\"` turns it off"),
 
         ConfigKey(
             .bridge, "name", "required",
@@ -27,6 +30,10 @@ extension ConfigKey {
         ConfigKey(.bridge, "webhooks", "—", "the table `[bridge.webhooks]`"),
         ConfigKey(.bridge, "cluster", "—", "the table `[bridge.cluster]`"),
         ConfigKey(.bridge, "users", "—", "the table `[bridge.users]`"),
+        ConfigKey(
+            .bridge, "max_dead_letters", "`10000`",
+            "1–10,000,000: dead letters the bridge keeps in its state folder (for `dead-letters list` and `redrive`); the oldest "
+                + "is evicted, and counted, to make room. A change restarts the bridge on reload"),
     ]
 
     static let pusherSide: [ConfigKey] = [

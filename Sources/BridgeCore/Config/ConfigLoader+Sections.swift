@@ -100,6 +100,15 @@ extension LoadContext {
         if let directory = reader.nonEmptyString("state_dir") { daemon.stateDirectory = resolve(directory, against: configDirectory) }
         if let grace = reader.duration("shutdown_grace", allowZero: true) { daemon.shutdownGrace = grace }
         readWebhookListener(reader, into: &daemon)
+        if let socket = reader.string("control_socket") {
+            if socket.isEmpty {
+                daemon.controlSocket = .off
+            } else if socket.utf8.contains(0) {
+                report(reader.path.key("control_socket"), "must not contain a NUL byte")
+            } else {
+                daemon.controlSocket = .path(resolve(socket, against: configDirectory))
+            }
+        }
         return daemon
     }
 
@@ -129,6 +138,7 @@ extension LoadContext {
         let webhooks = reader.subtable("webhooks").flatMap(readWebhooks)
         let cluster = reader.subtable("cluster").flatMap { readCluster($0, mqtt: mqtt, mqttPath: reader.path.key("mqtt")) }
         let users = reader.subtable("users").flatMap(readUsers)
+        let maxDeadLetters = reader.int("max_dead_letters", in: 1...10_000_000)
 
         var rules: [BridgeRule] = []
         var ruleNames: Set<String> = []
@@ -164,7 +174,7 @@ extension LoadContext {
         }
         let bridge = BridgeSettings(
             name: name, pusher: pusher, mqtt: mqtt, reconnect: reconnect, buffer: buffer, rules: rules, presence: presence,
-            webhooks: webhooks, cluster: cluster, users: users)
+            webhooks: webhooks, cluster: cluster, users: users, maxDeadLetters: maxDeadLetters ?? BridgeSettings.defaultMaxDeadLetters)
         checkCredentials(bridge, path: reader.path)
         checkSignIn(bridge, path: reader.path)
         checkDerivedMQTTIdentity(bridge, path: reader.path)

@@ -12,7 +12,7 @@ public struct ReloadPlan: Sendable {
     /// Pusher connections are replaced in place, one at a time, and the MQTT connection is kept
     /// (docs/contract.md §8.1, "staggered reconnects").
     public var pusherReplaced: [BridgeSettings] = []
-    /// MQTT, reconnect, buffer, cluster or `[bridge.users]` settings changed, or the Pusher
+    /// MQTT, reconnect, buffer, cluster, `max_dead_letters` or `[bridge.users]` settings changed, or the Pusher
     /// connection count or HTTP lanes: the bridge restarts.
     public var restarted: [BridgeSettings] = []
     /// New bridges, started.
@@ -34,6 +34,7 @@ public struct ReloadPlan: Sendable {
             let sameElsewhere =
                 previous.mqtt == settings.mqtt && previous.reconnect == settings.reconnect && previous.buffer == settings.buffer
                 && previous.cluster == settings.cluster && previous.users == settings.users
+                && previous.maxDeadLetters == settings.maxDeadLetters
             if sameElsewhere, previous.pusher == settings.pusher {
                 rulesChanged.append(settings)
             } else if sameElsewhere, previous.pusher.connections == settings.pusher.connections,

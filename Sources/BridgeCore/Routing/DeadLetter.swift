@@ -9,12 +9,23 @@ public struct DeadLetter: Sendable, Equatable {
     public var source: MessageSource
     /// The original payload or event data.
     public var payload: [UInt8]
+    /// What else the rule table routes on, kept so a redrive routes the message as it came
+    /// (docs/contract.md §8.3): the MQTT QoS and retain flag, the sender of a client event.
+    public var qos: Int
+    public var retain: Bool
+    public var userID: String?
 
-    public init(rule: String, reason: DeadLetterReason, source: MessageSource, payload: [UInt8]) {
+    public init(
+        rule: String, reason: DeadLetterReason, source: MessageSource, payload: [UInt8], qos: Int = 0, retain: Bool = false,
+        userID: String? = nil
+    ) {
         self.rule = rule
         self.reason = reason
         self.source = source
         self.payload = payload
+        self.qos = qos
+        self.retain = retain
+        self.userID = userID
     }
 
     /// `{"reason","rule","source","payload"}`: `source` is `{"mqtt_topic"}` or

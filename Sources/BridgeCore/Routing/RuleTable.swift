@@ -98,7 +98,9 @@ public struct RuleTable: Sendable {
                 continue
             }
             func deadLetter(_ reason: DeadLetterReason) {
-                routing.deadLetters.append(DeadLetter(rule: rule.name, reason: reason, source: .mqtt(topic: topic), payload: payload))
+                routing.deadLetters.append(
+                    DeadLetter(
+                        rule: rule.name, reason: reason, source: .mqtt(topic: topic), payload: payload, qos: qos, retain: retain))
             }
             let pointers = mqttRulePointers[match.rule]
             if !pointers.isEmpty {
@@ -225,7 +227,9 @@ public struct RuleTable: Sendable {
             guard rule.events.contains(event) else { continue }
             func deadLetter(_ reason: DeadLetterReason) {
                 routing.deadLetters.append(
-                    DeadLetter(rule: rule.name, reason: reason, source: .pusher(channel: channel, event: event), payload: Array(data.utf8)))
+                    DeadLetter(
+                        rule: rule.name, reason: reason, source: .pusher(channel: channel, event: event), payload: Array(data.utf8),
+                        userID: userID))
             }
             let pointers = pusherRulePointers[index]
             if !pointers.isEmpty {

@@ -248,7 +248,7 @@ public struct BridgeSupervisor: Sendable {
                 }
                 cluster?.configured.remove(channel)
                 cluster?.wantedChanged = true
-            case .enqueueToMQTT, .enqueueToPusher, .count, .received, .logDeadLetter, .logDropped, .connectionChanged,
+            case .enqueueToMQTT, .enqueueToPusher, .count, .received, .logDeadLetter, .keepDeadLetter, .logDropped, .connectionChanged,
                 .publishStatus, .subscribeTopicFilter, .unsubscribeTopicFilter, .shapingHeld, .shapingTargetsFull:
                 actions.append(.bridge(action))
             }

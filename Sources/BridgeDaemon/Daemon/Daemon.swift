@@ -127,6 +127,12 @@ public final class Daemon: Sendable {
             services.append(.init(service: ToleratedService(endpoint, what: "webhook listener", logger: logger)))
         }
         services.append(.init(service: StatusReporter(daemon: self)))
+        if let path = configuration.daemon.controlSocketPath(environment: environment.variables) {
+            let control = ControlSocket(path: path, logger: logger) { [weak self] request in
+                await self?.controlRequest(request) ?? ControlReply.error("the daemon is stopping")
+            }
+            services.append(.init(service: ToleratedService(control, what: "control socket", logger: logger)))
+        }
         if let interval = notifier.watchdogInterval {
             services.append(.init(service: WatchdogFeeder(daemon: self, interval: interval)))
         }

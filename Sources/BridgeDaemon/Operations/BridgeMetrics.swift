@@ -189,11 +189,39 @@ public final class BridgeMetrics: Sendable {
         counter("pusher_mqtt_bridge_webhooks_total", [("bridge", bridge), ("outcome", outcome.rawValue)])
     }
 
+    /// `pusher_mqtt_bridge_dead_letters_stored{bridge}`: letters the bridge's dead-letter store
+    /// keeps now (docs/contract.md §8.3).
+    public func deadLettersStored(bridge: String) -> CoreMetrics.Gauge {
+        gauge("pusher_mqtt_bridge_dead_letters_stored", [("bridge", bridge)])
+    }
+
+    /// `pusher_mqtt_bridge_dead_letters_evicted_total{bridge}`: the oldest letters dropped to keep
+    /// the store within `max_dead_letters`.
+    public func deadLettersEvicted(bridge: String) -> CoreMetrics.Counter {
+        counter("pusher_mqtt_bridge_dead_letters_evicted_total", [("bridge", bridge)])
+    }
+
+    /// `pusher_mqtt_bridge_dead_letters_damaged_total{bridge}`: torn or damaged records the store
+    /// skipped when it was opened.
+    public func deadLettersDamaged(bridge: String) -> CoreMetrics.Counter {
+        counter("pusher_mqtt_bridge_dead_letters_damaged_total", [("bridge", bridge)])
+    }
+
+    /// `pusher_mqtt_bridge_dead_letters_redriven_total{bridge,outcome}`: letters a redrive took, by
+    /// what became of them: `delivered`, `dead_lettered` (again, kept as a new letter),
+    /// `unmatched` (no rule takes it now: kept), `unsettled` (the bridge stopped first: kept).
+    public func deadLettersRedriven(bridge: String, outcome: String) -> CoreMetrics.Counter {
+        counter("pusher_mqtt_bridge_dead_letters_redriven_total", [("bridge", bridge), ("outcome", outcome)])
+    }
+
+    /// The `outcome`s of `dead_letters_redriven_total`.
+    public static let redriveOutcomes = ["delivered", "dead_lettered", "unmatched", "unsettled"]
+
     /// The `kind`s of `errors_total` a bridge counts (a test checks that every `kind:` used in
     /// Sources/BridgeDaemon is listed here, so none appears late).
     public static let errorKinds = [
         "pusher", "pusher_http", "mqtt_publish", "subscribe", "subscription", "spool", "start", "cluster", "mqtt_session_takeover",
-        "state", "reload", "pusher_sign_in",
+        "state", "reload", "pusher_sign_in", "dead_letters",
     ]
 
     /// Creates every series `bridge` can count, at zero, so that each labelled family is in the
@@ -222,6 +250,11 @@ public final class BridgeMetrics: Sendable {
         }
         _ = messages(bridge: name, rule: "", direction: .mqttToPusher, outcome: .suppressed)
         for kind in Self.errorKinds { _ = errors(bridge: name, kind: kind) }
+        // The dead-letter store (docs/contract.md §8.3); its gauge is set when the store opens.
+        _ = deadLettersStored(bridge: name)
+        _ = deadLettersEvicted(bridge: name)
+        _ = deadLettersDamaged(bridge: name)
+        for outcome in Self.redriveOutcomes { _ = deadLettersRedriven(bridge: name, outcome: outcome) }
         // Gap records (any number of connections: a reconnect leaves a gap) and the merge's duplicates.
         _ = pusherGaps(bridge: name)
         _ = pusherGapSeconds(bridge: name)

@@ -171,6 +171,8 @@ extension BridgeRuntime {
     private func deadLetter(_ batch: [OutboxEntry<OutgoingPusher>], reason: DeadLetterReason) {
         let now = ContinuousClock.now
         var actions: [Action] = []
+        // Before the acknowledgement wakes a redrive waiting for these: it then counts them dead-lettered.
+        deadLetters.rejected(batch.map(\.sequence))
         // An entry the overflow policy dropped while in flight was counted `dropped` already.
         let pending = batch.filter { toPusher.acknowledge($0) }
         withBridge { machine in

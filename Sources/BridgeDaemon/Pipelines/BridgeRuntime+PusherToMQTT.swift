@@ -180,7 +180,7 @@ extension BridgeRuntime {
                 publishes.append(OutgoingMQTT(publish: publish, receivedAtMillis: receivedAt))
             case .received, .count:
                 execute(action)
-            case .enqueueToPusher, .logDeadLetter, .logDropped, .connectionChanged, .publishStatus, .subscribeChannel,
+            case .enqueueToPusher, .logDeadLetter, .keepDeadLetter, .logDropped, .connectionChanged, .publishStatus, .subscribeChannel,
                 .unsubscribeChannel, .subscribeTopicFilter, .unsubscribeTopicFilter, .shapingHeld, .shapingTargetsFull:
                 flush()
                 execute(action)

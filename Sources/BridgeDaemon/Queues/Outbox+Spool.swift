@@ -77,10 +77,10 @@ extension Outbox {
 
     /// Closes the spool file (what is still pending stays on disk for the next start). A last
     /// ``sync()`` first, so the close itself finds nothing to wait for on the disk (unless
-    /// something was written in between).
+    /// something was written in between). Ends the redrive's waits (``waitUntilSettled(through:deadline:)``).
     func closeSpool() async {
         await sync()
-        state.withLock { state in
+        let settleWaiters = state.withLock { state in
             if state.spool != nil, state.backlog.memoryOnlyCount > 0 {
                 logger.error(
                     "spool degraded at close: messages held in memory only are lost",
@@ -90,6 +90,9 @@ extension Outbox {
                 logger.warning("spool close failed", metadata: ["outbox": "\(name)", "error": "\(error)"])
             }
             state.spool = nil
+            state.released = true
+            return state.takeSettleWaiters()
         }
+        settleWaiters.resume()
     }
 }

@@ -38,8 +38,12 @@ final class Outbox<Item: OutboxItem>: Sendable {
         /// The consumer waiting in ``next(max:)`` for a message.
         var consumers = WaiterQueue<Void>()
         var closed = false
+        /// Set by ``closeSpool()``: the bridge has stopped; nothing pending will be delivered by this run.
+        var released = false
         /// Tasks waiting for the backlog to empty (``waitUntilEmpty()``).
         var drainWaiters = WaiterQueue<Void>()
+        /// Tasks waiting for a message of theirs to be settled (``waitUntilSettled(through:deadline:)``).
+        var settleWaiters = WaiterQueue<Void>()
         /// When to log the degraded spool.
         var degradedLog = SpoolDegradedLog<ContinuousClock.Instant>()
         /// The producer waiting in ``waitForRoom(messages:bytes:)`` (one at a time), and the room it needs.
@@ -98,6 +102,11 @@ final class Outbox<Item: OutboxItem>: Sendable {
         mutating func takeEmptyWaitersIfDrained() -> WakeUp<Void> {
             guard !drainWaiters.isEmpty, backlog.count == 0 else { return WakeUp() }
             return drainWaiters.resumeAll(returning: ())
+        }
+
+        /// The tasks waiting for messages to be settled: each looks again after an acknowledgement.
+        mutating func takeSettleWaiters() -> WakeUp<Void> {
+            settleWaiters.isEmpty ? WakeUp() : settleWaiters.resumeAll(returning: ())
         }
     }
 
@@ -288,24 +297,25 @@ final class Outbox<Item: OutboxItem>: Sendable {
     /// (docs/contract.md §7.6: every message has exactly one outcome).
     @discardableResult
     func acknowledge(_ entry: OutboxEntry<Item>) -> Bool {
-        let (pending, drained, producer) = state.withLock { state in
+        let (pending, drained, producer, settled) = state.withLock { state in
             var pending = true
             do { pending = try state.backlog.acknowledge(entry.sequence) } catch {
                 logger.warning(
                     "spool acknowledgement failed; the message may be delivered again",
                     metadata: ["outbox": "\(name)", "error": "\(error)"])
             }
-            return (pending, state.takeEmptyWaitersIfDrained(), state.takeRoomWaiterIfRoom())
+            return (pending, state.takeEmptyWaitersIfDrained(), state.takeRoomWaiterIfRoom(), state.takeSettleWaiters())
         }
         drained.resume()
         producer.resume()
+        settled.resume()
         return pending
     }
 
     /// ``acknowledge(_:)`` for several entries under one lock; whether each was still pending, in order.
     func acknowledge(contentsOf entries: [OutboxEntry<Item>]) -> [Bool] {
         guard entries.count > 1 else { return entries.map { acknowledge($0) } }
-        let (pending, drained, producer) = state.withLock { state in
+        let (pending, drained, producer, settled) = state.withLock { state in
             let pending = entries.map { entry in
                 do { return try state.backlog.acknowledge(entry.sequence) } catch {
                     logger.warning(
@@ -314,10 +324,11 @@ final class Outbox<Item: OutboxItem>: Sendable {
                     return true
                 }
             }
-            return (pending, state.takeEmptyWaitersIfDrained(), state.takeRoomWaiterIfRoom())
+            return (pending, state.takeEmptyWaitersIfDrained(), state.takeRoomWaiterIfRoom(), state.takeSettleWaiters())
         }
         drained.resume()
         producer.resume()
+        settled.resume()
         return pending
     }
 
@@ -327,13 +338,32 @@ final class Outbox<Item: OutboxItem>: Sendable {
         await state.wait(in: { $1(&$0.drainWaiters) }, until: { $0.backlog.count == 0 ? () : nil }, ifCancelled: { _ in })
     }
 
+    /// Returns true once no message up to `sequence` is pending any more (delivered, dead-lettered
+    /// or dropped), false at `deadline` or once the bridge has stopped (``closeSpool()``; a close
+    /// alone does not end the wait: the drain still delivers): the dead-letter redrive waits here
+    /// before it forgets a letter (docs/contract.md §8.3). Woken by acknowledgements.
+    func waitUntilSettled(through sequence: UInt64, deadline: ContinuousClock.Instant) async -> Bool {
+        func settled(_ state: inout State) -> Bool? {
+            if (state.backlog.oldestPendingSequence.map { $0 > sequence }) ?? true { return true }
+            return state.released || ContinuousClock.now >= deadline ? false : nil
+        }
+        while true {
+            if let outcome = state.withLock({ settled(&$0) }) { return outcome }
+            if Task.isCancelled { return false }
+            await state.wait(
+                in: { $1(&$0.settleWaiters) }, deadline: deadline, until: { settled(&$0) == nil ? nil : () },
+                ifTimedOut: { _ in }, ifCancelled: { _ in })
+        }
+    }
+
     /// No more messages will be appended; `next` returns `[]` once everything was handed out.
     func close() {
-        let (consumer, producer) = state.withLock { state in
+        let (consumer, producer, settled) = state.withLock { state in
             state.closed = true
-            return (state.consumers.resumeAll(returning: ()), state.takeRoomWaiterIfRoom())
+            return (state.consumers.resumeAll(returning: ()), state.takeRoomWaiterIfRoom(), state.takeSettleWaiters())
         }
         consumer.resume()
         producer.resume()
+        settled.resume()
     }
 }

@@ -60,7 +60,7 @@ extension BridgeRuntime {
             do { try await mqtt.publish(message) } catch {
                 logger.debug("status not published", metadata: ["error": "\(error)", "status": "\(payload)"])
             }
-        case .enqueueToMQTT, .enqueueToPusher, .count, .logDeadLetter, .logDropped, .connectionChanged, .subscribeChannel,
+        case .enqueueToMQTT, .enqueueToPusher, .count, .logDeadLetter, .keepDeadLetter, .logDropped, .connectionChanged, .subscribeChannel,
             .unsubscribeChannel, .shapingHeld, .shapingTargetsFull, .received:
             execute(command)
         }
@@ -94,6 +94,7 @@ extension BridgeRuntime {
             expirePusherMerge()
             await toMQTT.sync()
             await toPusher.sync()
+            deadLetters.sync()
             // A degraded spool counts as a spool error each second (docs/contract.md §7.6).
             for degraded in [toMQTT.spoolDegraded, toPusher.spoolDegraded] where degraded {
                 metrics.errors(bridge: name, kind: "spool").increment()

@@ -83,6 +83,8 @@ final class BridgeRuntime: Service, Sendable {
     /// When each channel was last held, kept in the state directory for the gap a restart leaves
     /// (docs/pusher-merge.md): `nil` when the bridge keeps nothing on disk (`persist = false`).
     let lastHeldFile: LastHeldFile?
+    /// The bridge's kept dead letters (docs/contract.md §8.3), redriven by BridgeRuntime+Redrive.swift.
+    let deadLetters: DeadLetterKeeper
 
     typealias Action = BridgeStateMachine<ContinuousClock.Instant>.Action
 
@@ -144,6 +146,8 @@ final class BridgeRuntime: Service, Sendable {
             name: MessageDirection.mqttToPusher.rawValue, limits: limits, overflow: settings.mqttToPusherOverflow,
             spoolDirectory: spool(.mqttToPusher), logger: logger)
         metrics.registerZeroSeries(for: settings)
+        deadLetters = DeadLetterKeeper(
+            bridge: settings.name, stateDirectory: stateDirectory, maxLetters: settings.maxDeadLetters, metrics: metrics, logger: logger)
         receivedToMQTT = metrics.received(bridge: settings.name, direction: .pusherToMQTT)
         receivedToPusher = metrics.received(bridge: settings.name, direction: .mqttToPusher)
         if countsRecoveredAsReceived {
@@ -181,6 +185,9 @@ final class BridgeRuntime: Service, Sendable {
     func run() async throws {
         // A runtime stopped before its service ran (a reload racing a shutdown) has released everything.
         guard decisions.withLock({ $0.lifecycle.runStarted() }) else { return }
+        // The dead-letter store's owner: not a child of the group, so it carries out every letter
+        // sent before the end (releaseSpools() finishes it and waits for it).
+        let deadLetterOwner = Task { await deadLetters.run() }
         await withTaskGroup(of: Void.self) { group in
             for connection in 0..<pusherSlots.count {
                 group.addTask { await self.runPusherConnection(connection) }
@@ -196,6 +203,7 @@ final class BridgeRuntime: Service, Sendable {
             group.addTask { await self.runDiscovery() }
             group.addTask { await self.runCluster() }
             group.addTask { await self.runTimer() }
+            group.addTask { await self.resumeRedrives() }
             group.addTask {
                 // Cancellation (the bridge finished) throws here; a graceful shutdown drains. Not
                 // `stop(grace:)`: that waits for this very task group to end.
@@ -211,6 +219,7 @@ final class BridgeRuntime: Service, Sendable {
         // and so does when each channel was last held.
         _ = writeLastHeld()
         await releaseSpools()
+        await deadLetterOwner.value
         logger.info("bridge stopped")
         decisions.withLock { $0.lifecycle.ended() }.resume()
     }
@@ -221,6 +230,7 @@ final class BridgeRuntime: Service, Sendable {
         await toPusher.sync()
         await toMQTT.closeSpool()
         await toPusher.closeSpool()
+        deadLetters.finish()
     }
 
     /// Drains and stops the bridge (``drain(grace:)``), then returns only once it has released
@@ -328,6 +338,8 @@ final class BridgeRuntime: Service, Sendable {
                     "bridge.rule": "\(letter.rule)", "reason": "\(letter.reason)", "source": "\(letter.source)",
                     "suppressed_logs": "\(suppressed)",
                 ])
+        case .keepDeadLetter(let letter, let direction):
+            deadLetters.keep(letter, direction: direction, atMillis: UTCTimestamp.now().millisecondsSince1970)
         case .logDropped(let rule, let direction, let dropped, let suppressed):
             logger.warning(
                 "buffer full: message dropped",

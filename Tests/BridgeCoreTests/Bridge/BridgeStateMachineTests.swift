@@ -133,15 +133,18 @@ struct BridgeStateMachineTests {
     @Test func deadLetterIsCountedLoggedAndPublished() throws {
         var machine = try Self.machine()
         let actions = received(&machine, topic: "raw/bad channel!", payload: "1", at: t0)
-        #expect(actions.count == 3)
+        #expect(actions.count == 4)
         #expect(actions.first == .count(rule: "bad-channel", direction: .mqttToPusher, outcome: .deadLettered, by: 1))
-        guard case .logDeadLetter(let letter, suppressedLogs: 0) = actions[1] else {
-            Issue.record("expected a log line, got \(actions[1])")
+        guard case .logDeadLetter(let letter, suppressedLogs: 0) = actions[2] else {
+            Issue.record("expected a log line, got \(actions[2])")
             return
         }
         #expect(letter.rule == "bad-channel")
+        // Every letter is kept (docs/contract.md §8.3), with what routes it again.
+        #expect(actions[1] == .keepDeadLetter(letter, direction: .mqttToPusher))
+        #expect(letter.source == .mqtt(topic: "raw/bad channel!") && letter.payload == Array("1".utf8))
         #expect(
-            actions[2]
+            actions[3]
                 == .enqueueToMQTT(
                     MQTTPublish(rule: "bad-channel", topic: "bridge/dead", payload: letter.jsonPayload, qos: 1, retain: false),
                     receivedAtMillis: millis))
@@ -150,8 +153,50 @@ struct BridgeStateMachineTests {
     @Test func deadLetterWithoutTopicIsOnlyCountedAndLogged() throws {
         var machine = try Self.machine(mqtt: "")
         let actions = received(&machine, topic: "raw/bad channel!", payload: "1", at: t0)
-        #expect(actions.count == 2)
+        #expect(actions.count == 3)
         #expect(!actions.contains { if case .enqueueToMQTT = $0 { true } else { false } })
+    }
+
+    @Test func aRedrivenLetterIsRoutedByTheCurrentRulesPastTheInboundFilter() throws {
+        var machine = try Self.machine()
+        var actions: [Action] = []
+        let stamp = UTCTimestamp(millisecondsSince1970: millis)
+        // The letter of a rule that works: routed as it came, even though the same message was seen before.
+        _ = received(&machine, topic: "sensors/kitchen/temperature", payload: "21.5", at: t0)
+        let routed = machine.redriven(
+            .mqtt(topic: "sensors/kitchen/temperature", payload: Array("21.5".utf8), qos: 1, retain: false), receivedAt: stamp, now: t0,
+            into: &actions)
+        #expect(routed == .routed)
+        #expect(actions.contains(.received(.mqttToPusher, by: 1)))
+        #expect(
+            actions.contains(
+                .enqueueToPusher(
+                    PusherEventPublish(rule: "temperatures", channel: "sensor-kitchen", event: "temperature", data: "21.5", via: .http),
+                    receivedAtMillis: millis)))
+        // Still undeliverable: dead-lettered (and kept) again.
+        actions = []
+        #expect(
+            machine.redriven(
+                .mqtt(topic: "raw/bad channel!", payload: [0x31], qos: 0, retain: false), receivedAt: stamp, now: t0, into: &actions)
+                == .routed)
+        #expect(actions.contains { if case .keepDeadLetter = $0 { true } else { false } })
+        // No rule takes it now: nothing happens.
+        actions = []
+        #expect(
+            machine.redriven(.mqtt(topic: "nowhere", payload: [], qos: 0, retain: false), receivedAt: stamp, now: t0, into: &actions)
+                == .unmatched)
+        #expect(actions.isEmpty)
+        #expect(
+            machine.redriven(.toPusher(rule: "gone", channel: "c", event: "e", data: "d"), receivedAt: stamp, now: t0, into: &actions)
+                == .unmatched)
+        #expect(
+            machine.redriven(
+                .toPusher(rule: "temperatures", channel: "c", event: "e", data: "d"), receivedAt: stamp, now: t0, into: &actions)
+                == .routed)
+        #expect(
+            actions.last
+                == .enqueueToPusher(
+                    PusherEventPublish(rule: "temperatures", channel: "c", event: "e", data: "d", via: .http), receivedAtMillis: millis))
     }
 
     @Test func deadLetterLogsAreLimitedToTwentyAMinute() throws {
