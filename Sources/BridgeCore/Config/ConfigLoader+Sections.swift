@@ -12,7 +12,9 @@ import TOMLKit
 
 extension LoadContext {
     static let rootKeys = ["daemon", "bridge"]
-    static let daemonKeys = ["log_level", "log_format", "metrics", "state_dir", "shutdown_grace", "webhooks"]
+    static let daemonKeys = [
+        "log_level", "log_format", "metrics", "state_dir", "shutdown_grace", "webhooks", "homeassistant", "homeassistant_prefix",
+    ]
     static let bridgeKeys = ["name", "pusher", "mqtt", "reconnect", "buffer", "rule", "presence", "webhooks", "cluster", "users"]
     static let pusherKeys =
         [
@@ -54,6 +56,7 @@ extension LoadContext {
                 let bridgeReader = TableReader(table: table, path: path, context: self)
                 guard let bridge = readBridge(bridgeReader, index: offset + 1) else { continue }
                 checkWebhooks(bridge, daemon: daemon, daemonListenerWritten: listenerWritten, path: path)
+                checkHomeAssistantTopics(bridge, daemon: daemon, path: path)
                 if let first = names[bridge.name] {
                     report(path.key("name"), "duplicate bridge name \"\(bridge.name)\" (bridge #\(first) has it too)")
                 } else {
@@ -111,6 +114,7 @@ extension LoadContext {
         if let directory = reader.nonEmptyString("state_dir") { daemon.stateDirectory = resolve(directory, against: configDirectory) }
         if let grace = reader.duration("shutdown_grace", allowZero: true) { daemon.shutdownGrace = grace }
         readWebhookListener(reader, into: &daemon)
+        readHomeAssistant(reader, into: &daemon)
         return daemon
     }
 

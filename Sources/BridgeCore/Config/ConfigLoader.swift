@@ -22,6 +22,8 @@ import TOMLKit
 /// | daemon | state_dir | path | /var/lib/pusher-mqtt-bridge |
 /// | daemon | shutdown_grace | duration | 5s |
 /// | daemon | webhooks | "host:port" or "" | "" (off) |
+/// | daemon | homeassistant | bool | false |
+/// | daemon | homeassistant_prefix | topic, no empty levels | homeassistant |
 /// | bridge | name | [a-z0-9_-]+ | required |
 /// | bridge.pusher | key | string | required |
 /// | bridge.pusher | app_id | string | required for `via = "http"` rules |

@@ -16,11 +16,15 @@ public struct DaemonSettings: Sendable, Equatable {
     public var shutdownGrace: Duration
     /// `webhooks`: the one HTTP listener for every bridge's webhooks (docs/contract.md §7.2); `nil` (the default, `""`) = off.
     public var webhooks: ListenAddress?
+    /// `homeassistant` and `homeassistant_prefix`: Home Assistant discovery (docs/contract.md §8.3),
+    /// off by default. Applied in place by a reload, unlike the other keys here.
+    public var homeAssistant: HomeAssistantSettings
 
     public init(
         logLevel: LogLevelSetting = .info, logFormat: LogFormat = .text,
         metrics: ListenAddress? = ListenAddress(host: "127.0.0.1", port: 9464),
-        stateDirectory: String = "/var/lib/pusher-mqtt-bridge", shutdownGrace: Duration = .seconds(5), webhooks: ListenAddress? = nil
+        stateDirectory: String = "/var/lib/pusher-mqtt-bridge", shutdownGrace: Duration = .seconds(5), webhooks: ListenAddress? = nil,
+        homeAssistant: HomeAssistantSettings = HomeAssistantSettings()
     ) {
         self.logLevel = logLevel
         self.logFormat = logFormat
@@ -28,5 +32,6 @@ public struct DaemonSettings: Sendable, Equatable {
         self.stateDirectory = stateDirectory
         self.shutdownGrace = shutdownGrace
         self.webhooks = webhooks
+        self.homeAssistant = homeAssistant
     }
 }
