@@ -105,12 +105,14 @@ extension BridgeRuntime {
         }
     }
 
-    /// A stopping bridge publishes what is pending (a reload's removals) before its `offline`.
+    /// A stopping bridge publishes what is pending (a reload's removals, the state with the Pusher
+    /// side down) before its `offline`; then nothing more (the MQTT client is about to shut down).
     func flushHomeAssistant() async {
         let reading = homeAssistantReading()
         let now = ContinuousClock.now
         let actions = decisions.withLock { $0.homeAssistant.take(now: now, reading: reading) }
         for action in actions { await carryOut(action) }
+        decisions.withLock { $0.homeAssistant.mqttDisconnected() }
     }
 
     private func carryOut(_ action: HomeAssistantPublisher<ContinuousClock.Instant>.Action) async {
@@ -128,6 +130,12 @@ extension BridgeRuntime {
         case .publish(let message):
             let publish = MQTTMessage(topic: message.topic, payload: Array(message.payload.utf8), qos: .atLeastOnce, retain: true)
             do { try await mqtt.publish(publish) } catch {
+                // A stopping bridge's client shuts down under a publish in flight: not an error.
+                if isStopping {
+                    logger.debug(
+                        "Home Assistant discovery message not published while stopping", metadata: ["mqtt.topic": "\(message.topic)"])
+                    return
+                }
                 metrics.errors(bridge: name, kind: "homeassistant").increment()
                 logger.warning(
                     "Home Assistant discovery message not published", metadata: ["mqtt.topic": "\(message.topic)", "error": "\(error)"])
