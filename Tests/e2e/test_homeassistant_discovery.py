@@ -99,7 +99,7 @@ def test_cluster_member_is_a_device_of_its_own(pusher, broker, workdir, bridges)
     config = bridge_config(pusher, broker, workdir, PUSHER_TO_MQTT,
                            daemon='homeassistant = true\nhomeassistant_prefix = "ha/discovery"',
                            extra_mqtt='\n[bridge.cluster]\ngroup = "g"\ninstance = "node-1"\n')
-    bridges(config)
+    bridge = bridges(config)
     node = f"{NODE}_node-1"
     expected = [f"ha/discovery/{c}/{node}/{o}/config" for c, o in OBJECTS] + [
         f"ha/discovery/sensor/{node}/cluster_members/config", f"ha/discovery/sensor/{node}/channels_held/config"]
@@ -113,6 +113,14 @@ def test_cluster_member_is_a_device_of_its_own(pusher, broker, workdir, bridges)
     wait_until(lambda: json.loads(retained(broker.port, member_state)[member_state])["channels_held"] == 1, 15, 0.5,
                "the member to report its channel")
     assert state["mqtt_connected"] is True
+
+    # A reload that restarts the member under another instance name: another device; the old one leaves.
+    bridge.write_config(config.replace('instance = "node-1"', 'instance = "node-2"'))
+    bridge.send_signal(signal.SIGHUP)
+    wait_until(lambda: "reloaded" in bridge.log(), 15, 0.1, "the reload")
+    renamed = [topic.replace("_node-1/", "_node-2/") for topic in expected]
+    wait_until(lambda: sorted(t for t, p in retained(broker.port, "ha/discovery/#").items() if p) == sorted(renamed), 15, 0.2,
+               "only node-2's configs")
 
 
 def test_check_refuses_a_bad_prefix_with_its_position(pusher, broker, workdir):

@@ -24,6 +24,10 @@ public struct ReloadPlan: Sendable {
     /// `[daemon] homeassistant` or `homeassistant_prefix` changed: the new settings, applied in place
     /// by every running bridge (configs published or removed; docs/contract.md §8.3); nil when unchanged.
     public var homeAssistant: HomeAssistantSettings?
+    /// With discovery on before the reload: the running bridges whose Home Assistant device leaves
+    /// (its configs removed before the bridge stops) — bridges removed, and bridges restarted as
+    /// another device (a cluster member under another `instance`).
+    public var homeAssistantDevicesLeaving: [String] = []
 
     /// The plan to go from `old` to `new`.
     public init(old: BridgeConfiguration, new: BridgeConfiguration) {
@@ -49,6 +53,16 @@ public struct ReloadPlan: Sendable {
             } else {
                 restarted.append(settings)
             }
+        }
+        if old.daemon.homeAssistant.enabled {
+            let prefix = old.daemon.homeAssistant.prefix
+            homeAssistantDevicesLeaving =
+                removed
+                + restarted.compactMap { settings in
+                    guard let previous = old.bridge(named: settings.name) else { return nil }
+                    let before = HomeAssistantDevice(bridge: previous, prefix: prefix).nodeID
+                    return before == HomeAssistantDevice(bridge: settings, prefix: prefix).nodeID ? nil : settings.name
+                }
         }
     }
 }

@@ -194,8 +194,8 @@ public final class Daemon: Sendable {
         }
         // Before any bridge stops: a stopping bridge publishes what is pending (its removals) before `offline`.
         for (name, runtime) in current {
-            if plan.removed.contains(name) {
-                // A removed bridge's device leaves Home Assistant with it.
+            if plan.homeAssistantDevicesLeaving.contains(name) {
+                // A removed bridge's device leaves Home Assistant with it (so does one restarted as another device).
                 runtime.applyHomeAssistant(HomeAssistantSettings(enabled: false, prefix: old.daemon.homeAssistant.prefix))
             } else if let homeAssistant = plan.homeAssistant {
                 runtime.applyHomeAssistant(homeAssistant)

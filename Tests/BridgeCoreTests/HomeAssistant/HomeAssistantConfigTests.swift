@@ -106,4 +106,25 @@ import Testing
                     + "(homeassistant/<component>/pusher_mqtt_bridge_factory/<entity>/config), state pusher-mqtt-bridge/factory/status/state"
             ))
     }
+
+    @Test func devicesLeaveWithTheirBridgeOrTheirInstanceName() throws {
+        func config(_ daemon: String, instance: String, gone: Bool, port: Int = 1883) throws -> BridgeConfiguration {
+            let cluster = "[bridge.cluster]\ngroup = \"g\"\ninstance = \"\(instance)\"\n"
+            return try ReloadPlanTests.config(
+                "[daemon]\n\(daemon)\n" + ReloadPlanTests.bridge("member", port: port) + cluster + ReloadPlanTests.bridge("kept")
+                    + (gone ? "" : ReloadPlanTests.bridge("gone")))
+        }
+        let old = try config("homeassistant = true", instance: "a", gone: false)
+        let plan = ReloadPlan(old: old, new: try config("homeassistant = true", instance: "b", gone: true))
+        #expect(plan.restarted.map(\.name) == ["member"])
+        #expect(plan.homeAssistantDevicesLeaving == ["gone", "member"])
+        #expect(plan.homeAssistant == nil)
+        // Another connection setting restarts the bridge as the same device: it stays.
+        let same = ReloadPlan(old: old, new: try config("homeassistant = true", instance: "a", gone: true, port: 1884))
+        #expect(same.restarted.map(\.name) == ["member"])
+        #expect(same.homeAssistantDevicesLeaving == ["gone"])
+        // Off before the reload: there is nothing to remove.
+        let off = try config("", instance: "a", gone: false)
+        #expect(ReloadPlan(old: off, new: try config("", instance: "b", gone: true)).homeAssistantDevicesLeaving.isEmpty)
+    }
 }
