@@ -10,7 +10,7 @@ import sys
 import time
 
 from bridge_testkit.clients import wait_bridge_subscribed
-from bridge_testkit.harness import Bridge, Mosquitto, PusherLocal, bridge_config, rule, wait_until
+from bridge_testkit.harness import Bridge, Mosquitto, PusherLocal, bridge_config, publish, rule, wait_until
 from homeassistant_process import HomeAssistant
 
 BRIDGE = "ha"
@@ -21,6 +21,8 @@ TO_MQTT_RATE = f"sensor.{NODE}_pusher_to_mqtt_rate"
 SENSORS = [f"sensor.{NODE}_{name}" for name in ("pusher_to_mqtt_rate", "mqtt_to_pusher_rate", "buffered_messages", "dead_letters")]
 EVERY = [MQTT_SIDE, PUSHER_SIDE, *SENSORS]
 PRICES = rule("prices", "pusher", channel="market-data", events=["new-price"], topic="dash/prices/{event}", qos=1)
+# A channel rendered from the topic: `bad/has space` makes a name Pusher refuses, a dead letter.
+COMMANDS = rule("commands", "mqtt", topic="bad/+", channel="{1}", event="command", qos=1)
 
 
 def test_home_assistant_discovers_follows_and_forgets_the_bridge(tmp_path):
@@ -36,7 +38,7 @@ def test_home_assistant_discovers_follows_and_forgets_the_bridge(tmp_path):
         hass.add_mqtt(broker.port)
         setup = time.monotonic() - started
 
-        config = bridge_config(pusher, broker, tmp_path, PRICES, name=BRIDGE, daemon="homeassistant = true")
+        config = bridge_config(pusher, broker, tmp_path, PRICES + COMMANDS, name=BRIDGE, daemon="homeassistant = true")
         bridge = Bridge(tmp_path, config).start()
         processes.append(bridge)
         wait_bridge_subscribed(pusher, "market-data")
@@ -63,6 +65,9 @@ def test_home_assistant_discovers_follows_and_forgets_the_bridge(tmp_path):
         for n in range(30):
             http.trigger("market-data", "new-price", str(n))
         wait_until(lambda: float(hass.state(TO_MQTT_RATE)["state"]) > 0, 25, 0.5, "the Pusher → MQTT rate to show the traffic")
+        # A dead letter is counted.
+        publish(broker.port, "bad/has space", "x")
+        hass.wait_state(f"sensor.{NODE}_dead_letters", "1", 25)
 
         # A Pusher outage: the Pusher side goes off at once, on again when it is back.
         port = pusher.port
