@@ -10,7 +10,7 @@ import sys
 import time
 
 from bridge_testkit.clients import wait_bridge_subscribed
-from bridge_testkit.harness import Bridge, Mosquitto, PusherLocal, bridge_config, publish, rule, wait_until
+from bridge_testkit.harness import Bridge, Mosquitto, PusherLocal, bridge_config, publish, rule, start_cluster, wait_until
 from homeassistant_process import HomeAssistant
 
 BRIDGE = "ha"
@@ -111,3 +111,51 @@ def test_home_assistant_discovers_follows_and_forgets_the_bridge(tmp_path):
         for process in processes:
             if isinstance(process, (Bridge, HomeAssistant)):
                 sys.stderr.write(f"\n----- {process.name} log -----\n{process.log()[-6000:]}\n")
+
+
+CLUSTER = """
+[bridge.cluster]
+group = "g"
+instance = "${BRIDGE_INSTANCE}"
+"""
+CLUSTER_CHANNELS = [f"cluster-{n}" for n in range(4)]
+
+
+def test_each_cluster_member_is_a_device(tmp_path):
+    """In a cluster every member is a device of its own, with the members and the channels it holds;
+    a member that dies is unavailable (a survivor writes its `offline`), the survivor holds every channel."""
+    processes = []
+    try:
+        broker = Mosquitto(tmp_path).start()
+        processes.append(broker)
+        pusher = PusherLocal(tmp_path, extra=["--activity-timeout", "2"]).start()
+        processes.append(pusher)
+        hass = HomeAssistant(tmp_path).start()
+        processes.append(hass)
+        hass.add_mqtt(broker.port)
+        rules = "".join(rule(f"r-{c}", "pusher", channel=c, topic="cluster/{channel}", qos=1) for c in CLUSTER_CHANNELS)
+        config = bridge_config(pusher, broker, tmp_path, CLUSTER + rules, name=BRIDGE, daemon="homeassistant = true")
+        members = start_cluster(tmp_path, config, ["a", "b"])
+        processes.extend(members)
+
+        def sensor(member: str, name: str) -> str:
+            return f"sensor.{NODE}_{member}_{name}"
+
+        for member in ("a", "b"):
+            hass.wait_state(sensor(member, "cluster_members"), "2", 30)
+            mqtt_side = hass.wait_state(f"binary_sensor.{NODE}_{member}_mqtt_connection", "on", 30)
+            assert hass.template(f"{{{{ device_attr('{mqtt_side['entity_id']}', 'name') }}}}") == \
+                f"pusher-mqtt-bridge {BRIDGE} ({member})"
+        wait_until(lambda: sum(int(float(hass.state(sensor(m, "channels_held"))["state"])) for m in ("a", "b"))
+                   == len(CLUSTER_CHANNELS), 30, 0.5, "the members' channels to add up")
+
+        members[1].kill()
+        hass.wait_state(f"binary_sensor.{NODE}_b_mqtt_connection", "unavailable", 30)
+        hass.wait_state(sensor("a", "cluster_members"), "1", 30)
+        hass.wait_state(sensor("a", "channels_held"), str(len(CLUSTER_CHANNELS)), 30)
+    finally:
+        for process in reversed(processes):
+            process.stop()
+        for process in processes:
+            if isinstance(process, (Bridge, HomeAssistant)):
+                sys.stderr.write(f"\n----- {process.name} log -----\n{process.log()[-3000:]}\n")
