@@ -59,6 +59,7 @@ def test_configs_state_birth_and_removal(pusher, broker, workdir, bridges):
     wait_until(lambda: json.loads(retained(broker.port, STATE)[STATE])["pusher_connected"] is True, 15, 0.5,
                "the state to say Pusher is connected")
     assert retained(broker.port, STATUS)[STATUS] == b"online"
+    assert f"Home Assistant discovery on [bridge=e2e homeassistant.node_id={NODE} homeassistant.prefix=homeassistant]" in bridge.log()
 
     # Home Assistant's birth message: every config is published again (live, not only retained).
     watcher = MQTTCollector(broker.port, ["homeassistant/+/+/+/config"], client_id="ha-watcher")
@@ -119,8 +120,12 @@ def test_cluster_member_is_a_device_of_its_own(pusher, broker, workdir, bridges)
     bridge.send_signal(signal.SIGHUP)
     wait_until(lambda: "reloaded" in bridge.log(), 15, 0.1, "the reload")
     renamed = [topic.replace("_node-1/", "_node-2/") for topic in expected]
-    wait_until(lambda: sorted(t for t, p in retained(broker.port, "ha/discovery/#").items() if p) == sorted(renamed), 15, 0.2,
-               "only node-2's configs")
+    def configs_now():
+        return sorted(t for t, p in retained(broker.port, "ha/discovery/#").items() if p)
+    try:
+        wait_until(lambda: configs_now() == sorted(renamed), 15, 0.2, "only node-2's configs")
+    except AssertionError:
+        raise AssertionError(f"retained configs after the rename: {configs_now()}")
 
 
 def test_check_refuses_a_bad_prefix_with_its_position(pusher, broker, workdir):

@@ -1,4 +1,5 @@
 import BridgeCore
+import Locking
 import MQTTVocabulary
 import MosquittoClient
 import Synchronization
@@ -35,10 +36,11 @@ extension BridgeRuntime {
 
     /// A reload changed `[daemon] homeassistant` / `homeassistant_prefix`: publish or remove in place.
     func applyHomeAssistant(_ settings: HomeAssistantSettings) {
-        guard decisions.withLock({ $0.homeAssistant.settings }) != settings else { return }
+        let (current, nodeID) = decisions.withLock { ($0.homeAssistant.settings, $0.homeAssistant.device.nodeID) }
+        guard current != settings else { return }
         logger.info(
             settings.enabled ? "Home Assistant discovery on" : "Home Assistant discovery off: removing its configs",
-            metadata: ["homeassistant.prefix": "\(settings.prefix)"])
+            metadata: ["homeassistant.prefix": "\(settings.prefix)", "homeassistant.node_id": "\(nodeID)"])
         homeAssistantInput { $0.settingsChanged(to: settings, now: $1) }
     }
 
@@ -79,16 +81,28 @@ extension BridgeRuntime {
     /// Carries out the publisher's actions in order, then sleeps until its next deadline or the
     /// next input (no polling). Ends when the bridge stops.
     func runHomeAssistant() async {
+        let (settings, device) = decisions.withLock { ($0.homeAssistant.settings, $0.homeAssistant.device) }
+        if settings.enabled {
+            logger.info(
+                "Home Assistant discovery on",
+                metadata: ["homeassistant.prefix": "\(settings.prefix)", "homeassistant.node_id": "\(device.nodeID)"])
+        }
         var wakes = homeAssistantWake.stream.makeAsyncIterator()
         var sleeper: (deadline: ContinuousClock.Instant, task: Task<Void, Never>)?
         defer { sleeper?.task.cancel() }
         while !Task.isCancelled {
             let reading = homeAssistantReading()
             let now = ContinuousClock.now
-            let (actions, deadline) = decisions.withLock {
-                ($0.homeAssistant.take(now: now, reading: reading), $0.homeAssistant.nextDeadline)
+            // Nothing while the stopping bridge's flush carries out actions: it wakes this task when done.
+            let (actions, deadline) = decisions.withLock { state in
+                let actions = state.homeAssistantBusy ? [] : state.homeAssistant.take(now: now, reading: reading)
+                state.homeAssistantBusy = state.homeAssistantBusy || !actions.isEmpty
+                return (actions, state.homeAssistant.nextDeadline)
             }
-            for action in actions { await carryOut(action) }
+            if !actions.isEmpty {
+                for action in actions { await carryOut(action) }
+                homeAssistantActionsDone()
+            }
             if sleeper?.deadline != deadline {
                 sleeper?.task.cancel()
                 sleeper = deadline.map { deadline in
@@ -107,12 +121,36 @@ extension BridgeRuntime {
 
     /// A stopping bridge publishes what is pending (a reload's removals, the state with the Pusher
     /// side down) before its `offline`; then nothing more (the MQTT client is about to shut down).
-    func flushHomeAssistant() async {
+    /// Waits (until `deadline` at most) for ``runHomeAssistant()`` to finish what it took, so that
+    /// none of it is cut off by the client's shutdown.
+    func flushHomeAssistant(deadline: ContinuousClock.Instant) async {
+        // Claim the turn (woken with `false` when the other taker is done: try again).
+        var claimed = false
+        while !claimed, !Task.isCancelled, ContinuousClock.now < deadline {
+            claimed = await decisions.wait(
+                in: { state, queue in queue(&state.homeAssistantIdleWaiters) }, deadline: deadline,
+                until: { state in
+                    guard !state.homeAssistantBusy else { return nil }
+                    state.homeAssistantBusy = true
+                    return true
+                }, ifTimedOut: { _ in false }, ifCancelled: { _ in false })
+        }
+        guard claimed else { return }
         let reading = homeAssistantReading()
         let now = ContinuousClock.now
         let actions = decisions.withLock { $0.homeAssistant.take(now: now, reading: reading) }
         for action in actions { await carryOut(action) }
         decisions.withLock { $0.homeAssistant.mqttDisconnected() }
+        homeAssistantActionsDone()
+    }
+
+    /// The actions a task took are carried out: the next taker may go on.
+    private func homeAssistantActionsDone() {
+        decisions.withLock { state in
+            state.homeAssistantBusy = false
+            return state.homeAssistantIdleWaiters.resumeAll(returning: false)
+        }.resume()
+        homeAssistantWake.continuation.yield()
     }
 
     private func carryOut(_ action: HomeAssistantPublisher<ContinuousClock.Instant>.Action) async {

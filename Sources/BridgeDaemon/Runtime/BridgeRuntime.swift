@@ -271,7 +271,7 @@ final class BridgeRuntime: Service, Sendable {
         // Only while connected: a publish queued for a broker that never answers (a wrong CA)
         // resumes only on delivery, and withDeadline waits for its body, so stop would hang.
         if mqttUp.isOpen {
-            try? await withDeadline(deadline) { await self.flushHomeAssistant() }
+            try? await withDeadline(deadline) { await self.flushHomeAssistant(deadline: deadline) }
             do {
                 try await withDeadline(deadline) { try await self.mqtt.publish(offline) }
             } catch {

@@ -14,6 +14,10 @@ struct RuntimeDecisions: Sendable {
     var supervisor: BridgeSupervisor
     /// Home Assistant discovery's decisions (docs/contract.md §8.3, BridgeRuntime+HomeAssistant.swift).
     var homeAssistant: HomeAssistantPublisher<ContinuousClock.Instant>
+    /// True while a task carries out Home Assistant actions it took (one at a time, in order), and
+    /// the stopping bridge waiting for it to finish before its own last ones.
+    var homeAssistantBusy = false
+    var homeAssistantIdleWaiters = WaiterQueue<Bool>()
     /// The Pusher clients by connection and the HTTP API client, replaced by a reload that changes
     /// `[bridge.pusher]` (PusherSlots.swift).
     var pusherSlots: PusherSlotsState
