@@ -12,7 +12,7 @@ FAULTS      ?=
 PREFIX      ?= /usr/local
 BIN_DIR      = $(shell $(SWIFT) build $(BUILD_FLAGS) --show-bin-path 2>/dev/null)
 
-.PHONY: all build setup test test-swift test-interop test-e2e test-faults-unit check-unit bench faults soak fuzz fuzz-smoke tsan run install format lint clean deb test-deb test-prometheus config-reference docc
+.PHONY: all build setup test test-swift test-interop test-e2e test-faults-unit check-unit bench faults soak fuzz fuzz-smoke tsan run install format lint clean deb test-deb test-prometheus config-reference docc test-homeassistant
 
 all: build
 
@@ -171,6 +171,17 @@ test-prometheus:
 	$(SWIFT) build $(BUILD_FLAGS) --product pusher-local
 	PUSHER_LOCAL_BIN="$(BIN_DIR)/pusher-local" BRIDGE_BIN="$(BIN_DIR)/pusher-mqtt-bridge" \
 	  .venv/bin/python -m pytest Tests/packaging/test_contrib.py Tests/packaging/test_prometheus.py -q -p no:cacheprovider
+
+# Home Assistant discovery against a real Home Assistant (docs/contract.md §8.3): the homeassistant
+# package in its own virtualenv (.venv-ha, scripts/setup-homeassistant.sh), its MQTT integration at
+# the test's mosquitto, the entities read through its REST API. Not part of `make test`.
+test-homeassistant:
+	@scripts/setup.sh
+	@scripts/setup-homeassistant.sh
+	$(SWIFT) build $(BUILD_FLAGS) --product pusher-mqtt-bridge
+	$(SWIFT) build $(BUILD_FLAGS) --product pusher-local
+	PUSHER_LOCAL_BIN="$(BIN_DIR)/pusher-local" BRIDGE_BIN="$(BIN_DIR)/pusher-mqtt-bridge" HASS_BIN="$$PWD/.venv-ha/bin/hass" \
+	  .venv/bin/python -m pytest Tests/homeassistant -q -p no:cacheprovider --durations=5
 
 format:
 	$(SWIFT) format --in-place --recursive Sources Tests Fuzz Benchmarks Package.swift

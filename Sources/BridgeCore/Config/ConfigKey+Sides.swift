@@ -17,6 +17,14 @@ extension ConfigKey {
         ConfigKey(
             .daemon, "control_socket", "`$RUNTIME_DIRECTORY/control.sock` under systemd, else `<state_dir>/control.sock`",
             "the Unix socket (mode 0600) that `dead-letters redrive` and `purge` talk to; `\"\"` turns it off"),
+        ConfigKey(
+            .daemon, "homeassistant", "`false`",
+            "Home Assistant MQTT discovery: each bridge (each member in a cluster) becomes a device with entities for its "
+                + "connections, rates, buffers and dead letters. A reload turns it on or off in place (off removes the devices)"),
+        ConfigKey(
+            .daemon, "homeassistant_prefix", "`homeassistant`",
+            "Home Assistant's discovery prefix: configs go to `<prefix>/<component>/<node_id>/<object_id>/config`, and "
+                + "`<prefix>/status` = `online` makes the bridge publish them again"),
 
         ConfigKey(
             .bridge, "name", "required",

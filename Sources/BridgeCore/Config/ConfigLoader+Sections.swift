@@ -43,6 +43,7 @@ extension LoadContext {
                 let bridgeReader = TableReader(table: table, path: path, context: self)
                 guard let bridge = readBridge(bridgeReader, index: offset + 1) else { continue }
                 checkWebhooks(bridge, daemon: daemon, daemonListenerWritten: listenerWritten, path: path)
+                checkHomeAssistantTopics(bridge, daemon: daemon, path: path)
                 if let first = names[bridge.name] {
                     report(path.key("name"), "duplicate bridge name \"\(bridge.name)\" (bridge #\(first) has it too)")
                 } else {
@@ -109,6 +110,7 @@ extension LoadContext {
                 daemon.controlSocket = .path(resolve(socket, against: configDirectory))
             }
         }
+        readHomeAssistant(reader, into: &daemon)
         return daemon
     }
 

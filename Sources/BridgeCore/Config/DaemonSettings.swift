@@ -18,6 +18,9 @@ public struct DaemonSettings: Sendable, Equatable {
     public var webhooks: ListenAddress?
     /// `control_socket`: the Unix socket `dead-letters redrive` talks to (docs/contract.md §8.3).
     public var controlSocket: ControlSocketSetting = .default
+    /// `homeassistant` and `homeassistant_prefix`: Home Assistant discovery (docs/contract.md §8.3),
+    /// off by default. Applied in place by a reload, unlike the other keys here.
+    public var homeAssistant: HomeAssistantSettings
 
     /// Where the command line looks for the control socket, in order: ``controlSocketPath(environment:)``,
     /// then — for the default, when the command runs outside the unit (no `RUNTIME_DIRECTORY`) —
@@ -43,10 +46,12 @@ public struct DaemonSettings: Sendable, Equatable {
         }
     }
 
+
     public init(
         logLevel: LogLevelSetting = .info, logFormat: LogFormat = .text,
         metrics: ListenAddress? = ListenAddress(host: "127.0.0.1", port: 9464),
-        stateDirectory: String = "/var/lib/pusher-mqtt-bridge", shutdownGrace: Duration = .seconds(5), webhooks: ListenAddress? = nil
+        stateDirectory: String = "/var/lib/pusher-mqtt-bridge", shutdownGrace: Duration = .seconds(5), webhooks: ListenAddress? = nil,
+        homeAssistant: HomeAssistantSettings = HomeAssistantSettings()
     ) {
         self.logLevel = logLevel
         self.logFormat = logFormat
@@ -54,6 +59,7 @@ public struct DaemonSettings: Sendable, Equatable {
         self.stateDirectory = stateDirectory
         self.shutdownGrace = shutdownGrace
         self.webhooks = webhooks
+        self.homeAssistant = homeAssistant
     }
 }
 

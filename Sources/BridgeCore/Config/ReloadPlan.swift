@@ -19,15 +19,25 @@ public struct ReloadPlan: Sendable {
     public var added: [BridgeSettings]
     /// Bridges no longer in the file, stopped.
     public var removed: [String]
-    /// `[daemon]` changed: it takes effect at the next restart only.
+    /// `[daemon]` changed (other than Home Assistant discovery): it takes effect at the next restart only.
     public var daemonChanged: Bool
+    /// `[daemon] homeassistant` or `homeassistant_prefix` changed: the new settings, applied in place
+    /// by every running bridge (configs published or removed; docs/contract.md §8.3); nil when unchanged.
+    public var homeAssistant: HomeAssistantSettings?
+    /// With discovery on before the reload: the running bridges whose Home Assistant device leaves
+    /// (its configs removed before the bridge stops) — bridges removed, and bridges restarted as
+    /// another device (a cluster member under another `instance`).
+    public var homeAssistantDevicesLeaving: [String] = []
 
     /// The plan to go from `old` to `new`.
     public init(old: BridgeConfiguration, new: BridgeConfiguration) {
         let diff = ConfigDiff(from: old, to: new)
         unchanged = diff.unchanged
         removed = diff.removed
-        daemonChanged = diff.daemonChanged
+        var oldDaemon = old.daemon
+        oldDaemon.homeAssistant = new.daemon.homeAssistant
+        daemonChanged = oldDaemon != new.daemon
+        homeAssistant = old.daemon.homeAssistant == new.daemon.homeAssistant ? nil : new.daemon.homeAssistant
         added = diff.added.compactMap { new.bridge(named: $0) }
         for name in diff.changed {
             guard let previous = old.bridge(named: name), let settings = new.bridge(named: name) else { continue }
@@ -44,6 +54,16 @@ public struct ReloadPlan: Sendable {
             } else {
                 restarted.append(settings)
             }
+        }
+        if old.daemon.homeAssistant.enabled {
+            let prefix = old.daemon.homeAssistant.prefix
+            homeAssistantDevicesLeaving =
+                removed
+                + restarted.compactMap { settings in
+                    guard let previous = old.bridge(named: settings.name) else { return nil }
+                    let before = HomeAssistantDevice(bridge: previous, prefix: prefix).nodeID
+                    return before == HomeAssistantDevice(bridge: settings, prefix: prefix).nodeID ? nil : settings.name
+                }
         }
     }
 }

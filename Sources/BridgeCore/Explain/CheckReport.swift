@@ -17,10 +17,17 @@ public enum CheckReport {
         lines.append(
             "daemon: log \(daemon.logLevel.rawValue)/\(daemon.logFormat.rawValue), metrics \(daemon.metrics?.description ?? "off"), "
                 + "state_dir \(daemon.stateDirectory), shutdown_grace \(format(daemon.shutdownGrace))"
-                + (daemon.webhooks.map { ", webhooks \($0)" } ?? ""))
+                + (daemon.webhooks.map { ", webhooks \($0)" } ?? "")
+                + (daemon.homeAssistant.enabled ? ", Home Assistant discovery under \(daemon.homeAssistant.prefix)/" : ""))
         for bridge in configuration.bridges {
             lines.append("")
             lines.append(contentsOf: render(bridge))
+            if daemon.homeAssistant.enabled {
+                let device = HomeAssistantDevice(bridge: bridge, prefix: daemon.homeAssistant.prefix)
+                lines.append(
+                    "  homeassistant: device \(device.nodeID), \(device.entities.count) entities "
+                        + "(\(device.prefix)/<component>/\(device.nodeID)/<entity>/config), state \(device.stateTopic)")
+            }
         }
         return lines.joined(separator: "\n")
     }

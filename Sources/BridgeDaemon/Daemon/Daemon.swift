@@ -184,16 +184,28 @@ public final class Daemon: Sendable {
         }
         guard let old = state.withLock({ $0.configuration }) else { return }
         let plan = ReloadPlan(old: old, new: new)
+        // Home Assistant discovery is the one [daemon] setting a reload applies (docs/contract.md §8.3).
+        var daemon = old.daemon
+        daemon.homeAssistant = new.daemon.homeAssistant
         let (current, services): ([String: BridgeRuntime], ServiceGroup?) = state.withLock { state in
             // From here on readiness and STATUS= count the new file's bridges.
             var kept = new
-            kept.daemon = old.daemon
+            kept.daemon = daemon
             state.configuration = kept
             return (state.bridges, state.services)
         }
         guard services != nil else { return }
         if plan.daemonChanged {
             logger.warning("changes to [daemon] take effect at the next restart")
+        }
+        // Before any bridge stops: a stopping bridge publishes what is pending (its removals) before `offline`.
+        for (name, runtime) in current {
+            if plan.homeAssistantDevicesLeaving.contains(name) {
+                // A removed bridge's device leaves Home Assistant with it (so does one restarted as another device).
+                runtime.applyHomeAssistant(HomeAssistantSettings(enabled: false, prefix: old.daemon.homeAssistant.prefix))
+            } else if let homeAssistant = plan.homeAssistant {
+                runtime.applyHomeAssistant(homeAssistant)
+            }
         }
         for name in plan.removed {
             cancelStartRetry(name)
@@ -224,7 +236,7 @@ public final class Daemon: Sendable {
             } else {
                 logger.info("bridge added", metadata: ["bridge": "\(settings.name)"])
             }
-            await startBridge(settings, daemon: old.daemon, restarting: running != nil)
+            await startBridge(settings, daemon: daemon, restarting: running != nil)
         }
         logger.info(
             "reloaded",

@@ -221,7 +221,7 @@ public final class BridgeMetrics: Sendable {
     /// Sources/BridgeDaemon is listed here, so none appears late).
     public static let errorKinds = [
         "pusher", "pusher_http", "mqtt_publish", "subscribe", "subscription", "spool", "start", "cluster", "mqtt_session_takeover",
-        "state", "reload", "pusher_sign_in", "dead_letters",
+        "state", "reload", "pusher_sign_in", "dead_letters", "homeassistant",
     ]
 
     /// Creates every series `bridge` can count, at zero, so that each labelled family is in the

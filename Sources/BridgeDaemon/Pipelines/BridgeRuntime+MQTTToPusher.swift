@@ -20,7 +20,8 @@ extension BridgeRuntime {
         while true {
             let arrived = await mqtt.messages.next(max: 64)
             if arrived.isEmpty { return }
-            let burst = clusterMessagesTaken(from: arrived)  // membership messages are not for the rules
+            // Membership messages and Home Assistant's birth messages are not for the rules.
+            let burst = homeAssistantMessagesTaken(from: clusterMessagesTaken(from: arrived))
             let receivedAt = UTCTimestamp.now()
             // Read per burst: a reload may change the policy in place (BridgeRuntime.applyRules).
             if toPusher.overflow == .backpressure {
@@ -164,6 +165,7 @@ extension BridgeRuntime {
             // An entry the overflow policy dropped while in flight was counted `dropped` already.
             guard toPusher.acknowledge(entry) else { continue }
             metrics.messages(bridge: name, rule: entry.item.event.rule, direction: .mqttToPusher, outcome: .delivered).increment()
+            homeAssistantTally.delivered(.mqttToPusher)
             metrics.recordDelivery(.milliseconds(max(0, now - entry.item.receivedAtMillis)))
         }
     }

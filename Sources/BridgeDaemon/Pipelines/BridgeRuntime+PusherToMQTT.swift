@@ -353,6 +353,7 @@ extension BridgeRuntime {
             // An entry the overflow policy dropped while in flight was counted `dropped` already.
             guard wasPending else { continue }
             metrics.messages(bridge: name, rule: entry.item.publish.rule, direction: .pusherToMQTT, outcome: .delivered).increment()
+            homeAssistantTally.delivered(.pusherToMQTT)
             metrics.recordDelivery(.milliseconds(max(0, now - entry.item.receivedAtMillis)))
         }
     }

@@ -30,6 +30,7 @@ extension BridgeRuntime {
                 return state.mqttStateWaiters.resumeAll(returning: ())
             }.resume()
             if connected { logger.info("mqtt connected", metadata: ["mqtt.session_present": "\(sessionPresent)"]) }
+            homeAssistantInput { connected ? $0.mqttConnected(now: $1) : $0.mqttDisconnected() }
             perform { $0.mqttConnectionChanged(to: description, connected: connected, $1) }
         }
     }

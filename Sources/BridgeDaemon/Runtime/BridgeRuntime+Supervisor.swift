@@ -88,6 +88,9 @@ extension BridgeRuntime {
             case .clusterGauges(let members, let held):
                 metrics.clusterMembers(bridge: name).record(members)
                 metrics.clusterChannelsHeld(bridge: name).record(held)
+                homeAssistantTally.clusterMembers.store(members, ordering: .relaxed)
+                homeAssistantTally.channelsHeld.store(held, ordering: .relaxed)
+                homeAssistantInput { $0.clusterChanged(now: $1) }
             case .leaveCompleted:
                 cluster?.leaveWake.continuation.yield()
             case .clusterEchoSuppressed:

@@ -85,6 +85,10 @@ final class BridgeRuntime: Service, Sendable {
     let lastHeldFile: LastHeldFile?
     /// The bridge's kept dead letters (docs/contract.md §8.3), redriven by BridgeRuntime+Redrive.swift.
     let deadLetters: DeadLetterKeeper
+    /// Home Assistant discovery (BridgeRuntime+HomeAssistant.swift): what its state counts, and
+    /// the wake-up of its publisher task.
+    let homeAssistantTally = HomeAssistantTally()
+    let homeAssistantWake = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
 
     typealias Action = BridgeStateMachine<ContinuousClock.Instant>.Action
 
@@ -121,7 +125,9 @@ final class BridgeRuntime: Service, Sendable {
         }
         let decisions = Locked(
             RuntimeDecisions(
-                supervisor: supervisor, pusherSlots: PusherSlotsState(clients: clients, rest: rest),
+                supervisor: supervisor,
+                homeAssistant: daemon.homeAssistant,
+                pusherSlots: PusherSlotsState(clients: clients, rest: rest),
                 pusherConnections: PusherConnectionSet(connections: settings.pusher.connections, lastHeld: lastHeld.times),
                 drainToPusher: settings.pusher.drainRate.map {
                     DrainPacer(ratePerSecond: $0, startedAtMillis: UTCTimestamp.now().millisecondsSince1970)
@@ -204,6 +210,7 @@ final class BridgeRuntime: Service, Sendable {
             group.addTask { await self.runCluster() }
             group.addTask { await self.runTimer() }
             group.addTask { await self.resumeRedrives() }
+            group.addTask { await self.runHomeAssistant() }
             group.addTask {
                 // Cancellation (the bridge finished) throws here; a graceful shutdown drains. Not
                 // `stop(grace:)`: that waits for this very task group to end.
@@ -274,6 +281,7 @@ final class BridgeRuntime: Service, Sendable {
         // Only while connected: a publish queued for a broker that never answers (a wrong CA)
         // resumes only on delivery, and withDeadline waits for its body, so stop would hang.
         if mqttUp.isOpen {
+            try? await withDeadline(deadline) { await self.flushHomeAssistant(deadline: deadline) }
             do {
                 try await withDeadline(deadline) { try await self.mqtt.publish(offline) }
             } catch {
@@ -289,6 +297,7 @@ final class BridgeRuntime: Service, Sendable {
                 "stopped with undelivered messages", metadata: ["messages": "\(left)", "spooled": "\(connection.buffer.persist)"])
         }
         commands.continuation.finish()
+        homeAssistantWake.continuation.finish()
         finished.continuation.yield()
         finished.continuation.finish()
     }
@@ -329,6 +338,7 @@ final class BridgeRuntime: Service, Sendable {
             account(admission, rule: event.rule, direction: .mqttToPusher)
         case .count(let rule, let direction, let outcome, let count):
             metrics.messages(bridge: name, rule: rule, direction: direction, outcome: outcome).increment(by: count)
+            if outcome == .deadLettered { homeAssistantTally.deadLetters.add(count, ordering: .relaxed) }
         case .received(let direction, let count):
             (direction == .pusherToMQTT ? receivedToMQTT : receivedToPusher).increment(by: count)
         case .logDeadLetter(let letter, let suppressed):
@@ -350,6 +360,7 @@ final class BridgeRuntime: Service, Sendable {
         case .connectionChanged(let side, let up, let reconnected):
             metrics.connectionUp(bridge: name, side: side).record(up ? 1 : 0)
             if reconnected { metrics.reconnects(bridge: name, side: side).increment() }
+            homeAssistantInput { $0.connectionChanged(now: $1) }
         case .subscribeChannel(let channel):
             // Only from `started` and `rulesReplaced`, which the supervisor lifts (in a cluster the
             // member holding a channel subscribes): never seen here in a cluster.

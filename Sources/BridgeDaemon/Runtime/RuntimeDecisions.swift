@@ -12,12 +12,18 @@ struct RuntimeDecisions: Sendable {
     typealias Correlation = PublishCorrelation<MQTTPublishID, OutboxEntry<OutgoingMQTT>, MQTTPublishCompletion>
 
     var supervisor: BridgeSupervisor
+    /// Home Assistant discovery's decisions (docs/contract.md §8.3, BridgeRuntime+HomeAssistant.swift).
+    var homeAssistant: HomeAssistantPublisher<ContinuousClock.Instant>
+    /// True while a task carries out Home Assistant actions it took (one at a time, in order), and
+    /// the stopping bridge waiting for it to finish before its own last ones.
+    var homeAssistantBusy = false
+    var homeAssistantIdleWaiters = WaiterQueue<Bool>()
     /// The Pusher clients by connection and the HTTP API client, replaced by a reload that changes
     /// `[bridge.pusher]` (PusherSlots.swift).
-    var pusherSlots = PusherSlotsState(clients: [], rest: nil)
+    var pusherSlots: PusherSlotsState
     /// The bridge's Pusher connections seen as one: their merge, coverage and gaps, and presence
     /// (docs/pusher-merge.md).
-    var pusherConnections = PusherConnectionSet(connections: 1)
+    var pusherConnections: PusherConnectionSet
     /// Another process taking the MQTT session over (BridgeRuntime+SessionTakeover.swift).
     var sessionTakeover = MQTTSessionTakeoverDetector()
     /// Publishes in flight to the broker, paired with their acknowledgements.
@@ -41,4 +47,18 @@ struct RuntimeDecisions: Sendable {
     /// `[bridge.pusher] drain_rate`: the pace of the MQTT → Pusher backlog, shared by the lanes
     /// (docs/contract.md §8.3); nil when not paced.
     var drainToPusher: DrainPacer?
+
+    /// The decisions of a bridge about to start: Home Assistant discovery per `homeAssistant` (off
+    /// by default), the rest as given or empty.
+    init(
+        supervisor: BridgeSupervisor, homeAssistant: HomeAssistantSettings = HomeAssistantSettings(),
+        pusherSlots: PusherSlotsState = PusherSlotsState(clients: [], rest: nil),
+        pusherConnections: PusherConnectionSet = PusherConnectionSet(connections: 1), drainToPusher: DrainPacer? = nil
+    ) {
+        self.supervisor = supervisor
+        self.homeAssistant = HomeAssistantPublisher(bridge: supervisor.bridge.settings, settings: homeAssistant)
+        self.pusherSlots = pusherSlots
+        self.pusherConnections = pusherConnections
+        self.drainToPusher = drainToPusher
+    }
 }
