@@ -46,7 +46,6 @@ public struct DaemonSettings: Sendable, Equatable {
         }
     }
 
-
     public init(
         logLevel: LogLevelSetting = .info, logFormat: LogFormat = .text,
         metrics: ListenAddress? = ListenAddress(host: "127.0.0.1", port: 9464),
