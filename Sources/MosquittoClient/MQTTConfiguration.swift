@@ -66,20 +66,6 @@ public enum MQTTIncomingOverflow: Sendable, Hashable {
     case pauseReading
 }
 
-/// A broker's address: one node of a broker cluster, for `MQTTConfiguration.failover`.
-public struct MQTTBrokerAddress: Sendable, Hashable, CustomStringConvertible {
-    public var host: String
-    public var port: Int
-
-    public init(host: String, port: Int) {
-        self.host = host
-        self.port = port
-    }
-
-    /// `host:port`, with an IPv6 address in brackets.
-    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
-}
-
 /// Everything an `MQTTClient` needs to know, with the defaults a bridge wants.
 ///
 /// | field | default | note |

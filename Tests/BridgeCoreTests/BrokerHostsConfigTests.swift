@@ -1,3 +1,4 @@
+import MQTTVocabulary
 import Testing
 
 @testable import BridgeCore
@@ -29,7 +30,7 @@ import Testing
     @Test func withTLSAPortlessNodeIsOn8883() throws {
         let mqtt = try Fixture.parse(Self.config("tls = true\nhosts = [\"a\", \"b:9000\"]")).bridges[0].mqtt
         #expect(mqtt.port == 8883)
-        #expect(mqtt.failover == [MQTTBrokerNode(host: "b", port: 9000)])
+        #expect(mqtt.failover == [MQTTBrokerAddress(host: "b", port: 9000)])
     }
 
     @Test func withoutHostsThereIsNoFailover() throws {

@@ -1,4 +1,5 @@
 import Backoff
+import MQTTVocabulary
 import Testing
 
 @testable import MosquittoClient

@@ -1,3 +1,5 @@
+import MQTTVocabulary
+
 /// `[bridge.mqtt] hosts`: the nodes of a broker cluster, tried in turn (docs/contract.md §8.4).
 extension LoadContext {
     /// Reads `hosts` into `settings` (`host`/`port` from its first entry, `failover` from the rest);
@@ -12,7 +14,7 @@ extension LoadContext {
             report(reader.path.key("hosts"), "hosts needs at least one \"host:port\"")
             return
         }
-        var nodes: [MQTTBrokerNode] = []
+        var nodes: [MQTTBrokerAddress] = []
         for entry in entries {
             guard let node = Self.brokerNode(entry, defaultPort: defaultPort) else {
                 report(
@@ -32,7 +34,7 @@ extension LoadContext {
     }
 
     /// `host`, `host:port`, `[IPv6]` or `[IPv6]:port` (a bare IPv6 address takes `defaultPort`).
-    static func brokerNode(_ text: String, defaultPort: Int) -> MQTTBrokerNode? {
+    static func brokerNode(_ text: String, defaultPort: Int) -> MQTTBrokerAddress? {
         var host = Substring(text)
         var port = defaultPort
         if host.hasPrefix("[") {
@@ -49,6 +51,6 @@ extension LoadContext {
             host = host[..<colon]
         }
         guard !host.isEmpty, !host.contains(where: { $0 == " " || $0 == "/" }), (1...65535).contains(port) else { return nil }
-        return MQTTBrokerNode(host: String(host), port: port)
+        return MQTTBrokerAddress(host: String(host), port: port)
     }
 }

@@ -2,20 +2,6 @@ import Backoff
 import BridgeVocabulary
 import MQTTVocabulary
 
-/// One node of a broker cluster (`[bridge.mqtt] hosts`).
-public struct MQTTBrokerNode: Sendable, Hashable, CustomStringConvertible {
-    public var host: String
-    public var port: Int
-
-    public init(host: String, port: Int) {
-        self.host = host
-        self.port = port
-    }
-
-    /// `host:port`, with an IPv6 address in brackets.
-    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
-}
-
 /// `[bridge.mqtt]`: the broker and the session.
 public struct MQTTSettings: Sendable, Equatable {
     /// `host`, default `localhost`.
@@ -24,7 +10,7 @@ public struct MQTTSettings: Sendable, Equatable {
     public var port: Int
     /// `hosts` after the first (which is `host`/`port`): further nodes of the broker's cluster,
     /// tried in turn when one does not answer or a connection is lost.
-    public var failover: [MQTTBrokerNode] = []
+    public var failover: [MQTTBrokerAddress] = []
     /// `tls`, default false.
     public var useTLS: Bool
     /// `ca_file` (must exist).

@@ -119,7 +119,7 @@ enum ClientSettings {
         }
         return MQTTConfiguration(
             // In a cluster `client_id-<instance>` (docs/contract.md §7.4): each member its own session.
-            host: m.host, port: m.port, failover: m.failover.map { MQTTBrokerAddress(host: $0.host, port: $0.port) },
+            host: m.host, port: m.port, failover: m.failover,
             clientID: settings.effectiveMQTTClientID,
             protocolVersion: m.protocolVersion,
             cleanSession: m.cleanSession, sessionExpiry: m.sessionExpiry, keepAlive: m.keepalive,
