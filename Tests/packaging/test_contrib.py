@@ -14,13 +14,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARD = REPO / "contrib" / "grafana" / "pusher-mqtt-bridge.json"
 ALERTS = REPO / "contrib" / "prometheus" / "alerts.yml"
-METRICS_SOURCE = REPO / "Sources" / "BridgeDaemon" / "Operations" / "BridgeMetrics.swift"
+# BridgeMetrics.swift makes the registry's metrics; MessageCounterFamily.swift keeps messages_total itself.
+METRICS_SOURCES = [REPO / "Sources" / "BridgeDaemon" / "Operations" / name
+                   for name in ("BridgeMetrics.swift", "MessageCounterFamily.swift")]
 METRIC_NAME = re.compile(r"\bpusher_mqtt_bridge_[a-z_]+\b")
 
 
 def registered_names() -> set[str]:
     """Names the daemon creates, with the series a histogram exposes."""
-    names = set(re.findall(r'"(pusher_mqtt_bridge_[a-z_]+)"', METRICS_SOURCE.read_text()))
+    names = {n for source in METRICS_SOURCES for n in re.findall(r'"(pusher_mqtt_bridge_[a-z_]+)"', source.read_text())}
     for histogram in [n for n in names if n.endswith("_seconds")]:
         names |= {histogram + "_bucket", histogram + "_sum", histogram + "_count"}
     return names
