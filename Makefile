@@ -12,7 +12,7 @@ FAULTS      ?=
 PREFIX      ?= /usr/local
 BIN_DIR      = $(shell $(SWIFT) build $(BUILD_FLAGS) --show-bin-path 2>/dev/null)
 
-.PHONY: all build setup test test-swift test-interop test-e2e test-faults-unit check-unit bench faults soak fuzz fuzz-smoke tsan run install format lint clean deb test-deb test-prometheus config-reference docc test-homeassistant
+.PHONY: all build setup test test-swift test-interop test-e2e test-faults-unit check-unit bench faults faults-drain-long soak fuzz fuzz-smoke tsan run install format lint clean deb test-deb test-prometheus config-reference docc test-homeassistant
 
 all: build
 
@@ -82,6 +82,15 @@ faults:
 	@scripts/setup.sh --faults
 	$(SWIFT) build $(BUILD_FLAGS)
 	PUSHER_LOCAL_BIN="$(BIN_DIR)/pusher-local" BRIDGE_BIN="$(BIN_DIR)/pusher-mqtt-bridge" FAULTS="$(FAULTS)" \
+	  .venv/bin/python Tests/faults/matrix.py
+
+# Issue 30's proof of the paced drain (Tests/faults/drain_rows.py, row drain-long): a 10-minute
+# Pusher API outage at 1,000 msg/s with drain_rate = "500/s", on release binaries; about 50 minutes.
+faults-drain-long:
+	@scripts/setup.sh --faults
+	$(SWIFT) build -c release
+	bin="$$($(SWIFT) build -c release --show-bin-path)"
+	PUSHER_LOCAL_BIN="$$bin/pusher-local" BRIDGE_BIN="$$bin/pusher-mqtt-bridge" FAULTS=drain-long FAULTS_CHANNELS=8 \
 	  .venv/bin/python Tests/faults/matrix.py
 
 # 30 min (SOAK_MINUTES) of traffic both ways with a fault every few minutes (seven kinds, a full

@@ -62,6 +62,11 @@ class Row:
     custom: Callable[[Row, Path], Result] | None = None
     # Checks after the traffic was judged (rig, the Pusher -> MQTT stream reports): adds to rig.failures.
     check: Callable | None = None
+    # The rates of this row's traffic when they differ from FAULTS_RATE (messages/s each way).
+    rate: float | None = None
+    p2m_rate: float | None = None
+    # A row of an hour or so: run only when FAULTS names it (its own make target), never by default.
+    long: bool = False
 
 
 # ---- faults ---------------------------------------------------------------------------------
@@ -471,7 +476,8 @@ def run_row(row: Row, base: Path) -> Result:
         if row.netns:
             from bridge_testkit.faults.netns import Partition
             partition_ctx = Partition().__enter__()
-        rig = Rig(workdir, row.name, rate=RATE, netns=partition_ctx)
+        rig = Rig(workdir, row.name, rate=row.rate or RATE, netns=partition_ctx)
+        rig.p2m_rate = row.p2m_rate or rig.rate
         rig.observations, rig.failures = [], []
         original_config = rig_module.bridge_config
         if row.config is not None:
@@ -576,7 +582,7 @@ def main() -> int:
     if unknown:
         print(f"unknown rows {unknown}; rows: {', '.join(r.name for r in all_rows)}", file=sys.stderr)
         return 64
-    todo = [r for r in all_rows if not selected or r.name in selected]
+    todo = [r for r in all_rows if r.name in selected] if selected else [r for r in all_rows if not r.long]
     if any(r.netns for r in todo) and os.geteuid() != 0:
         print("the partition row needs root (ip netns, iptables)", file=sys.stderr)
         return 1

@@ -66,7 +66,7 @@ class Traffic:
         self.m2p = MQTTSender(self.client_broker_port, M2P_TOPICS, client_id=f"send-{self.uid}", rate=self.rate)
         self.closers.append(self.m2p.close)
         self.p2m = PusherSender("127.0.0.1", self.client_pusher_port, self.pusher.app_id, self.pusher.key,
-                                self.pusher.secret, self.p2m_channels, rate=self.rate)
+                                self.pusher.secret, self.p2m_channels, rate=getattr(self, "p2m_rate", self.rate))
         self.traffic_started()
         self.m2p.start()
         self.p2m.start()
