@@ -19,4 +19,7 @@ public enum MessageOutcome: String, Sendable, Hashable {
     /// A later copy of a Pusher event another of the bridge's connections delivered first
     /// (`[bridge.pusher] connections` ≥ 2; counted per bridge with `rule=""`, docs/pusher-merge.md).
     case duplicate
+    /// In a cluster with `mqtt_to_pusher = "partition"`: another member owns its Pusher channel and
+    /// sends it; this member kept it for the standby window and let it go (docs/contract.md §8.4).
+    case elsewhere
 }

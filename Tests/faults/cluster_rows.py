@@ -17,6 +17,13 @@ Rows (expectations in `rows()`, written before running):
 - `cluster-rolling-restart`: a, b, c restarted one at a time with SIGTERM at 500 msg/s each way.
 - `cluster-partition`: instance a cut from the broker (iptables DROP of the broker's port in its
   own namespace; Pusher stays reachable) for 15 s, then healed.
+- `partition-mode-sigkill`, `partition-mode-sigstop`, `partition-mode-rolling-restart`,
+  `partition-mode-cut`: the same faults (5 SIGKILLs, a 10 s SIGSTOP, a rolling restart at 500
+  msg/s, a 15 s broker cut) with `[bridge.cluster] mqtt_to_pusher = "partition"` (docs/contract.md
+  §8.4): every member receives every MQTT message and sends those of the channels it owns. MQTT ->
+  Pusher: 0 lost and **in order** per channel across the cluster, duplicates counted. Run them with
+  FAULTS_CHANNELS=12 so that every member owns some MQTT -> Pusher channels (with the default 2,
+  one member may own none).
 
 MQTT -> Pusher order is not judged in these rows: a shared subscription hands consecutive
 messages of one topic to different members, so order per channel holds only within one instance
@@ -620,11 +627,21 @@ def rows(matrix: types.ModuleType) -> list:
     share = len(CHANNELS) // len(INSTANCES) + 2  # a member's channels (rendezvous: about a third, a little more)
     rolling_rate = 500.0
 
-    def custom(inject, rate=None, netns=False):
+    def custom(inject, rate=None, netns=False, config=None):
         def run(row, base):
-            result = run_cluster_row(matrix, row, base, inject, rate or r, netns=netns)
+            result = run_cluster_row(matrix, row, base, inject, rate or r, netns=netns, config=config)
             return result
         return run
+
+    def partitioned(config: str) -> str:
+        marker = f'group = "{GROUP}"\n'
+        assert marker in config
+        return config.replace(marker, marker + 'mqtt_to_pusher = "partition"\n', 1)
+
+    in_order = ("docs/contract.md §8.4, partition mode: every member receives every message; the owner of "
+                "a channel sends it, and a channel that moves is first replayed from what its new owner kept "
+                "(member_timeout + 5 s): 0 lost, first arrivals in order per channel across the cluster; "
+                "duplicates counted (bounded by the moved channels' traffic over 13 s per change)")
 
     def sigkill_row(row, base):
         result = run_cluster_row(matrix, row, base, sigkills(), r)
@@ -705,5 +722,26 @@ def rows(matrix: types.ModuleType) -> list:
                    Expectation(0, allow_reorder=True, why="what the broker sent a stays in its persistent session and is "
                                                           "redelivered after the heal: 0 lost (judged at pysher)"),
                    matrix.not_injected, netns=True, custom=custom(broker_cut(), netns=True)),
+        matrix.Row("partition-mode-sigkill", f"as cluster-sigkill ({KILLS} SIGKILLs) with mqtt_to_pusher = \"partition\"",
+                   Expectation(int(per_channel * GOAL_S * share * KILLS), max_recovery_s=GOAL_S, allow_reorder=True,
+                               why="as cluster-sigkill: Pusher -> MQTT does not depend on the mode"),
+                   Expectation(0, why=in_order + "; the killed member's unsent messages are replayed by the survivors"),
+                   matrix.not_injected, custom=custom(sigkills(), config=partitioned)),
+        matrix.Row("partition-mode-sigstop", "as cluster-sigstop (b SIGSTOPped 10 s) with mqtt_to_pusher = \"partition\"",
+                   Expectation(int(per_channel * GOAL_S * share), allow_reorder=True, max_recovery_s=GOAL_S,
+                               why="as cluster-sigstop"),
+                   Expectation(0, why=in_order + "; b's channels are replayed by their new owners after member_timeout; "
+                                              "what b sends late after SIGCONT arrives twice"),
+                   matrix.not_injected, custom=custom(sigstop(), config=partitioned)),
+        matrix.Row("partition-mode-rolling-restart", "as cluster-rolling-restart with mqtt_to_pusher = \"partition\", "
+                                                     f"{rolling_rate:g} msg/s each way",
+                   Expectation(0, allow_reorder=True, why="as cluster-rolling-restart"),
+                   Expectation(0, why=in_order),
+                   matrix.not_injected, custom=custom(rolling_restart(), rate=rolling_rate, config=partitioned)),
+        matrix.Row("partition-mode-cut", "as cluster-partition (a cut from the broker 15 s) with mqtt_to_pusher = "
+                                         "\"partition\"",
+                   Expectation(int(per_channel * GOAL_S * share), allow_reorder=True, why="as cluster-partition"),
+                   Expectation(0, why=in_order + "; a's channels are replayed by their new owners; judged at pysher"),
+                   matrix.not_injected, netns=True, custom=custom(broker_cut(), netns=True, config=partitioned)),
     ]
 

@@ -13,10 +13,12 @@ extension BridgeSettings {
     /// - the membership filter `<membership_topic>/+/+` is added: QoS 1, retained messages sent,
     ///   without No Local (a member must see its own record, to notice it deleted or overwritten).
     /// A filter that serves both a rule and a mirror is shared (the rule's messages must not arrive twice).
+    /// With `mqtt_to_pusher = "partition"` the rules' filters stay plain: every member receives every
+    /// message and sends those of the channels it owns (``ClusterPartition``); retained messages are sent.
     public var effectiveMQTTSubscriptions: [BridgeSubscription] {
         guard let cluster else { return mqttSubscriptions }
         var subscriptions = mqttSubscriptions.map { needed -> BridgeSubscription in
-            guard needed.purposes.contains(where: { $0.hasPrefix("rule ") }) else { return needed }
+            guard cluster.mqttToPusher == .shared, needed.purposes.contains(where: { $0.hasPrefix("rule ") }) else { return needed }
             var shared = needed
             shared.subscription.filter = "$share/\(cluster.group)/\(needed.subscription.filter)"
             shared.subscription.noLocal = false

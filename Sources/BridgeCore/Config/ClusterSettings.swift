@@ -31,6 +31,8 @@ public struct ClusterSettings: Sendable, Equatable {
     /// sent the old holder before the new one subscribed may still wait in its socket or pipeline
     /// when the report arrives (the two travel different paths), and leaving drops them. 500 ms.
     public var handoverLinger: Duration = .milliseconds(500)
+    /// `mqtt_to_pusher`, default `shared`: how the members share the MQTT → Pusher rules' messages.
+    public var mqttToPusher: ClusterMQTTToPusher = .shared
 
     public init(
         group: String, instance: String, membershipTopic: String? = nil, heartbeatInterval: Duration = .seconds(1),
@@ -112,4 +114,16 @@ extension BridgeSettings {
         let base = daemonStateDirectory.hasSuffix("/") ? String(daemonStateDirectory.dropLast()) : daemonStateDirectory
         return "\(base)/\(cluster.instance)"
     }
+}
+
+/// `[bridge.cluster] mqtt_to_pusher` (docs/contract.md §8.4): how the members of a cluster share the
+/// messages of the MQTT → Pusher rules.
+public enum ClusterMQTTToPusher: String, Sendable, Equatable, CaseIterable {
+    /// Each rule's filter is the shared subscription `$share/<group>/<filter>`: the broker gives each
+    /// message to one member. Order per channel holds within one member only.
+    case shared
+    /// Every member subscribes the filters itself and sends a message only when it owns the message's
+    /// rendered Pusher channel (``ClusterPartition``): for brokers without shared subscriptions, and
+    /// order per channel across the cluster. Each member receives every message.
+    case partition
 }

@@ -115,6 +115,11 @@ extension ConfigKey {
                 .cluster, "member_timeout", "`3s`",
                 "at least 2 × `heartbeat_interval`: a member not heard from for this long is taken for dead"),
             ConfigKey(.cluster, "join_settle", "`2s`", "0–60s: a member that joins takes channels only after this long"),
+            ConfigKey(
+                .cluster, "mqtt_to_pusher", "`\"shared\"`",
+                "`\"shared\"`: the rules' filters as `$share/<group>/…`, the broker gives each message to one member; "
+                    + "`\"partition\"`: every member subscribes and sends only the messages whose channel it owns (brokers "
+                    + "without shared subscriptions; order per channel across the cluster)"),
 
             ConfigKey(
                 .users, "topic", "required",

@@ -10,9 +10,10 @@ import MQTTVocabulary
 /// | heartbeat_interval | duration, 100ms…60s | 1s |
 /// | member_timeout | duration, at least 2 × heartbeat_interval | 3s |
 /// | join_settle | duration, 0…60s | 2s |
+/// | mqtt_to_pusher | "shared" or "partition" | shared |
 ///
-/// A cluster needs MQTT 5 (its MQTT → Pusher filters are shared subscriptions), so `protocol = 4`
-/// is an error.
+/// A cluster needs MQTT 5 (shared subscriptions, the Will's and the loop guard's user properties),
+/// so `protocol = 4` is an error.
 extension LoadContext {
     static let clusterKeys = ConfigKey.names(in: .cluster)
     /// The longest group or instance name: they end up in client ids, topics and directory names.
@@ -26,8 +27,8 @@ extension LoadContext {
         if mqtt.protocolVersion == .v311 {
             report(
                 mqttPath.key("protocol"),
-                "a cluster ([bridge.cluster]) needs MQTT 5: its MQTT -> Pusher subscriptions are shared ($share/<group>/…); "
-                    + "remove protocol = 4"
+                "a cluster ([bridge.cluster]) needs MQTT 5: its MQTT -> Pusher subscriptions are shared ($share/<group>/…) "
+                    + "and its membership uses user properties; remove protocol = 4"
             )
         }
         var membershipTopic: String?
@@ -70,10 +71,13 @@ extension LoadContext {
                 joinSettle = settle
             }
         }
+        let mqttToPusher = reader.choice("mqtt_to_pusher", ClusterMQTTToPusher.self) ?? .shared
         guard let group, let instance else { return nil }
-        return ClusterSettings(
+        var settings = ClusterSettings(
             group: group, instance: instance, membershipTopic: membershipTopic, heartbeatInterval: heartbeatInterval,
             memberTimeout: memberTimeout, joinSettle: joinSettle)
+        settings.mqttToPusher = mqttToPusher
+        return settings
     }
 
     /// A required `[a-z0-9_-]+` name of at most 64 bytes.

@@ -161,7 +161,19 @@ public enum CheckReport {
             + "join_settle \(format(cluster.joinSettle)), handover \(format(cluster.handoverTimeout)); "
             + "this instance: client_id \(bridge.effectiveMQTTClientID), status \(bridge.effectiveStatusTopic), "
             + "state in <state_dir>/\(cluster.instance); channels split by rendezvous hashing "
-            + "over the live members"
+            + "over the live members; MQTT -> Pusher " + describe(cluster.mqttToPusher, standby: cluster)
+    }
+
+    /// How the members share the MQTT → Pusher rules' messages (`mqtt_to_pusher`).
+    static func describe(_ mode: ClusterMQTTToPusher, standby cluster: ClusterSettings) -> String {
+        switch mode {
+        case .shared:
+            "shared: each rule filter as $share/\(cluster.group)/<filter>, one member per message"
+        case .partition:
+            "partition: every member subscribes each rule filter and sends the messages of the channels it owns; "
+                + "the others kept \(format(cluster.memberTimeout + cluster.handoverTimeout)), sent when their channel "
+                + "becomes this member's"
+        }
     }
 
     /// `where …; throttle 1s per target; on_change` (docs/contract.md §7.3), or nil when the rule has none.

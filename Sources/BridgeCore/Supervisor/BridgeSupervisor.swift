@@ -207,6 +207,8 @@ public struct BridgeSupervisor: Sendable {
         if let due = bridge.nextShapingDeadline, due <= now.instant {
             var released: [BridgeAction] = []
             bridge.shapingTimerFired(now: now.instant, into: &released)
+            // A released event of a channel another member sends is kept (the replay is not taken here).
+            partitionMQTTToPusher(&released, now: now.instant, takingReplay: false)
             actions += lift(released, now, settle: false)
         }
         if let due = discovery.nextDeadline, due <= now.instant {

@@ -41,6 +41,11 @@ public struct SupervisedCluster: Sendable {
     var pendingHeldDue: Instant?
     /// Limits the log lines of unreadable membership messages.
     var badMessageLog = RateLimitedLog<Instant>(perMinute: 6)
+    /// `mqtt_to_pusher = "partition"`: which MQTT → Pusher events this member sends, and those it
+    /// keeps (BridgeSupervisor+Partition.swift); nil with shared subscriptions.
+    var partition: ClusterPartition<PartitionedEvent>?
+    /// Kept events whose channel became this member's, to go out before the next routed ones.
+    var replay: [PartitionedEvent] = []
 
     init(settings: ClusterSettings, bridge: BridgeSettings, incarnation: String, startedAt: Int64) {
         self.settings = settings
@@ -50,6 +55,9 @@ public struct SupervisedCluster: Sendable {
         membership = ClusterMembership(settings: settings, incarnation: incarnation, startedAt: startedAt)
         membership.clientID = bridge.effectiveMQTTClientID
         discoveryRules = Set(bridge.discoveryRules.map(\.name))
+        if settings.mqttToPusher == .partition {
+            partition = ClusterPartition(settings: settings, standbyLimit: bridge.buffer.maxMessages)
+        }
     }
 
     /// Every channel the group must hold.
@@ -138,6 +146,7 @@ extension BridgeSupervisor {
         if let membership = self.cluster?.membership {
             actions.append(.clusterGauges(members: membership.owningMembers(now: now.instant).count, held: membership.heldChannels.count))
         }
+        actions += partitionOwnersChecked(now)
         return actions
     }
 

@@ -277,7 +277,10 @@ public final class BridgeMetrics: Sendable {
                 zero(throttleTargets(bridge: name, rule: rule))
             }
         }
-        for mqttRule in bridge.mqttToPusherRules { rule(mqttRule.name, .mqttToPusher, mqttRule.conditions, extra: [.suppressed]) }
+        let partitioned = bridge.cluster?.mqttToPusher == .partition
+        for mqttRule in bridge.mqttToPusherRules {
+            rule(mqttRule.name, .mqttToPusher, mqttRule.conditions, extra: partitioned ? [.suppressed, .elsewhere] : [.suppressed])
+        }
         for pusherRule in bridge.pusherToMQTTRules { rule(pusherRule.name, .pusherToMQTT, pusherRule.conditions) }
         if !bridge.presence.isEmpty {
             rule(BridgeStateMachine<ContinuousClock.Instant>.presenceRule, .pusherToMQTT, .none)

@@ -32,27 +32,39 @@ extension BridgeRuntime {
                 await toPusher.waitForRoom(messages: burst.count, bytes: burst.reduce(0) { $0 + $1.payload.count })
             }
             let now = ContinuousClock.now
-            withBridge { machine in
+            decisions.withLock { state in
                 for message in burst {
-                    machine.mqttMessageReceived(
+                    state.supervisor.bridge.mqttMessageReceived(
                         topic: message.topic, payload: message.payload, qos: Int(message.qos.rawValue), retain: message.retain,
                         receivedAt: receivedAt, now: now, into: &actions)
                 }
+                // `mqtt_to_pusher = "partition"` (BridgeSupervisor+Partition.swift): a replay first,
+                // then the events this member sends. Only this task appends them, so a replay and
+                // the newer events of its channel reach the outbox in order; a replay that a
+                // membership change made due waits at most for the next burst, which the member's
+                // own heartbeat brings back from the broker every `heartbeat_interval`.
+                state.supervisor.partitionMQTTToPusher(&actions, now: now)
             }
-            for action in actions {
-                if case .enqueueToPusher(let event, let receivedAtMillis) = action {
-                    events.append(OutgoingPusher(event: event, receivedAtMillis: receivedAtMillis))
-                } else {
-                    execute(action)
-                }
-            }
-            actions.removeAll(keepingCapacity: true)
-            guard !events.isEmpty else { continue }
-            for (admission, event) in zip(toPusher.append(contentsOf: events), events) {
-                account(admission, rule: event.event.rule, direction: .mqttToPusher)
-            }
-            events.removeAll(keepingCapacity: true)
+            enqueueToPusher(&actions, &events)
         }
+    }
+
+    /// Carries out routed actions: the events go to the outbox with one append, the rest one by one.
+    /// Leaves both arrays empty.
+    func enqueueToPusher(_ actions: inout [Action], _ events: inout [OutgoingPusher]) {
+        for action in actions {
+            if case .enqueueToPusher(let event, let receivedAtMillis) = action {
+                events.append(OutgoingPusher(event: event, receivedAtMillis: receivedAtMillis))
+            } else {
+                execute(action)
+            }
+        }
+        actions.removeAll(keepingCapacity: true)
+        guard !events.isEmpty else { return }
+        for (admission, event) in zip(toPusher.append(contentsOf: events), events) {
+            account(admission, rule: event.event.rule, direction: .mqttToPusher)
+        }
+        events.removeAll(keepingCapacity: true)
     }
 
     /// Hands the outbox to the `api_lanes` lanes (docs/contract.md §5.2): each free lane sends the

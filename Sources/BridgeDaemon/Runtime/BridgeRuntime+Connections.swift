@@ -100,8 +100,12 @@ extension BridgeRuntime {
             for degraded in [toMQTT.spoolDegraded, toPusher.spoolDegraded] where degraded {
                 metrics.errors(bridge: name, kind: "spool").increment()
             }
-            // What a `throttle` holds waits in the bridge too (the identity of docs/contract.md §7.6).
-            let held = withBridge { ($0.heldMessages(.pusherToMQTT), $0.heldMessages(.mqttToPusher)) }
+            // What a `throttle` holds waits in the bridge too (the identity of docs/contract.md §7.6),
+            // and so does what the cluster's partition keeps.
+            let held = decisions.withLock { state in
+                let bridge = state.supervisor.bridge
+                return (bridge.heldMessages(.pusherToMQTT), bridge.heldMessages(.mqttToPusher) + state.supervisor.partitionHeld)
+            }
             metrics.buffered(bridge: name, direction: .pusherToMQTT).record(toMQTT.pending + held.0)
             metrics.buffered(bridge: name, direction: .mqttToPusher).record(toPusher.pending + held.1)
             metrics.spoolDegraded(bridge: name, direction: .pusherToMQTT).record(toMQTT.spoolDegraded ? 1 : 0)

@@ -58,13 +58,14 @@ import Testing
             heartbeat_interval = "500ms"
             member_timeout = "2s"
             join_settle = "0s"
+            mqtt_to_pusher = "partition"
             """, mqtt: "client_id = \"bridge\"\nstatus_topic = \"plant/status\"")
         let bridge = try #require(try Fixture.parse(text, environment: Fixture.environment(variables: ["HOST": "web-2"])).bridges.first)
-        #expect(
-            bridge.cluster
-                == ClusterSettings(
-                    group: "line_2", instance: "web-2", membershipTopic: "plant/cluster", heartbeatInterval: .milliseconds(500),
-                    memberTimeout: .seconds(2), joinSettle: .zero))
+        var expected = ClusterSettings(
+            group: "line_2", instance: "web-2", membershipTopic: "plant/cluster", heartbeatInterval: .milliseconds(500),
+            memberTimeout: .seconds(2), joinSettle: .zero)
+        expected.mqttToPusher = .partition
+        #expect(bridge.cluster == expected)
         #expect(bridge.effectiveMQTTClientID == "bridge-web-2")
         #expect(bridge.effectiveStatusTopic == "plant/status/web-2")
         #expect(bridge.cluster?.memberTopic("web-2") == "plant/cluster/members/web-2")
@@ -173,9 +174,18 @@ import Testing
             name: "MQTT 3.1.1", cluster: minimal, mqtt: "protocol = 4",
             expected: [
                 "\(file):11: error: bridge.factory.mqtt.protocol: "
-                    + "a cluster ([bridge.cluster]) needs MQTT 5: its MQTT -> Pusher subscriptions are shared ($share/<group>/…); "
-                    + "remove protocol = 4"
+                    + "a cluster ([bridge.cluster]) needs MQTT 5: its MQTT -> Pusher subscriptions are shared ($share/<group>/…) "
+                    + "and its membership uses user properties; remove protocol = 4"
             ]),
+        Bad(
+            name: "mqtt_to_pusher unknown", cluster: minimal + "\nmqtt_to_pusher = \"partitioned\"",
+            expected: [
+                "\(file):15: error: bridge.factory.cluster.mqtt_to_pusher: "
+                    + "\"partitioned\" is not one of \"shared\", \"partition\" (did you mean \"partition\"?)"
+            ]),
+        Bad(
+            name: "mqtt_to_pusher not a string", cluster: minimal + "\nmqtt_to_pusher = 2",
+            expected: ["\(file):15: error: bridge.factory.cluster.mqtt_to_pusher: expected a string, found an integer"]),
     ]
 
     @Test(arguments: bad)

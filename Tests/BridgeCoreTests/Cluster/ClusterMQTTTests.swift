@@ -41,6 +41,22 @@ import Testing
         #expect(bridge.lastWill == BridgeLastWill(topic: "pusher-mqtt-bridge/cluster/factory/members/node-1", payload: []))
         #expect(bridge.guardsAgainstEchoesByDigest)
     }
+
+    /// `mqtt_to_pusher = "partition"`: the rule filters stay plain (every member receives every
+    /// message and sends those whose channel it owns); the rest is as with shared subscriptions.
+    @Test func inPartitionModeRuleFiltersArePlain() throws {
+        let text = ClusterConfigTests.config(ClusterConfigTests.minimal + "\nmqtt_to_pusher = \"partition\"\n" + Self.rulesAndMirror)
+        let bridge = try #require(try Fixture.parse(text).bridges.first)
+        #expect(
+            bridge.effectiveMQTTSubscriptions.map(\.subscription) == [
+                MQTTSubscription("cmd/+", qos: .atLeastOnce, noLocal: true, retainHandling: .never),
+                MQTTSubscription("ops/members/+", qos: .atLeastOnce, noLocal: false, retainHandling: .sendAlways),
+                MQTTSubscription("pusher-mqtt-bridge/cluster/factory/+/+", qos: .atLeastOnce, noLocal: false, retainHandling: .sendAlways),
+            ])
+        #expect(bridge.guardsAgainstEchoesByDigest)
+        let report = CheckReport.render(try Fixture.parse(text), file: "bridges.conf")
+        #expect(report.contains("MQTT -> Pusher partition: every member subscribes each rule filter"))
+    }
 }
 
 /// The bridge machine in a cluster: what it subscribes and publishes, and a presence mirror whose
