@@ -240,6 +240,7 @@ def run_discovery(pusher, broker, workdir: Path, n: int, interval: str, interval
     try:
         time.sleep(interval_s + 1)  # connected, at least one empty poll done
         idle_kb = rss_kb(bridge.pid)
+        pusher_idle_kb = rss_kb(pusher.pid)
         watch = Watch(pusher, held=2)
         channels = [device(i) for i in range(n)]
         started = time.monotonic()
@@ -258,6 +259,7 @@ def run_discovery(pusher, broker, workdir: Path, n: int, interval: str, interval
         first_held, last_held = min(held.values()), max(held.values())
         time.sleep(2.0)
         held_kb = rss_kb(bridge.pid)
+        pusher_held_kb = rss_kb(pusher.pid)  # N channels, each with two subscribers (the device's and the bridge's)
         discovered = metric(metrics_port, "pusher_mqtt_bridge_discovered_channels")
         watch.watch_gone = True
         left_start = time.monotonic()
@@ -275,6 +277,8 @@ def run_discovery(pusher, broker, workdir: Path, n: int, interval: str, interval
             "subscribe_rate": round(n / max(last_held - first_held, 0.2), 1),
             "idle_rss_kb": idle_kb, "held_rss_kb": held_kb,
             "rss_bytes_per_channel": round((held_kb - idle_kb) * 1024 / n, 1),
+            "pusher_local_idle_rss_kb": pusher_idle_kb, "pusher_local_held_rss_kb": pusher_held_kb,
+            "pusher_local_rss_bytes_per_channel": round((pusher_held_kb - pusher_idle_kb) * 1024 / n, 1),
             "discovered_channels_metric": discovered,
             "left_all_s": round(max(gone.values()) - left_start, 3),
             "first_to_last_left_s": round(max(gone.values()) - min(gone.values()), 3),
@@ -302,6 +306,7 @@ def run_static(pusher, broker, workdir: Path, n: int, index: int, idle_kb: int |
         first, last = min(held.values()), max(held.values())
         time.sleep(2.0)
         held_kb = rss_kb(bridge.pid)
+        pusher_held_kb = rss_kb(pusher.pid)  # N channels, each with two subscribers (the device's and the bridge's)
         return {"kind": "static", "index": index, "channels": n, "start_to_all_subscribed_s": round(last - started, 3),
                 "first_to_last_subscribed_s": round(last - first, 3), "subscribe_rate": round(n / max(last - first, 0.2), 1),
                 "held_rss_kb": held_kb,
@@ -339,6 +344,9 @@ def summary(doc: dict) -> str:
         f"| subscribers gone → every channel left, s | {d['left_all_s']} | – | |",
         f"| first to last left, s | {d['first_to_last_left_s']} | – | |",
         f"| idle RSS / RSS with {n:,} held, KiB | {d['idle_rss_kb']} / {d['held_rss_kb']} | – / {s['held_rss_kb']} | |",
+        f"| pusher-local's RSS before / with {n:,} channels of two subscribers, KiB (bytes per channel) | "
+        f"{d.get('pusher_local_idle_rss_kb')} / {d.get('pusher_local_held_rss_kb')} "
+        f"({d.get('pusher_local_rss_bytes_per_channel')}) | – | |",
         "",
         f"A plain client (the subscriber, no bridge) subscribed at {d['plain_client_subscribe_rate']} channels/s "
         f"(pusher-local's ceiling for one client process).",

@@ -171,8 +171,9 @@ private func failure(_ operation: () async throws(PusherHTTPError) -> PusherHTTP
         }
     }
 
-    @Test func aBodyOfExactly1MiBIsReadAndOneByteMoreFails() async throws {
-        let limit = 1 << 20
+    @Test func aBodyOfExactlyTheLimitIsReadAndOneByteMoreFails() async throws {
+        let limit = PusherHTTPConnectionPool.maximumBodyBytes
+        #expect(limit == 16 << 20)
         let script: @Sendable (ScriptedRequest) -> ScriptedReply = { request in
             let size = request.connection == 0 ? limit : limit + 1
             return .send("HTTP/1.1 200 OK\r\nContent-Length: \(size)\r\n\r\n" + String(repeating: "x", count: size))
@@ -183,7 +184,7 @@ private func failure(_ operation: () async throws(PusherHTTPError) -> PusherHTTP
                 // The next request must use a new connection, so the first is closed from here.
                 await pool.shutdown()
                 let message = await failure { () async throws(PusherHTTPError) in try await post(pool, endpoint) }
-                #expect(message == "HTTP request failed: response body over 1 MiB")
+                #expect(message == "HTTP request failed: response body over 16 MiB")
             }
             #expect(server.connections == 2)
         }

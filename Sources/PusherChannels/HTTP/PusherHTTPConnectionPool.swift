@@ -21,8 +21,11 @@ public final class PusherHTTPConnectionPool: Sendable {
     /// needs no shutdown.
     public static let shared = PusherHTTPConnectionPool(maximumConnectionsPerHost: 64)
 
-    /// The largest response body accepted (1 MiB); a larger one fails the request and closes the connection.
-    public static let maximumBodyBytes = 1 << 20
+    /// The largest response body accepted (16 MiB); a larger one fails the request and closes the
+    /// connection. A channel query answers with every occupied channel at once (the HTTP API has no
+    /// pages): 100,000 channels with `subscription_count` are about 6 MB; 1 MiB stopped discovery
+    /// at about 17,000 (Benchmarks/fleet/bench_fleet.py at 100,000 channels).
+    public static let maximumBodyBytes = 16 << 20
 
     /// At most this many connections are open (or opening) per endpoint.
     public let maximumConnectionsPerHost: Int
