@@ -37,7 +37,8 @@ struct SharedSubscriptionRefusal: Sendable, Equatable {
     var advice: String {
         let partition = "use [bridge.cluster] mqtt_to_pusher = \"partition\""
         if brokerLacksSharedSubscriptions { return "this broker does not support shared subscriptions; \(partition)" }
-        return "allow the client to subscribe to it on the broker (ACL), or, if this broker does not support shared subscriptions, \(partition)"
+        return
+            "allow the client to subscribe to it on the broker (ACL), or, if this broker does not support shared subscriptions, \(partition)"
     }
 
     /// The code as MQTT writes it, `0x9E`; `no reason code` without one.
