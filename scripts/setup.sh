@@ -10,7 +10,7 @@
 #   - with --faults (used by `make faults` / `make soak` only): iptables and iproute2 for the
 #     network-partition row of the fault matrix (Tests/faults), on top of everything above.
 #   - with --valgrind (used by `make bench-instructions` only): valgrind, for callgrind's counts.
-#   - with --ejabberd (used by `make test-ejabberd` only): Debian's ejabberd (23.01, mod_mqtt), whose
+#   - with --ejabberd (used by `make test-ejabberd` only): iproute2, and Debian's ejabberd (23.01, mod_mqtt), whose
 #     nodes the tests start themselves (Tests/testkit/bridge_testkit/ejabberd.py). Its postinst would
 #     start a system-wide ejabberd (and epmd): while it installs, a policy-rc.d of ours (only when the
 #     machine has none; Docker-style images already deny every start) refuses every service start, and
@@ -35,6 +35,8 @@ packages=(libmosquitto-dev libsodium-dev zlib1g-dev libssl-dev mosquitto mosquit
 # Only the fault matrix needs these (ip netns + iptables for the partition row); `make test` does not.
 [ "${want_faults:-0}" = 1 ] && packages+=(iptables iproute2)
 [ "${want_valgrind:-0}" = 1 ] && packages+=(valgrind gcc)
+# `ss` tells the ejabberd suite which node each member is connected to.
+[ "${want_ejabberd:-0}" = 1 ] && packages+=(iproute2)
 
 # Debian's ejabberd without the system service: invoke-rc.d and deb-systemd-invoke ask
 # /usr/sbin/policy-rc.d, and exit 101 means "start nothing". Ours is removed afterwards; one that was
