@@ -193,3 +193,17 @@ def test_a_second_connection_with_the_same_client_id_on_the_other_node_takes_the
     first.drop()
     for c in (second, watcher):
         c.close()
+
+
+def test_a_session_held_by_a_stopped_node_is_gone_on_the_other_node(own_cluster):
+    node1, node2 = own_cluster.nodes
+    client_id = unique("stranded")
+    first = V5(node1.mqtt_port, client_id, session_expiry=300)
+    first.subscribe(f"{client_id}/#")
+    own_cluster.stop_node(0)
+    wait_disconnect(first)
+    first.drop()
+    # The session lived in node 1's processes: node 2 starts a new one (session present = 0).
+    moved = V5(node2.mqtt_port, client_id, clean_start=False, session_expiry=300)
+    assert moved.connack[0] is False
+    moved.close()
