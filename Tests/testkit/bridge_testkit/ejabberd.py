@@ -133,10 +133,6 @@ class EjabberdNode(Process):
     def address(self) -> str:
         return f"127.0.0.1:{self.mqtt_port}"
 
-    def start(self, stdout=None):
-        super().start(stdout)
-        return self
-
     def wait_ready(self, timeout: float = START_TIMEOUT):
         wait_until(lambda: not self.running() or mqtt_connect_ok(self.mqtt_port), timeout, 0.25,
                    f"{self.node} to accept an MQTT connection")
