@@ -66,6 +66,8 @@ extension BridgeRuntime {
                 }
             }
         case .unsubscribeTopicFilter(let filter):
+            // A filter no longer wanted (a reload) is no longer a refusal to report.
+            decisions.withLock { _ = $0.refusedSharedSubscriptions.removeValue(forKey: filter) }
             do { try await mqtt.unsubscribe(filter) } catch {
                 logger.warning("unsubscribe failed", metadata: ["mqtt.topic": "\(filter)", "error": "\(error)"])
             }
