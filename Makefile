@@ -12,7 +12,7 @@ FAULTS      ?=
 PREFIX      ?= /usr/local
 BIN_DIR      = $(shell $(SWIFT) build $(BUILD_FLAGS) --show-bin-path 2>/dev/null)
 
-.PHONY: all build setup test test-swift test-interop test-e2e test-faults-unit check-unit bench faults faults-drain-long soak fuzz fuzz-smoke tsan run install format lint clean deb test-deb test-prometheus config-reference docc test-homeassistant
+.PHONY: all build setup test test-swift test-interop test-e2e test-faults-unit check-unit bench faults faults-drain-long soak fuzz fuzz-smoke tsan run install format lint clean deb test-deb test-prometheus config-reference docc test-homeassistant test-ejabberd
 
 all: build
 
@@ -191,6 +191,18 @@ test-homeassistant:
 	$(SWIFT) build $(BUILD_FLAGS) --product pusher-local
 	PUSHER_LOCAL_BIN="$(BIN_DIR)/pusher-local" BRIDGE_BIN="$(BIN_DIR)/pusher-mqtt-bridge" HASS_BIN="$$PWD/.venv-ha/bin/hass" \
 	  .venv/bin/python -m pytest Tests/homeassistant -q -p no:cacheprovider --durations=5
+
+# A bridge cluster on a two-node ejabberd 23.01 cluster (docs/brokers.md): the broker's findings,
+# then three daemons over both nodes (500 channels, a member SIGKILLed, a broker node stopped and
+# killed). Installs Debian's ejabberd without its system service (setup.sh --ejabberd); every node is
+# the test's own. Not part of `make test` (~4 min). A failed test's folder is kept in .build/ejabberd-failures.
+test-ejabberd:
+	@scripts/setup.sh --ejabberd
+	$(SWIFT) build $(BUILD_FLAGS) --product pusher-mqtt-bridge
+	$(SWIFT) build $(BUILD_FLAGS) --product pusher-local
+	PUSHER_LOCAL_BIN="$(BIN_DIR)/pusher-local" BRIDGE_BIN="$(BIN_DIR)/pusher-mqtt-bridge" \
+	  .venv/bin/python -m pytest Tests/ejabberd -q -p no:cacheprovider --durations=5 \
+	  --basetemp=.build/ejabberd-failures -o tmp_path_retention_policy=failed
 
 format:
 	$(SWIFT) format --in-place --recursive Sources Tests Fuzz Benchmarks Package.swift

@@ -31,10 +31,15 @@ extension MosquittoConnection {
 
     /// Registers the callbacks; each finds its connection through the handle's user data.
     static func setCallbacks(_ mosq: OpaquePointer) {
-        mosquitto_connect_v5_callback_set(mosq) { _, context, code, flags, _ in
+        mosquitto_connect_v5_callback_set(mosq) { _, context, code, flags, properties in
             guard let context else { return }
-            Unmanaged<MosquittoConnection>.fromOpaque(context).takeUnretainedValue()
-                .noteLoopEvent(.connack(code: code, sessionPresent: flags & 1 != 0))
+            var shared: UInt8 = 1
+            _ = mosquitto_property_read_byte(properties, Int32(MQTT_PROP_SHARED_SUB_AVAILABLE.rawValue), &shared, false)
+            let connection = Unmanaged<MosquittoConnection>.fromOpaque(context).takeUnretainedValue()
+            connection.callbacks.withLock {
+                $0.sharedSubscriptionsAvailable = code != 0 || shared != 0
+                $0.loopEvents.append(.connack(code: code, sessionPresent: flags & 1 != 0))
+            }
         }
         mosquitto_disconnect_v5_callback_set(mosq) { _, context, code, _ in
             guard let context else { return }

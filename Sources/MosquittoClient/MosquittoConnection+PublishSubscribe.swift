@@ -171,6 +171,11 @@ extension MosquittoConnection {
         let rc: Int32
         switch request {
         case .subscribe(let subscription):
+            if subscription.filter.hasPrefix("$share/"), !callbacks.withLock({ $0.sharedSubscriptionsAvailable }) {
+                throw MosquittoCode.rejection(
+                    Self.sharedSubscriptionsNotSupported,
+                    context: "broker refused the subscription (its CONNACK says Shared Subscription Available = 0; not sent)")
+            }
             let options = configuration.protocolVersion == .v5 ? subscriptionOptions(subscription) : 0
             rc = mosquitto_subscribe_v5(
                 handle.raw, &mid, subscription.filter, Int32(subscription.qos.rawValue), options, nil)
@@ -301,6 +306,9 @@ extension MosquittoConnection {
         }
         for (room, id) in woken { room.resume(returning: id) }
     }
+
+    /// MQTT 5 reason code 0x9E, Shared Subscriptions not supported.
+    static let sharedSubscriptionsNotSupported: Int32 = 0x9E
 
     func requestAcknowledged(mid: Int32, codes: [Int32]) {
         // SUBACK codes ≥ 0x80 are failures in both 3.1.1 (0x80) and 5 (reason codes).

@@ -96,6 +96,10 @@ final class MosquittoConnection: Sendable {
         var loopEvents: [LoopEvent] = []
         /// libmosquitto's last error log line while connecting (OpenSSL's reason for a TLS failure).
         var lastLibraryError: String?
+        /// The last CONNACK's Shared Subscription Available (MQTT 5; true when absent, as the
+        /// protocol says, and with MQTT 3.1.1). While false a `$share/` filter is not sent: a broker
+        /// that says so may end the connection over it (ejabberd 23.01 does, docs/brokers.md).
+        var sharedSubscriptionsAvailable = true
     }
 
     let configuration: MQTTConfiguration

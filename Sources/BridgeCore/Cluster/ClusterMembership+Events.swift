@@ -55,8 +55,12 @@ extension ClusterMembership {
         if member.record?.incarnation != record.incarnation {
             // A member new to this one (or a new process of it): held reports are not retained, so
             // this member's goes out again for it to know who holds what before it takes any
-            // (a handover is no gap: ClusterTakeover).
+            // (a handover is no gap: ClusterTakeover). So does this member's record, at the next
+            // heartbeat: a broker that serves a retained message only from the node it was
+            // published on (ejabberd 23.01, docs/brokers.md) did not send it to a newcomer on
+            // another node, which would take this member for dead and hold its channels too.
             lastHeld = nil
+            ownRecordCurrent = false
         }
         member.record = record
         member.lastHeard = now

@@ -287,6 +287,7 @@ public final class Daemon: Sendable {
             }
             if let problem = runtime.clusterReadinessProblem { notReady.append("\(runtime.name): \(problem)") }
             if let problem = runtime.sessionTakeoverProblem { notReady.append("\(runtime.name): \(problem)") }
+            notReady += runtime.sharedSubscriptionProblems.map { "\(runtime.name): \($0)" }
             if let summary = runtime.clusterSummary { details.append("\(runtime.name): \(summary)") }
             if let summary = runtime.pusherConnectionsSummary { details.append("\(runtime.name): pusher connections \(summary)") }
         }

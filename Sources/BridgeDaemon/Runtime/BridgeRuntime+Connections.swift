@@ -48,11 +48,26 @@ extension BridgeRuntime {
     private func carryOut(_ command: Action) async {
         switch command {
         case .subscribeTopicFilter(let subscription):
-            do { _ = try await mqtt.subscribe(subscription) } catch {
+            do {
+                _ = try await mqtt.subscribe(subscription)
+                decisions.withLock { _ = $0.refusedSharedSubscriptions.removeValue(forKey: subscription.filter) }
+            } catch {
                 metrics.errors(bridge: name, kind: "subscribe").increment()
-                logger.error("MQTT subscribe failed", metadata: ["mqtt.topic": "\(subscription.filter)", "error": "\(error)"])
+                if let refusal = SharedSubscriptionRefusal(filter: subscription.filter, error: error) {
+                    decisions.withLock { $0.refusedSharedSubscriptions[subscription.filter] = refusal }
+                    logger.error(
+                        "MQTT refused the shared subscription: \(refusal.advice)",
+                        metadata: [
+                            "mqtt.topic": "\(subscription.filter)", "mqtt.reason_code": "\(refusal.reasonCodeText)",
+                            "error": "\(refusal.reason)",
+                        ])
+                } else {
+                    logger.error("MQTT subscribe failed", metadata: ["mqtt.topic": "\(subscription.filter)", "error": "\(error)"])
+                }
             }
         case .unsubscribeTopicFilter(let filter):
+            // A filter no longer wanted (a reload) is no longer a refusal to report.
+            decisions.withLock { _ = $0.refusedSharedSubscriptions.removeValue(forKey: filter) }
             do { try await mqtt.unsubscribe(filter) } catch {
                 logger.warning("unsubscribe failed", metadata: ["mqtt.topic": "\(filter)", "error": "\(error)"])
             }
@@ -65,6 +80,11 @@ extension BridgeRuntime {
             .unsubscribeChannel, .shapingHeld, .shapingTargetsFull, .received:
             execute(command)
         }
+    }
+
+    /// Why `/readyz` fails while the broker refuses a shared subscription (SharedSubscriptionRefusal.swift).
+    var sharedSubscriptionProblems: [String] {
+        decisions.withLock { $0.refusedSharedSubscriptions.values.map(\.readinessProblem).sorted() }
     }
 
     /// Spool syncs (about once a second, at the supervisor's deadline), gauges, and the heartbeat

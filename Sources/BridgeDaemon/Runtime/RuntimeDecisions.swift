@@ -26,6 +26,8 @@ struct RuntimeDecisions: Sendable {
     var pusherConnections: PusherConnectionSet
     /// Another process taking the MQTT session over (BridgeRuntime+SessionTakeover.swift).
     var sessionTakeover = MQTTSessionTakeoverDetector()
+    /// Shared subscriptions the broker refused, by filter, until one is granted (SharedSubscriptionRefusal.swift).
+    var refusedSharedSubscriptions: [String: SharedSubscriptionRefusal] = [:]
     /// Publishes in flight to the broker, paired with their acknowledgements.
     var correlation = Correlation()
     /// Whether ``BridgeRuntime/run()`` runs, and the tasks waiting for it to have released everything.

@@ -35,6 +35,25 @@ import Testing
         #expect(discoveryOwners == [1, 1, 1])
     }
 
+    /// A broker that does not send a newcomer the retained records (ejabberd 23.01 across its nodes,
+    /// docs/brokers.md): each member publishes its record again when it sees a new member's, so
+    /// each newcomer learns the others within a heartbeat, inside its observation.
+    @Test func membersJoiningOneByOneWithoutRetainedRecordsStillHoldEachChannelOnce() throws {
+        var simulation = ClusterSimulation()
+        simulation.retainedOnConnect = false
+        simulation.wanted = Self.channels
+        for instance in ["a", "b", "c"] {
+            simulation.startNode(instance)
+            simulation.resetStatistics()
+            simulation.advance(until: { $0.isConverged }, limit: .seconds(10))
+            #expect(simulation.maxDuplicate <= simulation.settings.handoverTimeout, "\(instance) joined")
+        }
+        for id in ["a", "b", "c"] {
+            #expect(simulation.nodes[id]?.machine.liveMembers.count == 2, "\(id) sees the other two")
+        }
+        for channel in Self.channels { #expect(simulation.holders(of: channel).count == 1) }
+    }
+
     @Test func aMemberWaitsForTheObservationBeforeTakingChannels() throws {
         var simulation = ClusterSimulation()
         simulation.wanted = Self.channels

@@ -39,6 +39,9 @@ struct ClusterSimulation {
     var pendingConfirms: [(node: String, channel: String, at: ContinuousClock.Instant)] = []
     var offlinePublished: [(by: String, instance: String)] = []
     var wanted: [String] = []
+    /// False: the broker sends a connecting member no retained record, as ejabberd 23.01 does for
+    /// those published through another of its nodes (docs/brokers.md); live messages still arrive.
+    var retainedOnConnect = true
     /// Per channel: the longest time with no holder and with more than one, since `resetStatistics()`.
     var longestGap: [String: Duration] = [:]
     var longestDuplicate: [String: Duration] = [:]
@@ -70,6 +73,7 @@ struct ClusterSimulation {
         nodes[id]?.connected = true
         nodes[id]?.frozen = false
         apply(id) { $0.brokerConnected(now: $1) }
+        guard retainedOnConnect else { return }
         for (topic, payload) in retained.sorted(by: { $0.key < $1.key }) { deliver(topic: topic, payload: payload, to: id) }
     }
 
