@@ -204,6 +204,7 @@ extension ChannelDiscovery {
                 held[channel] = HeldChannel(holders: [name], since: now, lastActivity: now)
                 actions.append(.subscribe(channel))
             }
+            if let taken = held[channel] { noteIdleDeadline(of: taken) }
         }
         if replacingSkipped { state.skipped = leftOver } else { state.skipped.formUnion(leftOver) }
         if let first = newlySkipped.first {

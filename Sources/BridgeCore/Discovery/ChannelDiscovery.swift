@@ -109,6 +109,12 @@ public struct ChannelDiscovery: Sendable {
     var states: [String: RuleState] = [:]
     var held: [String: HeldChannel] = [:]
     var fixed: Set<String>
+    /// No channel's idle deadline is earlier than this (nil: no channel has one). Kept so that
+    /// ``nextDeadline``, read after every event, is not a scan of every held channel: that made
+    /// taking N channels O(N²) (Benchmarks/fleet/bench_fleet.py at 30,000: a third of the rate of
+    /// 10,000). A deadline only moves later with activity, so the bound may be early: the timer
+    /// then fires, ``deadlineReached(now:)`` scans and sets it exactly.
+    var idleBound: Instant?
 
     /// A machine for `rules`, never taking `fixedChannels`. Nothing is polled before ``started(now:)``.
     public init(rules: [DiscoveryRule], fixedChannels: some Sequence<String> = [String](), backoff: ReconnectPolicy = .default) {
@@ -150,10 +156,16 @@ public struct ChannelDiscovery: Sendable {
         var next: Instant?
         func consider(_ instant: Instant) { next = next.map { min($0, instant) } ?? instant }
         for state in states.values { if let poll = state.nextPoll { consider(poll) } }
-        for channel in held.values where !channel.countsSeen {
-            if let timeout = idleTimeout(channel) { consider(channel.lastActivity.advanced(by: timeout)) }
-        }
+        if let idleBound { consider(idleBound) }
         return next
+    }
+
+    /// `channel` was taken, or gained a holder (whose `idle_timeout` may be shorter): the bound
+    /// takes its idle deadline in.
+    mutating func noteIdleDeadline(of channel: HeldChannel) {
+        guard !channel.countsSeen, let timeout = idleTimeout(channel) else { return }
+        let deadline = channel.lastActivity.advanced(by: timeout)
+        idleBound = idleBound.map { min($0, deadline) } ?? deadline
     }
 
     func idleTimeout(_ channel: HeldChannel) -> Duration? {
@@ -177,9 +189,17 @@ public struct ChannelDiscovery: Sendable {
             startPoll(name, now: now, into: &actions)
         }
         var idle: [String] = []
+        idleBound = nil
         for (name, channel) in held where !channel.countsSeen {
-            if let timeout = idleTimeout(channel), channel.lastActivity.advanced(by: timeout) <= now { idle.append(name) }
+            guard let timeout = idleTimeout(channel) else { continue }
+            let deadline = channel.lastActivity.advanced(by: timeout)
+            if deadline <= now {
+                idle.append(name)
+            } else {
+                idleBound = idleBound.map { min($0, deadline) } ?? deadline
+            }
         }
+        // Releasing may take skipped channels (noteIdleDeadline adds them to the bound).
         for name in idle.sorted() { release(name, reason: .idle, now: now, into: &actions) }
         return actions
     }
