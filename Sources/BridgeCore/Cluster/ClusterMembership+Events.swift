@@ -56,7 +56,9 @@ extension ClusterMembership {
             // A member new to this one (or a new process of it): held reports are not retained, so
             // this member's goes out again for it to know who holds what before it takes any
             // (a handover is no gap: ClusterTakeover).
-            lastHeld = nil
+            resetHeldReports()
+            if member.held?.incarnation != record.incarnation { member.held = nil }
+            releaseCheckNeeded = true
         }
         member.record = record
         member.lastHeard = now
@@ -87,10 +89,11 @@ extension ClusterMembership {
         // What it held: a Will means it died with them (a gap since it was last heard from); a
         // deletion of its own means it leaves on SIGTERM and keeps them until they are taken.
         if will != nil {
-            orphan(member.confirmedHeld, lastHeard: member.lastHeard ?? now)
+            orphan(member.lastKnownHeld, lastHeard: member.lastHeard ?? now)
         } else {
-            handedOverByLeaver.formUnion(member.confirmedHeld)
+            handedOverByLeaver.formUnion(member.lastKnownHeld)
         }
+        releaseCheckNeeded = true
         members[deleted]?.record = nil
         members[deleted]?.held = nil
         var actions: [ClusterAction] = []
@@ -111,30 +114,25 @@ extension ClusterMembership {
         }
         members[heartbeat.instance, default: RemoteMember()].lastHeartbeat = now
         members[heartbeat.instance]?.lastHeard = now
-        reconcile(now: now, into: &actions)
-        return actions
-    }
-
-    /// A member reported the channels it is subscribed to.
-    public mutating func heldReported(_ report: ClusterHeldReport, now: ContinuousClock.Instant) -> [ClusterAction] {
-        guard report.instance != instance else { return [] }
-        members[report.instance, default: RemoteMember()].held = report
-        members[report.instance]?.lastHeard = now
-        if report.incarnation == members[report.instance]?.record?.incarnation {
-            // Someone holds these: whatever this member knew of their last holder is history.
-            for channel in report.channels {
-                orphaned[channel] = nil
-                handedOverByLeaver.remove(channel)
-            }
-        }
-        var actions: [ClusterAction] = []
+        heldSequenceClaimed(by: heartbeat, now: now, into: &actions)
         reconcile(now: now, into: &actions)
         return actions
     }
 
     /// The channels the bridge wants held by someone in the group: configured and discovered.
     public mutating func channelsWanted(_ channels: some Sequence<String>, now: ContinuousClock.Instant) -> [ClusterAction] {
-        wanted = Set(channels)
+        channelsWanted(Set(channels), now: now)
+    }
+
+    /// The channels the bridge wants held by someone in the group (a set: shared, not copied).
+    public mutating func channelsWanted(_ channels: Set<String>, now: ContinuousClock.Instant) -> [ClusterAction] {
+        wanted = channels
+        wantedRevision += 1
+        releaseCheckNeeded = true
+        if !orphaned.isEmpty || !handedOverByLeaver.isEmpty {
+            orphaned = orphaned.filter { wanted.contains($0.key) }
+            handedOverByLeaver.formIntersection(wanted)
+        }
         var actions: [ClusterAction] = []
         reconcile(now: now, into: &actions)
         return actions
@@ -238,7 +236,9 @@ extension ClusterMembership {
     mutating func heartbeat(now: ContinuousClock.Instant) -> ClusterAction {
         heartbeatSequence += 1
         nextHeartbeat = now + settings.heartbeatInterval
-        return .publishHeartbeat(ClusterHeartbeat(instance: instance, incarnation: incarnation, sequence: heartbeatSequence))
+        countHeartbeatForSnapshot()
+        return .publishHeartbeat(
+            ClusterHeartbeat(instance: instance, incarnation: incarnation, sequence: heartbeatSequence, heldSequence: heldSequence))
     }
 
     /// Drops every channel at once (broker lost, frozen).
@@ -250,7 +250,9 @@ extension ClusterMembership {
         subscribed = []
         confirmed = []
         releasing = [:]
+        releaseDeadline = nil
         lingering = [:]
-        lastHeld = nil
+        ownershipDirty = true
+        resetHeldReports()
     }
 }

@@ -35,7 +35,7 @@ import Testing
             subscriptions == [
                 MQTTSubscription("$share/factory/cmd/+", qos: .atLeastOnce, noLocal: false, retainHandling: .never),
                 MQTTSubscription("ops/members/+", qos: .atLeastOnce, noLocal: false, retainHandling: .sendAlways),
-                MQTTSubscription("pusher-mqtt-bridge/cluster/factory/+/+", qos: .atLeastOnce, noLocal: false, retainHandling: .sendAlways),
+                MQTTSubscription("pusher-mqtt-bridge/cluster/factory/#", qos: .atLeastOnce, noLocal: false, retainHandling: .sendAlways),
             ])
         #expect(bridge.effectiveMQTTSubscriptions.last?.purposes == ["cluster factory"])
         #expect(bridge.lastWill == BridgeLastWill(topic: "pusher-mqtt-bridge/cluster/factory/members/node-1", payload: []))
