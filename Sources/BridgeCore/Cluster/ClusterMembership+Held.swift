@@ -6,7 +6,9 @@ extension ClusterMembership {
     /// A member reported the channels it is subscribed to: one snapshot part or one delta.
     public mutating func heldReported(_ report: ClusterHeldReport, now: ContinuousClock.Instant) -> [ClusterAction] {
         guard report.instance != instance else { return [] }
-        var member = members[report.instance] ?? RemoteMember()
+        // Taken out of the dictionary while it changes: a copy left there would make the held
+        // set copied whole for every delta.
+        var member = members.removeValue(forKey: report.instance) ?? RemoteMember()
         member.lastHeard = now
         // Only the current process's messages count (a late one of an earlier process is ignored);
         // before its record arrives, the latest incarnation heard of.
@@ -41,6 +43,7 @@ extension ClusterMembership {
         guard var member = members[heartbeat.instance] else { return }
         if let record = member.record, record.incarnation != heartbeat.incarnation { return }
         if member.held?.incarnation != heartbeat.incarnation { member.held = ClusterHeldView(incarnation: heartbeat.incarnation) }
+        members[heartbeat.instance] = nil  // no second reference to the held set while it changes
         let unknown = member.held?.heartbeat(heldSequence: heartbeat.heldSequence) ?? false
         members[heartbeat.instance] = member
         if unknown { askForSnapshot(of: heartbeat.instance, now: now, into: &actions) }
