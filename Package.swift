@@ -204,6 +204,9 @@ let package = Package(
         /// Release-mode cost of `RuleTable.route` with 1…10,000 rules, plain and with payload rules
         /// (`where`, `{json:…}`): `swift run -c release rules-bench` (BENCHMARKS.md "Payload rules").
         .executableTarget(name: "rules-bench", dependencies: ["BridgeCore"], swiftSettings: swiftSettings),
+        /// A cluster of 50 members sharing 1,000,000 channels on a manual clock: convergence time and
+        /// messages per membership change (`swift run -c release cluster-bench`; BENCHMARKS.md "Clusters").
+        .executableTarget(name: "cluster-bench", dependencies: ["BridgeCore"], swiftSettings: swiftSettings),
         /// The cost of registering `messages_total` series as the rules grow, the registry's way
         /// against the daemon's (`swift run -c release metrics-bench`; BENCHMARKS.md).
         .executableTarget(

@@ -56,6 +56,15 @@ enum ClusterTargets {
             if settings.discoveredTopic(rule: rule) != topic { violated("discovered topic does not rebuild: \(topic)") }
             guard let list = ClusterDiscoveredList(payload: payload, rule: rule) else { return }
             if ClusterDiscoveredList(payload: list.payload, rule: rule) != list { violated("discovered list round trip") }
+        case .discoveredPart(let rule, let part):
+            if settings.discoveredTopic(rule: rule, part: part) != topic { violated("discovered part topic does not rebuild: \(topic)") }
+            guard let list = ClusterDiscoveredList(payload: payload, rule: rule, part: part) else { return }
+            if ClusterDiscoveredList(payload: list.payload, rule: rule, part: part) != list { violated("discovered part round trip") }
+        case .resync(let instance):
+            if settings.resyncTopic(instance) != topic { violated("resync topic does not rebuild: \(topic)") }
+            guard let request = ClusterSnapshotRequest(payload: payload, instance: instance) else { return }
+            if ClusterSnapshotRequest(payload: request.payload, instance: instance) != request { violated("resync round trip") }
+            _ = member.snapshotRequested(request, now: now)
         }
     }
 }

@@ -74,6 +74,10 @@ struct FuzzTarget {
                 summary: "cluster membership messages: topics rebuild, payloads round trip, a member holds only wanted channels",
                 callback: { data, size in ClusterTargets.messages(Input(data, size)) }),
             FuzzTarget(
+                name: "cluster-parts",
+                summary: "held snapshots and deltas, discovered-list parts: round trips, holes make sets unknown, splits within 64 KB",
+                callback: { data, size in ClusterPartTargets.parts(Input(data, size)) }),
+            FuzzTarget(
                 name: "last-held",
                 summary: "the state directory's last-held file: valid channels only, render/parse round trip, bad lines counted",
                 callback: { data, size in CoreTargets.lastHeld(Input(data, size)) }),

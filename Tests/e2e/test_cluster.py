@@ -443,3 +443,40 @@ def test_a_presence_mirror_moves_with_its_channel_and_keeps_the_members(pusher, 
         wait_until(lambda: "cluster/operators/members/bob" not in mirrored(), 10, 0.2, "bob cleared when he left")
     finally:
         alice.leave()
+
+
+LONG_CHANNELS = [f"cluster-long-{'x' * 90}-{n:04d}" for n in range(5_000)]  # 108 characters each
+
+
+def test_a_member_holding_5000_long_channels_never_publishes_a_membership_message_over_64_kb(pusher, broker, workdir,
+                                                                                              cluster_members):
+    """Issue 31: held sets travel as snapshots split in parts and deltas, each at most 64 KB. One
+    member takes 5,000 channels of 108 characters (~560 KB as one list), a second joins and takes
+    about half; a paho subscriber on `<membership_topic>/#` measures every payload."""
+    collector = MQTTCollector(broker.port, [f"{MEMBERSHIP}/#"])
+    try:
+        config = cluster_config(pusher, broker, workdir, p2m_rules(LONG_CHANNELS))
+        first = start_cluster(workdir, config, ["a"])
+        cluster_members.extend(first)
+        held = 'pusher_mqtt_bridge_cluster_channels_held{bridge="e2e"}'
+        wait_until(lambda: first[0].metric(held) == len(LONG_CHANNELS), 60, 0.2, "a to hold the 5,000 channels")
+        second = ClusterMember(workdir, first[0].config_path, "b")
+        cluster_members.append(second)
+        second.start()
+        wait_until(lambda: settled(pusher, LONG_CHANNELS, 2), 60, 0.5, "each channel held once by a and b")
+        wait_until(lambda: (first[0].metric(held) or 0) + (second.metric(held) or 0) == len(LONG_CHANNELS), 10, 0.2,
+                   "both members to count what they hold")
+        time.sleep(0.5)  # the last coalesced held messages (50 ms) reach the collector
+        messages = collector.snapshot()
+    finally:
+        collector.close()
+    sizes = [len(m.payload) for m in messages]
+    held_messages = [json.loads(m.payload) for m in messages if "/held/" in m.topic]
+    parts = max((h.get("parts", 0) for h in held_messages), default=0)
+    held_bytes = sum(len(m.payload) for m in messages if "/held/" in m.topic)
+    print(f"\nmembership messages: {len(messages)}, largest {max(sizes)} bytes, held {len(held_messages)} "
+          f"({held_bytes} bytes), most parts in a snapshot {parts}")
+    assert max(sizes) <= 65_536, sorted(sizes)[-5:]
+    assert parts >= 9, "5,000 x 108-character names need at least 9 parts"
+    assert any(h.get("added") for h in held_messages) and any(h.get("removed") for h in held_messages), \
+        "the channels that moved went as deltas"

@@ -6,9 +6,12 @@ public enum ClusterAction: Sendable, Equatable {
     case deleteRecord
     /// Publish a heartbeat, not retained, QoS 0, on `<membership_topic>/heartbeat/<instance>`.
     case publishHeartbeat(ClusterHeartbeat)
-    /// Publish the channels this member is confirmed subscribed to, not retained, QoS 1, on
-    /// `<membership_topic>/held/<instance>`.
+    /// Publish a message about the channels this member is confirmed subscribed to (a snapshot
+    /// part or a delta), not retained, QoS 1, on `<membership_topic>/held/<instance>`.
     case publishHeld(ClusterHeldReport)
+    /// Ask another member for a full held snapshot: publish, not retained, QoS 1, on
+    /// `<membership_topic>/resync/<request.instance>`.
+    case requestSnapshot(ClusterSnapshotRequest)
     /// How the next ``subscribeChannel(_:)``'s channel was held before (docs/contract.md §8.1,
     /// "takeover gap"); absent when nobody in the group is known to have held it.
     case takingOver(String, ClusterTakeover)

@@ -10,7 +10,7 @@ extension BridgeSettings {
     ///   protocol error), so it is off and ``guardsAgainstEchoesByDigest`` takes over; the broker
     ///   sends no retained messages to shared subscriptions, so `forward_retained` has no effect;
     /// - presence mirrors' `T/members/+` stay plain: they must see the retained members;
-    /// - the membership filter `<membership_topic>/+/+` is added: QoS 1, retained messages sent,
+    /// - the membership filter `<membership_topic>/#` is added: QoS 1, retained messages sent,
     ///   without No Local (a member must see its own record, to notice it deleted or overwritten).
     /// A filter that serves both a rule and a mirror is shared (the rule's messages must not arrive twice).
     /// With `mqtt_to_pusher = "partition"` the rules' filters stay plain: every member receives every

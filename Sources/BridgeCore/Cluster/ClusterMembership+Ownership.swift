@@ -2,37 +2,79 @@
 /// members up to date and moves channels to match.
 extension ClusterMembership {
     /// Updates liveness, then subscribes what this member owns and hands over what it no longer owns.
+    ///
+    /// With a million channels the work is kept to what changed: the owned channels are hashed
+    /// again only when the owning members or the wanted channels change, and the channels being
+    /// handed over are looked at only when a held set, the ownership or a deadline says so.
     mutating func reconcile(now: ContinuousClock.Instant, into actions: inout [ClusterAction]) {
         updateLiveness(now: now, into: &actions)
         let owning = owningMembers(now: now)
-        let target: Set<String> = phase == .active ? wanted.filter { RendezvousHash.owner(of: $0, among: owning) == instance } : []
-
-        let taking = target.subtracting(subscribed).sorted()
-        if !taking.isEmpty {
-            for channel in taking {
-                if let takeover = takeover(of: channel) { actions.append(.takingOver(channel, takeover)) }
-                actions.append(.subscribeChannel(channel))
+        updateTarget(owning: owning)
+        var releasingChanged = false
+        if ownershipDirty {
+            ownershipDirty = false
+            releaseCheckNeeded = true
+            let taking = target.subtracting(subscribed).sorted()
+            if !taking.isEmpty {
+                for channel in taking {
+                    if let takeover = takeover(of: channel) { actions.append(.takingOver(channel, takeover)) }
+                    actions.append(.subscribeChannel(channel))
+                }
+                actions.append(.report(.channelsTaken(taking)))
+                subscribed.formUnion(taking)
             }
-            actions.append(.report(.channelsTaken(taking)))
-            subscribed.formUnion(taking)
+            for channel in Array(releasing.keys) where target.contains(channel) {
+                releasing[channel] = nil
+                lingering[channel] = nil
+            }
+            for channel in subscribed where !target.contains(channel) {
+                let newOwner = RendezvousHash.owner(of: channel, among: owning)
+                if var release = releasing[channel] {
+                    release.newOwner = newOwner
+                    releasing[channel] = release
+                } else {
+                    releasing[channel] = Release(deadline: now + settings.handoverTimeout, newOwner: newOwner)
+                }
+            }
+            releasingChanged = true
         }
-        for channel in target where releasing[channel] != nil {
-            releasing[channel] = nil
-            lingering[channel] = nil
+        if releaseCheckNeeded || releaseDeadline.map({ $0 <= now }) ?? false {
+            releaseCheckNeeded = false
+            releasingChanged = checkReleases(now: now, into: &actions) || releasingChanged
         }
-        for channel in subscribed.subtracting(target) where releasing[channel] == nil {
-            releasing[channel] = now + settings.handoverTimeout
-        }
+        if releasingChanged { releaseDeadline = releasing.values.lazy.map(\.deadline).min() }
 
+        if phase == .leaving, subscribed.isEmpty {
+            phase = .left
+            actions.append(.leaveCompleted)
+        }
+        publishHeldIfDue(now: now, into: &actions)
+    }
+
+    /// Computes the channels this member owns again when what they depend on changed.
+    private mutating func updateTarget(owning: [String]) {
+        let active = phase == .active
+        if let key = targetKey, key.active == active, key.owning == owning, key.wantedRevision == wantedRevision { return }
+        targetKey = (active, owning, wantedRevision)
+        let others = owning.filter { $0 != instance }
+        let me = instance
+        target = active && owning.contains(me) ? wanted.filter { RendezvousHash.isOwner(me, of: $0, against: others) } : []
+        ownershipDirty = true
+    }
+
+    /// Drops the channels handed over whose new holder now lists them (after the linger), whose
+    /// deadline passed, or that nobody wants. Returns whether ``releasing`` changed.
+    private mutating func checkReleases(now: ContinuousClock.Instant, into actions: inout [ClusterAction]) -> Bool {
         var confirmedHandover: [String] = []
         var unconfirmedHandover: [String] = []
         var dropped: [String] = []
-        for (channel, deadline) in releasing.sorted(by: { $0.key < $1.key }) {
+        var changed = false
+        for (channel, release) in releasing {
             if !wanted.contains(channel) {
                 dropped.append(channel)
                 continue
             }
-            guard let newOwner = RendezvousHash.owner(of: channel, among: owning) else {
+            guard let newOwner = release.newOwner else {
                 unconfirmedHandover.append(channel)  // nobody to wait for
                 continue
             }
@@ -43,18 +85,21 @@ extension ClusterMembership {
                     if lingerEnd <= now { confirmedHandover.append(channel) }
                 } else if settings.handoverLinger > .zero {
                     // The handover timeout no longer applies: the channel goes when the linger ends.
-                    lingering[channel] = now + settings.handoverLinger
-                    releasing[channel] = now + settings.handoverLinger
+                    let end = now + settings.handoverLinger
+                    lingering[channel] = end
+                    releasing[channel] = Release(deadline: end, newOwner: newOwner)
+                    changed = true
                 } else {
                     confirmedHandover.append(channel)
                 }
-            } else if deadline <= now {
+            } else if release.deadline <= now {
                 unconfirmedHandover.append(channel)
             }
         }
         let released: [(channels: [String], event: ClusterEvent)] = [
-            (confirmedHandover, .channelsHandedOver(confirmedHandover, confirmed: true)),
-            (unconfirmedHandover, .channelsHandedOver(unconfirmedHandover, confirmed: false)), (dropped, .channelsDropped(dropped)),
+            (confirmedHandover.sorted(), .channelsHandedOver(confirmedHandover.sorted(), confirmed: true)),
+            (unconfirmedHandover.sorted(), .channelsHandedOver(unconfirmedHandover.sorted(), confirmed: false)),
+            (dropped.sorted(), .channelsDropped(dropped.sorted())),
         ]
         for (channels, event) in released where !channels.isEmpty {
             actions.append(contentsOf: channels.map { .unsubscribeChannel($0) })
@@ -65,18 +110,9 @@ extension ClusterMembership {
                 subscribed.remove(channel)
                 confirmed.remove(channel)
             }
+            changed = true
         }
-
-        if !orphaned.isEmpty || !handedOverByLeaver.isEmpty {
-            orphaned = orphaned.filter { wanted.contains($0.key) }
-            handedOverByLeaver.formIntersection(wanted)
-        }
-
-        if phase == .leaving, subscribed.isEmpty {
-            phase = .left
-            actions.append(.leaveCompleted)
-        }
-        publishHeldIfChanged(into: &actions)
+        return changed
     }
 
     /// How `channel`, about to be subscribed here, was held before; nil when nobody is known to
@@ -121,7 +157,7 @@ extension ClusterMembership {
                 member.settledAt = nil
                 member.awaitingSettle = false
                 // Timed out with its record still there: it died (or hangs) with what it held.
-                if member.record != nil { orphan(member.confirmedHeld, lastHeard: member.lastHeard ?? now) }
+                if member.record != nil { orphan(member.lastKnownHeld, lastHeard: member.lastHeard ?? now) }
                 // What it reported holding is no news of a later life: it must report again.
                 member.held = nil
                 actions.append(.report(member.record == nil ? .memberLeft(instance: name) : .memberTimedOut(instance: name)))
@@ -141,18 +177,5 @@ extension ClusterMembership {
         for name in died where RendezvousHash.owner(of: RendezvousHash.statusKey(instance: name), among: survivors) == instance {
             actions.append(.publishMemberOffline(instance: name))
         }
-    }
-
-    /// Sends the held report when the confirmed channels changed since the last one.
-    private mutating func publishHeldIfChanged(into actions: inout [ClusterAction]) {
-        guard phase != .disconnected, phase != .left else { return }
-        let held = confirmed.intersection(subscribed).sorted()
-        // After a (re)connect or a release the first report goes out even when empty: it replaces
-        // whatever the others still believe this member holds.
-        guard held != lastHeld || pusherSocketID != lastHeldSocketID else { return }
-        lastHeld = held
-        lastHeldSocketID = pusherSocketID
-        actions.append(
-            .publishHeld(ClusterHeldReport(instance: instance, incarnation: incarnation, channels: held, socketID: pusherSocketID)))
     }
 }

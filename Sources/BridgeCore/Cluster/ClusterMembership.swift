@@ -8,8 +8,11 @@
 /// - Each wanted channel belongs to the live member with the highest ``RendezvousHash`` score. A
 ///   member that becomes live while this one is active counts only after `join_settle`, so a flapping
 ///   member moves nothing; a member that dies stops counting at once.
-/// - Taking over subscribes at once; handing over keeps the channel until the new holder's held
-///   report lists it, or `handover_timeout` (5 s) passes: duplicates are bounded, gaps avoided.
+/// - Taking over subscribes at once; handing over keeps the channel until the new holder's known
+///   held set lists it, or `handover_timeout` (5 s) passes: duplicates are bounded, gaps avoided.
+/// - Held sets travel as snapshots and deltas with sequence numbers (``ClusterHeldReport``); a
+///   hole makes a member's set unknown until its next snapshot (``ClusterHeldView``), which is
+///   asked for (``ClusterSnapshotRequest``) and also sent every ``snapshotHeartbeats`` heartbeats.
 /// - Losing the broker releases every channel (this member can no longer see the membership);
 ///   after a (re)connect it listens for ``ClusterMembership/observation`` before taking any.
 public struct ClusterMembership: Sendable {
@@ -38,13 +41,27 @@ public struct ClusterMembership: Sendable {
         var settledAt: ContinuousClock.Instant?
         /// Whether `settledAt` is still ahead (a deadline to wake up for).
         var awaitingSettle = false
-        var held: ClusterHeldReport?
+        var held: ClusterHeldView?
+        /// When this member last asked it for a snapshot.
+        var snapshotAskedAt: ContinuousClock.Instant?
 
-        /// The channels its current incarnation reports subscribed.
+        /// The channels its current incarnation is known to hold (empty while unknown).
         var confirmedHeld: Set<String> {
-            guard let held, let record, held.incarnation == record.incarnation else { return [] }
-            return Set(held.channels)
+            guard let held, held.known, let record, held.incarnation == record.incarnation else { return [] }
+            return held.channels
         }
+
+        /// The channels its current incarnation was last known to hold, even if a message was lost since.
+        var lastKnownHeld: Set<String> {
+            guard let held, record.map({ $0.incarnation == held.incarnation }) ?? true else { return [] }
+            return held.channels
+        }
+    }
+
+    /// A channel handed over but still held: until when, and to whom (in the ownership of `owning`).
+    struct Release: Sendable {
+        var deadline: ContinuousClock.Instant
+        var newOwner: String?
     }
 
     /// The `[bridge.cluster]` settings.
@@ -58,22 +75,51 @@ public struct ClusterMembership: Sendable {
     /// This process's MQTT client id, written into its record (set by the executor before it connects).
     public var clientID: String?
 
+    /// How long a change of the held set waits before it is reported, so that taking 3,000 channels
+    /// sends a few messages, not 3,000 (the supervisor sets 50 ms; zero: at once).
+    public var heldReportDelay: Duration = .zero
+    /// A full held snapshot goes out every this many heartbeats (10 min by default) even when nothing
+    /// was lost: a safety net only, as holes are found by the sequence numbers and the heartbeats;
+    /// at 1,000,000 channels over 50 members each snapshot is ~340 KB (cluster-bench).
+    public static let snapshotHeartbeats = 600
+
     var members: [String: RemoteMember] = [:]
     var wanted: Set<String> = []
+    /// Counts the changes of ``wanted``: the owned channels are computed again after one.
+    var wantedRevision = 0
+    /// The channels this member owns, and what they were computed from (active, owning members, wanted revision).
+    var target: Set<String> = []
+    var targetKey: (active: Bool, owning: [String], wantedRevision: Int)?
+    /// Set when the target or the subscriptions changed: channels to take and hand over are sought again.
+    var ownershipDirty = true
+    /// Set when what decides a handover may have changed (a held set, the ownership, the wanted channels).
+    var releaseCheckNeeded = true
     /// Channels subscribed (asked of Pusher), and of those the ones Pusher confirmed.
     var subscribed: Set<String> = []
-    var confirmed: Set<String> = []
+    var confirmed: Set<String> = [] { didSet { heldDirty = true } }
     /// Channels handed over but still held, with the instant they are dropped regardless.
-    var releasing: [String: ContinuousClock.Instant] = [:]
+    var releasing: [String: Release] = [:]
+    /// The earliest deadline in ``releasing``.
+    var releaseDeadline: ContinuousClock.Instant?
     /// Channels whose new holder reported them, kept until the instant (``ClusterSettings/handoverLinger``).
     var lingering: [String: ContinuousClock.Instant] = [:]
-    var lastHeld: [String]?
+    /// The held set as the others know it from this member's messages, its last sequence number,
+    /// the `socket_id` sent, and whether the next message must be a full snapshot.
+    var reportedHeld: Set<String> = []
+    var reportedSocketID: String?
+    var heldSequence: UInt64 = 0
+    var snapshotNeeded = true
+    var heldDirty = false
+    /// When the pending held messages go out; when a snapshot asked for by another member does.
+    var heldDue: ContinuousClock.Instant?
+    var askedSnapshotDue: ContinuousClock.Instant?
+    var lastSnapshotAt: ContinuousClock.Instant?
+    var heartbeatsSinceSnapshot = 0
     /// Channels whose holder died without handing them over, with when it was last heard from;
     /// and channels a member leaving on SIGTERM is handing over. Each until this member takes the
     /// channel, another reports it, or it is no longer wanted (``ClusterTakeover``).
     var orphaned: [String: ContinuousClock.Instant] = [:]
     var handedOverByLeaver: Set<String> = []
-    var lastHeldSocketID: String?
     /// This member's Pusher `socket_id` while connected, sent with its held reports.
     var pusherSocketID: String?
     /// Why this member gave up its broker connection (another process took its MQTT session).
@@ -161,7 +207,9 @@ public struct ClusterMembership: Sendable {
         if let nextHeartbeat { deadlines.append(nextHeartbeat) }
         if case .observing(let until) = phase { deadlines.append(until) }
         if let duplicateUntil { deadlines.append(duplicateUntil) }
-        deadlines.append(contentsOf: releasing.values)
+        if let releaseDeadline { deadlines.append(releaseDeadline) }
+        if let heldDue { deadlines.append(heldDue) }
+        if let askedSnapshotDue { deadlines.append(askedSnapshotDue) }
         for member in members.values where member.liveSince != nil {
             if let last = member.lastHeartbeat { deadlines.append(last + settings.memberTimeout) }
             if member.awaitingSettle, let settledAt = member.settledAt { deadlines.append(settledAt) }

@@ -57,7 +57,9 @@ public struct ClusterWillOrigin: Sendable, Equatable {
 }
 
 /// A heartbeat, sent every `heartbeat_interval` to `<membership_topic>/heartbeat/<instance>`, not
-/// retained, QoS 0: `{"instance":"a","incarnation":"5f0c…","seq":42}`.
+/// retained, QoS 0: `{"instance":"a","incarnation":"5f0c…","seq":42,"held_seq":17}`. `held_seq` is
+/// the sequence number of the last held message sent (``ClusterHeldReport``): a receiver that has
+/// not seen it one heartbeat later lost a message and asks for a snapshot.
 public struct ClusterHeartbeat: Sendable, Equatable {
     /// The sender's instance name.
     public var instance: String
@@ -65,16 +67,21 @@ public struct ClusterHeartbeat: Sendable, Equatable {
     public var incarnation: String
     /// Counts up from 1 in each incarnation (for operators watching the topic).
     public var sequence: UInt64
+    /// The sequence number of the last held message this incarnation sent (0: none yet).
+    public var heldSequence: UInt64
 
-    public init(instance: String, incarnation: String, sequence: UInt64) {
+    public init(instance: String, incarnation: String, sequence: UInt64, heldSequence: UInt64 = 0) {
         self.instance = instance
         self.incarnation = incarnation
         self.sequence = sequence
+        self.heldSequence = heldSequence
     }
 
     /// The JSON payload.
     public var payload: [UInt8] {
-        Array("{\"instance\":\(JSONString.quoted(instance)),\"incarnation\":\(JSONString.quoted(incarnation)),\"seq\":\(sequence)}".utf8)
+        Array(
+            ("{\"instance\":\(JSONString.quoted(instance)),\"incarnation\":\(JSONString.quoted(incarnation)),\"seq\":\(sequence),"
+                + "\"held_seq\":\(heldSequence)}").utf8)
     }
 
     /// Reads a payload received on `instance`'s heartbeat topic; nil when it is not one of its heartbeats.
@@ -82,78 +89,9 @@ public struct ClusterHeartbeat: Sendable, Equatable {
         guard let fields = ClusterPayload.fields(of: payload), fields.strings["instance"] == instance,
             let incarnation = fields.strings["incarnation"], !incarnation.isEmpty
         else { return nil }
-        self.init(instance: instance, incarnation: incarnation, sequence: fields.numbers["seq"].flatMap { UInt64($0) } ?? 0)
-    }
-}
-
-/// The channels a member is subscribed to, confirmed by Pusher, sent to `<membership_topic>/held/<instance>`
-/// (not retained) whenever that set changes: `{"instance":"a","incarnation":"5f0c…","channels":["c1","c2"]}`.
-/// An old holder drops a channel it handed over once the new holder lists it (docs/contract.md §7.4, "handover").
-public struct ClusterHeldReport: Sendable, Equatable {
-    /// The sender's instance name.
-    public var instance: String
-    /// The sender's incarnation: a report is believed only from the incarnation whose record is current.
-    public var incarnation: String
-    /// The channels, sorted.
-    public var channels: [String]
-    /// The sender's Pusher `socket_id`, when connected: another member sending an event to one of
-    /// these channels names it, so that Pusher leaves the holder out and the event does not come
-    /// back to MQTT through it (docs/contract.md §7.4, "loops").
-    public var socketID: String?
-
-    public init(instance: String, incarnation: String, channels: [String], socketID: String? = nil) {
-        self.instance = instance
-        self.incarnation = incarnation
-        self.channels = channels
-        self.socketID = socketID
-    }
-
-    /// The JSON payload.
-    public var payload: [UInt8] {
-        var output = Array("{\"instance\":\(JSONString.quoted(instance)),\"incarnation\":\(JSONString.quoted(incarnation)),".utf8)
-        if let socketID { output.append(contentsOf: Array("\"socket_id\":\(JSONString.quoted(socketID)),".utf8)) }
-        ClusterPayload.appendChannels(channels, to: &output)
-        return output
-    }
-
-    /// Reads a payload received on `instance`'s held topic; nil when it is not one of its reports.
-    public init?(payload: some Collection<UInt8>, instance: String) {
-        guard let fields = ClusterPayload.fields(of: payload), fields.strings["instance"] == instance,
-            let incarnation = fields.strings["incarnation"], !incarnation.isEmpty, let channels = fields.stringArrays["channels"]
-        else { return nil }
-        let socketID = fields.strings["socket_id"].flatMap { $0.isEmpty ? nil : $0 }
-        self.init(instance: instance, incarnation: incarnation, channels: channels, socketID: socketID)
-    }
-}
-
-/// The channels a prefix rule's discovery holds for the whole group, sent retained to
-/// `<membership_topic>/discovered/<rule>` by the member that runs the rule's discovery (docs/contract.md
-/// §7.4, "discovery"): `{"rule":"sensors","channels":["sensor-1","sensor-2"]}`. Every member wants
-/// these channels held; the retained list outlives its sender, so a new owner starts from it.
-public struct ClusterDiscoveredList: Sendable, Equatable {
-    /// The rule's name (`presence:<prefix>` for a presence mirror with `channel_prefix`).
-    public var rule: String
-    /// The channels, sorted.
-    public var channels: [String]
-
-    public init(rule: String, channels: [String]) {
-        self.rule = rule
-        self.channels = channels
-    }
-
-    /// The JSON payload.
-    public var payload: [UInt8] {
-        var output = Array("{\"rule\":\(JSONString.quoted(rule)),".utf8)
-        ClusterPayload.appendChannels(channels, to: &output)
-        return output
-    }
-
-    /// Reads a payload received on `rule`'s discovered topic; nil when it is not that rule's list.
-    public init?(payload: some Collection<UInt8>, rule: String) {
-        guard let fields = ClusterPayload.fields(of: payload), fields.strings["rule"] == rule,
-            let channels = fields.stringArrays["channels"]
-        else { return nil }
-        self.init(rule: rule, channels: channels)
+        self.init(
+            instance: instance, incarnation: incarnation, sequence: fields.numbers["seq"].flatMap { UInt64($0) } ?? 0,
+            heldSequence: fields.numbers["held_seq"].flatMap { UInt64($0) } ?? 0)
     }
 }
 
@@ -168,14 +106,52 @@ enum ClusterPayload {
         var stringArrays: [String: [String]] = [:]
     }
 
-    /// Ends an object with `"channels":[…]}`.
-    static func appendChannels(_ channels: [String], to output: inout [UInt8]) {
-        output.append(contentsOf: Array("\"channels\":[".utf8))
-        for (index, channel) in channels.enumerated() {
-            if index > 0 { output.append(UInt8(ascii: ",")) }
+    /// The largest payload a membership message may have: 64 KB (issue 31: a broker or a client
+    /// with a small `message_size_limit` must still carry every message). Long lists are split.
+    static let maxBytes = 65_536
+
+    /// Appends `"name":["a","b"]`.
+    static func appendList(_ name: String, _ channels: some Collection<String>, to output: inout [UInt8]) {
+        output.append(contentsOf: Array("\"\(name)\":[".utf8))
+        var first = true
+        for channel in channels {
+            if !first { output.append(UInt8(ascii: ",")) }
+            first = false
             JSONString.append(channel, to: &output)
         }
-        output.append(contentsOf: Array("]}".utf8))
+        output.append(UInt8(ascii: "]"))
+    }
+
+    /// The bytes `channel` takes in a list at most: its JSON string and a comma.
+    static func listedSize(_ channel: String) -> Int {
+        var size = 3  // the quotes and the comma
+        for byte in channel.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"): size += 2
+            case ..<0x20: size += 6  // `\u00XX` at most
+            default: size += 1
+            }
+        }
+        return size
+    }
+
+    /// Splits `channels` into runs whose listed size stays within `budget` bytes (at least one
+    /// channel a run, and at least one run).
+    static func chunks(_ channels: [String], budget: Int) -> [ArraySlice<String>] {
+        var runs: [ArraySlice<String>] = []
+        var start = 0
+        var used = 0
+        for (index, channel) in channels.enumerated() {
+            let size = listedSize(channel)
+            if index > start, used + size > budget {
+                runs.append(channels[start..<index])
+                start = index
+                used = 0
+            }
+            used += size
+        }
+        runs.append(channels[start...])
+        return runs
     }
 
     /// The members of `payload`, or nil when it is not one JSON object.

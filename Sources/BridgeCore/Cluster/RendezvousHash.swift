@@ -40,6 +40,19 @@ public enum RendezvousHash {
         return best?.member
     }
 
+    /// Whether `member` owns `key` when the other members are `others` (without `member`): the
+    /// same answer as ``owner(of:among:)`` over `others` and `member`, found with fewer scores —
+    /// it stops at the first member that beats `member`, after about five of fifty on average (a
+    /// member's recomputation over a million channels: 5 million scores rather than 50 million).
+    public static func isOwner(_ member: String, of key: String, against others: [String]) -> Bool {
+        let own = score(member: member, key: key)
+        for other in others {
+            let score = score(member: other, key: key)
+            if score > own || (score == own && other > member) { return false }
+        }
+        return true
+    }
+
     /// The key a channel is hashed by: its name.
     public static func channelKey(_ channel: String) -> String { channel }
     /// The key of a discovery rule (docs/contract.md §7.1, run by one member per group). Pusher channel

@@ -57,16 +57,30 @@ public struct ClusterSettings: Sendable, Equatable {
     /// Where `instance` reports the channels it is subscribed to (not retained): `<membership_topic>/held/<instance>`.
     public func heldTopic(_ instance: String) -> String { "\(membershipTopic)/held/\(instance)" }
     /// Where the member running `rule`'s discovery publishes the channels it found (retained):
-    /// `<membership_topic>/discovered/<rule>`.
-    public func discoveredTopic(rule: String) -> String { "\(membershipTopic)/discovered/\(rule)" }
-    /// The one subscription that receives all four kinds: `<membership_topic>/+/+`.
-    public var membershipFilter: String { "\(membershipTopic)/+/+" }
+    /// the head, part 0, on `<membership_topic>/discovered/<rule>`, part i on
+    /// `<membership_topic>/discovered/<rule>/<i>` (``ClusterDiscoveredList``).
+    public func discoveredTopic(rule: String, part: Int = 0) -> String {
+        part == 0 ? "\(membershipTopic)/discovered/\(rule)" : "\(membershipTopic)/discovered/\(rule)/\(part)"
+    }
+    /// Where a member asks `instance` for a full snapshot of its held channels (not retained):
+    /// `<membership_topic>/resync/<instance>` (``ClusterSnapshotRequest``).
+    public func resyncTopic(_ instance: String) -> String { "\(membershipTopic)/resync/\(instance)" }
+    /// The one subscription that receives every kind: `<membership_topic>/#` (the parts of a
+    /// discovered list are one level deeper than the rest).
+    public var membershipFilter: String { "\(membershipTopic)/#" }
 
     /// What a message on `topic` under the membership topic is, or nil when it is none of ours.
     public func classify(topic: String) -> ClusterTopic? {
         let prefix = membershipTopic + "/"
         guard topic.hasPrefix(prefix) else { return nil }
         let levels = topic.dropFirst(prefix.count).split(separator: "/", omittingEmptySubsequences: false)
+        if levels.count == 3, levels[0] == "discovered", !levels[1].isEmpty {
+            // `1`…`9999`, written without leading zeros, so that the topic rebuilds to itself.
+            guard let part = Int(levels[2]), part >= 1, part <= ClusterDiscoveredList.maxParts, String(part) == levels[2] else {
+                return nil
+            }
+            return .discoveredPart(rule: String(levels[1]), part: part)
+        }
         guard levels.count == 2 else { return nil }
         if levels[0] == "discovered" {
             // Rule names, and `presence:<prefix>`: a channel prefix has no `/`, `+` or `#`.
@@ -78,6 +92,7 @@ public struct ClusterSettings: Sendable, Equatable {
         case "members": return .member(instance: instance)
         case "heartbeat": return .heartbeat(instance: instance)
         case "held": return .held(instance: instance)
+        case "resync": return .resync(instance: instance)
         default: return nil
         }
     }
@@ -91,8 +106,13 @@ public enum ClusterTopic: Sendable, Equatable {
     case heartbeat(instance: String)
     /// `<membership_topic>/held/<instance>`: the channels a member reports subscribed.
     case held(instance: String)
-    /// `<membership_topic>/discovered/<rule>`: the channels a prefix rule holds for the group (retained).
+    /// `<membership_topic>/discovered/<rule>`: the head (part 0) of the channels a prefix rule
+    /// holds for the group (retained).
     case discovered(rule: String)
+    /// `<membership_topic>/discovered/<rule>/<part>`: a further part of that list (retained).
+    case discoveredPart(rule: String, part: Int)
+    /// `<membership_topic>/resync/<instance>`: a request that the member send a full held snapshot.
+    case resync(instance: String)
 }
 
 extension BridgeSettings {

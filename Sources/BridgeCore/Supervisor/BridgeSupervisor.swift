@@ -192,10 +192,10 @@ public struct BridgeSupervisor: Sendable {
 
     /// The earliest instant ``tick(_:)`` has something to do: the end of a `throttle` interval, a
     /// discovery poll or retry, a membership deadline (heartbeats, timeouts: a frozen process is
-    /// noticed by the gap between them), a held report's publish. Nil: nothing until the next event.
+    /// noticed by the gap between them, held reports' publishes). Nil: nothing until the next event.
     public var nextDeadline: Instant? {
         [
-            bridge.nextShapingDeadline, discovery.nextDeadline, cluster?.membership.nextDeadline, cluster?.pendingHeldDue,
+            bridge.nextShapingDeadline, discovery.nextDeadline, cluster?.membership.nextDeadline,
             users?.nextDeadline,
         ]
         .compactMap { $0 }.min()
@@ -216,9 +216,6 @@ public struct BridgeSupervisor: Sendable {
         }
         if let due = cluster?.membership.nextDeadline, due <= now.instant {
             actions += clusterEvent(now) { $0.tick(now: now.instant) }
-        }
-        if let report = cluster?.heldReportDue(now: now.instant) {
-            actions.append(.publishMembership(report))
         }
         if let due = users?.nextDeadline, due <= now.instant {
             actions += usersPublish(now) { $0.tick(now: now.instant) }

@@ -8,7 +8,7 @@ public struct SupervisedCluster: Sendable {
     public typealias Instant = ContinuousClock.Instant
 
     /// How long a held report waits for the next change before it is published: reports are
-    /// coalesced, so taking 3,000 channels sends a few lists, not 3,000 growing ones.
+    /// coalesced, so taking 3,000 channels sends a few messages, not 3,000 (``ClusterMembership/heldReportDelay``).
     public static let heldReportDelay = Duration.milliseconds(50)
 
     public let settings: ClusterSettings
@@ -23,8 +23,10 @@ public struct SupervisedCluster: Sendable {
     var configured: Set<String> = []
     /// The discovery rules of the configuration: lists of other rules are ignored.
     var discoveryRules: Set<String>
-    /// The group's discovered channels per rule: the retained lists on the broker.
+    /// The group's discovered channels per rule: the retained lists on the broker (the last complete one).
     var discovered: [String: Set<String>] = [:]
+    /// The parts of each rule's retained list received (``ClusterDiscoveredList``).
+    var discoveredParts: [String: ClusterDiscoveredAssembly] = [:]
     /// What this member's own discovery holds per rule (meaningful where it is the owner).
     var localDiscovered: [String: Set<String>] = [:]
     /// The rules this member polls: owner, and polled at least once since it became owner, so
@@ -36,9 +38,6 @@ public struct SupervisedCluster: Sendable {
     var wantedChanged = false
     /// Set by the membership's `leaveCompleted`.
     public internal(set) var leaveCompleted = false
-    /// The latest held report not yet published, and when it goes out.
-    var pendingHeld: ClusterHeldReport?
-    var pendingHeldDue: Instant?
     /// Limits the log lines of unreadable membership messages.
     var badMessageLog = RateLimitedLog<Instant>(perMinute: 6)
     /// `mqtt_to_pusher = "partition"`: which MQTT → Pusher events this member sends, and those it
@@ -54,6 +53,7 @@ public struct SupervisedCluster: Sendable {
         marker = MQTTUserProperty("pusher-mqtt-bridge-cluster", settings.group)
         membership = ClusterMembership(settings: settings, incarnation: incarnation, startedAt: startedAt)
         membership.clientID = bridge.effectiveMQTTClientID
+        membership.heldReportDelay = Self.heldReportDelay
         discoveryRules = Set(bridge.discoveryRules.map(\.name))
         if settings.mqttToPusher == .partition {
             partition = ClusterPartition(settings: settings, standbyLimit: bridge.buffer.maxMessages)
@@ -74,14 +74,6 @@ public struct SupervisedCluster: Sendable {
         [MQTTUserProperty("incarnation", membership.incarnation), MQTTUserProperty("started_at", String(membership.startedAt))]
     }
 
-    /// The held report, once its delay has passed.
-    mutating func heldReportDue(now: Instant) -> MQTTPublish? {
-        guard let report = pendingHeld, let due = pendingHeldDue, due <= now else { return nil }
-        pendingHeld = nil
-        pendingHeldDue = nil
-        return MQTTPublish(rule: "", topic: settings.heldTopic(settings.instance), payload: report.payload, qos: 1, retain: false)
-    }
-
     /// The membership publish for `action`, or nil when it is none.
     func publish(for action: ClusterAction) -> MQTTPublish? {
         switch action {
@@ -94,7 +86,11 @@ public struct SupervisedCluster: Sendable {
                 rule: "", topic: settings.heartbeatTopic(settings.instance), payload: heartbeat.payload, qos: 0, retain: false)
         case .publishMemberOffline(let instance):
             return MQTTPublish(rule: "", topic: "\(statusTopicBase)/\(instance)", payload: Array("offline".utf8), qos: 1, retain: true)
-        case .publishHeld, .takingOver, .subscribeChannel, .unsubscribeChannel, .leaveCompleted, .report:
+        case .publishHeld(let report):
+            return MQTTPublish(rule: "", topic: settings.heldTopic(settings.instance), payload: report.payload, qos: 1, retain: false)
+        case .requestSnapshot(let request):
+            return MQTTPublish(rule: "", topic: settings.resyncTopic(request.instance), payload: request.payload, qos: 1, retain: false)
+        case .takingOver, .subscribeChannel, .unsubscribeChannel, .leaveCompleted, .report:
             return nil
         }
     }
@@ -127,9 +123,6 @@ extension BridgeSupervisor {
             case .unsubscribeChannel(let channel):
                 actions.append(.unsubscribeChannel(channel))
                 actions += lift(bridge.channelReleased(channel, receivedAtMillis: now.millis), now, settle: false)
-            case .publishHeld(let report):
-                self.cluster?.pendingHeld = report
-                if self.cluster?.pendingHeldDue == nil { self.cluster?.pendingHeldDue = now.instant + SupervisedCluster.heldReportDelay }
             case .leaveCompleted:
                 self.cluster?.leaveCompleted = true
                 actions.append(.leaveCompleted)
@@ -137,7 +130,7 @@ extension BridgeSupervisor {
                 actions.append(.clusterReport(event))
                 // A survivor may have written `offline` for this member meanwhile.
                 if case .stalled = event { actions.append(.bridge(.publishStatus(topic: cluster.statusTopic, payload: "online"))) }
-            case .publishRecord, .deleteRecord, .publishHeartbeat, .publishMemberOffline:
+            case .publishRecord, .deleteRecord, .publishHeartbeat, .publishMemberOffline, .publishHeld, .requestSnapshot:
                 break  // published above
             }
         }
@@ -198,18 +191,17 @@ extension BridgeSupervisor {
             }
             let actions = clusterEvent(now) { $0.heldReported(report, now: now.instant) }
             // Discovery's "alone" test needs to know the bridge is subscribed, whichever member holds the channel.
-            discovery.heldByGroup(report.channels, now: now.instant)
+            discovery.heldByGroup(report.listedChannels, now: now.instant)
             return actions
-        case .discovered(let rule):
-            let channels: Set<String>
-            if payload.isEmpty {
-                channels = []
-            } else if let list = ClusterDiscoveredList(payload: payload, rule: rule) {
-                channels = Set(list.channels)
-            } else {
+        case .resync(let instance):
+            guard let request = ClusterSnapshotRequest(payload: payload, instance: instance) else {
                 return clusterBadMessage(topic: topic, bytes: payload.count, now)
             }
-            return discoveredListReceived(rule: rule, channels: channels, now)
+            return clusterEvent(now) { $0.snapshotRequested(request, now: now.instant) }
+        case .discovered(let rule):
+            return discoveredPartReceived(rule: rule, part: 0, payload: payload, topic: topic, now)
+        case .discoveredPart(let rule, let part):
+            return discoveredPartReceived(rule: rule, part: part, payload: payload, topic: topic, now)
         case nil:
             return []  // another level under the membership topic: not ours, and not for the rules either
         }
@@ -219,6 +211,25 @@ extension BridgeSupervisor {
     private mutating func clusterBadMessage(topic: String, bytes: Int, _ now: Now) -> [Action] {
         let (log, suppressed) = cluster?.badMessageLog.allow(now: now.instant) ?? (false, 0)
         return [.clusterBadMessage(topic: topic, bytes: bytes, suppressedLogs: log ? suppressed : nil)]
+    }
+
+    /// A part of a rule's retained list arrived (zero-length: deleted): when the list is complete
+    /// and differs from the one before, the group's list changed.
+    private mutating func discoveredPartReceived(rule: String, part: Int, payload: [UInt8], topic: String, _ now: Now) -> [Action] {
+        var list: ClusterDiscoveredList?
+        if !payload.isEmpty {
+            guard let parsed = ClusterDiscoveredList(payload: payload, rule: rule, part: part) else {
+                return clusterBadMessage(topic: topic, bytes: payload.count, now)
+            }
+            list = parsed
+        }
+        guard var cluster else { return [] }
+        var assembly = cluster.discoveredParts[rule] ?? ClusterDiscoveredAssembly()
+        assembly.received(part: part, list)
+        cluster.discoveredParts[rule] = assembly
+        self.cluster = cluster
+        guard let channels = assembly.channels.map(Set.init), channels != cluster.discovered[rule] ?? [] else { return [] }
+        return discoveredListReceived(rule: rule, channels: channels, now)
     }
 
     /// The group's list for a discovery rule changed: the wanted channels follow, and presence rooms
@@ -290,11 +301,16 @@ extension BridgeSupervisor {
             }
             let local = cluster.localDiscovered[rule] ?? []
             guard local != cluster.discovered[rule] ?? [] else { continue }
-            let list = ClusterDiscoveredList(rule: rule, channels: local.sorted())
-            actions.append(
-                .publishMembership(
-                    MQTTPublish(rule: "", topic: cluster.settings.discoveredTopic(rule: rule), payload: list.payload, qos: 1, retain: true))
-            )
+            // Parts 1… before the head, which makes them count; then the parts a longer list used.
+            let parts = ClusterDiscoveredList.parts(rule: rule, channels: local)
+            for list in parts.dropFirst() + parts.prefix(1) {
+                let topic = cluster.settings.discoveredTopic(rule: rule, part: list.part)
+                actions.append(.publishMembership(MQTTPublish(rule: "", topic: topic, payload: list.payload, qos: 1, retain: true)))
+            }
+            for part in cluster.discoveredParts[rule]?.surplusParts(keeping: parts.count) ?? [] {
+                let topic = cluster.settings.discoveredTopic(rule: rule, part: part)
+                actions.append(.publishMembership(MQTTPublish(rule: "", topic: topic, payload: [], qos: 1, retain: true)))
+            }
         }
         return actions
     }

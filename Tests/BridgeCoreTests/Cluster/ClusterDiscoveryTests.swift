@@ -22,7 +22,9 @@ import Testing
         #expect(ClusterDiscoveredList(payload: list.payload, rule: "presence:presence-room-") == list)
         #expect(ClusterDiscoveredList(payload: list.payload, rule: "devices") == nil, "another rule's topic")
         let empty = ClusterDiscoveredList(rule: "devices", channels: [])
-        #expect(String(decoding: empty.payload, as: UTF8.self) == #"{"rule":"devices","channels":[]}"#)
+        #expect(
+            String(decoding: empty.payload, as: UTF8.self) == #"{"rule":"devices","generation":"cbf29ce484222325","parts":1,"channels":[]}"#
+        )
         #expect(ClusterDiscoveredList(payload: empty.payload, rule: "devices") == empty)
     }
 
@@ -41,6 +43,12 @@ import Testing
         #expect(settings.classify(topic: presence) == .discovered(rule: "presence:presence-room-"))
         #expect(settings.classify(topic: "pusher-mqtt-bridge/cluster/factory/discovered/") == nil)
         #expect(settings.classify(topic: "pusher-mqtt-bridge/cluster/factory/discovered/a/b") == nil)
+        #expect(settings.discoveredTopic(rule: "devices", part: 3) == "pusher-mqtt-bridge/cluster/factory/discovered/devices/3")
+        #expect(settings.classify(topic: settings.discoveredTopic(rule: "devices", part: 3)) == .discoveredPart(rule: "devices", part: 3))
+        for part in ["0", "03", "10000", "-1", ""] {
+            #expect(settings.classify(topic: "pusher-mqtt-bridge/cluster/factory/discovered/devices/\(part)") == nil, "\(part)")
+        }
+        #expect(settings.classify(topic: settings.resyncTopic("b")) == .resync(instance: "b"))
     }
 
     @Test func aSkippedPollKeepsHeldChannelsAndComesBackAfterTheInterval() {

@@ -35,6 +35,17 @@ import Testing
         }
     }
 
+    @Test func isOwnerAgreesWithOwner() {
+        let members = (0..<50).map { "m\($0)" }
+        for index in 0..<2_000 {
+            let key = "private-device-\(index)"
+            let owner = RendezvousHash.owner(of: key, among: members)
+            for member in members.prefix(5) + [owner ?? ""] {
+                #expect(RendezvousHash.isOwner(member, of: key, against: members.filter { $0 != member }) == (owner == member))
+            }
+        }
+    }
+
     @Test func aJoinOrALeaveMovesOnlyTheChannelsOfThatMember() {
         let channels = (0..<3_000).map { "presence-room-\($0)" }
         let three = channels.map { RendezvousHash.owner(of: $0, among: ["a", "b", "c"]) }
@@ -71,12 +82,14 @@ import Testing
 
     @Test func heartbeatsAndHeldReportsRoundTrip() {
         let heartbeat = ClusterHeartbeat(instance: "a", incarnation: "x", sequence: 42)
-        #expect(String(decoding: heartbeat.payload, as: UTF8.self) == #"{"instance":"a","incarnation":"x","seq":42}"#)
+        #expect(String(decoding: heartbeat.payload, as: UTF8.self) == #"{"instance":"a","incarnation":"x","seq":42,"held_seq":0}"#)
         #expect(ClusterHeartbeat(payload: heartbeat.payload, instance: "a") == heartbeat)
         let report = ClusterHeldReport(instance: "a", incarnation: "x", channels: ["private-a", "presence-\u{e9}"])
         #expect(ClusterHeldReport(payload: report.payload, instance: "a") == report)
         let empty = ClusterHeldReport(instance: "a", incarnation: "x", channels: [])
-        #expect(String(decoding: empty.payload, as: UTF8.self) == #"{"instance":"a","incarnation":"x","channels":[]}"#)
+        #expect(
+            String(decoding: empty.payload, as: UTF8.self)
+                == #"{"instance":"a","incarnation":"x","seq":1,"part":1,"parts":1,"channels":[]}"#)
         #expect(ClusterHeldReport(payload: empty.payload, instance: "a") == empty)
     }
 
@@ -109,7 +122,7 @@ import Testing
         #expect(settings.memberTopic("b") == "pusher-mqtt-bridge/cluster/factory/members/b")
         #expect(settings.heartbeatTopic("b") == "pusher-mqtt-bridge/cluster/factory/heartbeat/b")
         #expect(settings.heldTopic("b") == "pusher-mqtt-bridge/cluster/factory/held/b")
-        #expect(settings.membershipFilter == "pusher-mqtt-bridge/cluster/factory/+/+")
+        #expect(settings.membershipFilter == "pusher-mqtt-bridge/cluster/factory/#")
         #expect(settings.classify(topic: settings.memberTopic("b")) == .member(instance: "b"))
         #expect(settings.classify(topic: settings.heartbeatTopic("b")) == .heartbeat(instance: "b"))
         #expect(settings.classify(topic: settings.heldTopic("b")) == .held(instance: "b"))

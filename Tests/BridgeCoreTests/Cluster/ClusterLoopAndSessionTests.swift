@@ -21,11 +21,11 @@ import Testing
 
     @Test func heldReportsCarryTheSocketIDAndRoundTrip() {
         let report = ClusterHeldReport(instance: "a", incarnation: "x", channels: ["c1"], socketID: "123.456")
-        let expected = #"{"instance":"a","incarnation":"x","socket_id":"123.456","channels":["c1"]}"#
+        let expected = #"{"instance":"a","incarnation":"x","seq":1,"socket_id":"123.456","part":1,"parts":1,"channels":["c1"]}"#
         #expect(String(decoding: report.payload, as: UTF8.self) == expected)
         #expect(ClusterHeldReport(payload: report.payload, instance: "a") == report)
-        // An empty socket_id is none; a report without one (an older member) still reads.
-        let text = #"{"instance":"a","incarnation":"x","socket_id":"","channels":[]}"#
+        // An empty socket_id is none.
+        let text = #"{"instance":"a","incarnation":"x","seq":1,"socket_id":"","part":1,"parts":1,"channels":[]}"#
         #expect(ClusterHeldReport(payload: Array(text.utf8), instance: "a")?.socketID == nil)
     }
 
@@ -51,10 +51,10 @@ import Testing
             ClusterHeldReport(instance: "b", incarnation: "ib", channels: ownedByB, socketID: "9.9"), now: t0 + .seconds(2))
         #expect(member.holderSocketID(of: ownedByB[0], now: t0 + .seconds(2)) == "9.9")
         #expect(member.holderSocketID(of: ownedByA[0], now: t0 + .seconds(2)) == nil, "a's own channel: its own socket_id")
-        // A report from an earlier life of b is not believed.
+        // A report from an earlier life of b is not believed (what b's current process said stands).
         _ = member.heldReported(
-            ClusterHeldReport(instance: "b", incarnation: "old", channels: ownedByB, socketID: "1.0"), now: t0 + .seconds(2))
-        #expect(member.holderSocketID(of: ownedByB[0], now: t0 + .seconds(2)) == nil)
+            ClusterHeldReport(instance: "b", incarnation: "old", channels: ownedByB, socketID: "1.0", sequence: 2), now: t0 + .seconds(2))
+        #expect(member.holderSocketID(of: ownedByB[0], now: t0 + .seconds(2)) == "9.9")
     }
 
     @Test func aTakenSessionMakesTheMemberGiveWayForGood() {

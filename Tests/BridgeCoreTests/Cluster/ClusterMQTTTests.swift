@@ -35,7 +35,7 @@ import Testing
             subscriptions == [
                 MQTTSubscription("$share/factory/cmd/+", qos: .atLeastOnce, noLocal: false, retainHandling: .never),
                 MQTTSubscription("ops/members/+", qos: .atLeastOnce, noLocal: false, retainHandling: .sendAlways),
-                MQTTSubscription("pusher-mqtt-bridge/cluster/factory/+/+", qos: .atLeastOnce, noLocal: false, retainHandling: .sendAlways),
+                MQTTSubscription("pusher-mqtt-bridge/cluster/factory/#", qos: .atLeastOnce, noLocal: false, retainHandling: .sendAlways),
             ])
         #expect(bridge.effectiveMQTTSubscriptions.last?.purposes == ["cluster factory"])
         #expect(bridge.lastWill == BridgeLastWill(topic: "pusher-mqtt-bridge/cluster/factory/members/node-1", payload: []))
@@ -51,7 +51,7 @@ import Testing
             bridge.effectiveMQTTSubscriptions.map(\.subscription) == [
                 MQTTSubscription("cmd/+", qos: .atLeastOnce, noLocal: true, retainHandling: .never),
                 MQTTSubscription("ops/members/+", qos: .atLeastOnce, noLocal: false, retainHandling: .sendAlways),
-                MQTTSubscription("pusher-mqtt-bridge/cluster/factory/+/+", qos: .atLeastOnce, noLocal: false, retainHandling: .sendAlways),
+                MQTTSubscription("pusher-mqtt-bridge/cluster/factory/#", qos: .atLeastOnce, noLocal: false, retainHandling: .sendAlways),
             ])
         #expect(bridge.guardsAgainstEchoesByDigest)
         let report = CheckReport.render(try Fixture.parse(text), file: "bridges.conf")

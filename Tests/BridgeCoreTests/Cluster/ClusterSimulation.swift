@@ -42,6 +42,10 @@ struct ClusterSimulation {
     /// False: the broker sends a connecting member no retained record, as ejabberd 23.01 does for
     /// those published through another of its nodes (docs/brokers.md); live messages still arrive.
     var retainedOnConnect = true
+    /// Held messages the broker loses: per sending instance, how many of its next ones.
+    var heldLosses: [String: Int] = [:]
+    /// Every membership message published: topic and size.
+    var published: [(topic: String, bytes: Int)] = []
     /// Per channel: the longest time with no holder and with more than one, since `resetStatistics()`.
     var longestGap: [String: Duration] = [:]
     var longestDuplicate: [String: Duration] = [:]
@@ -202,7 +206,13 @@ struct ClusterSimulation {
             case .publishHeartbeat(let heartbeat):
                 publish(topic: settings.heartbeatTopic(instance), payload: heartbeat.payload, retain: false)
             case .publishHeld(let report):
+                if let lost = heldLosses[instance], lost > 0 {
+                    heldLosses[instance] = lost - 1
+                    continue
+                }
                 publish(topic: settings.heldTopic(instance), payload: report.payload, retain: false)
+            case .requestSnapshot(let request):
+                publish(topic: settings.resyncTopic(request.instance), payload: request.payload, retain: false)
             case .takingOver(let channel, let takeover):
                 nodes[id]?.takeovers[channel] = takeover
             case .subscribeChannel(let channel):
@@ -229,6 +239,7 @@ struct ClusterSimulation {
     /// `willOf`: the broker publishes this as the Last Will of that machine's process, which names
     /// it in user properties (SupervisedCluster.willUserProperties).
     private mutating func publish(topic: String, payload: [UInt8], retain: Bool, willOf: ClusterMembership? = nil) {
+        published.append((topic, payload.count))
         if retain {
             if payload.isEmpty { retained[topic] = nil } else { retained[topic] = payload }
         }
@@ -259,7 +270,11 @@ struct ClusterSimulation {
             if let report = ClusterHeldReport(payload: payload, instance: instance) {
                 apply(id) { $0.heldReported(report, now: $1) }
             }
-        case .discovered?:
+        case .resync(let instance)?:
+            if let request = ClusterSnapshotRequest(payload: payload, instance: instance) {
+                apply(id) { $0.snapshotRequested(request, now: $1) }
+            }
+        case .discovered?, .discoveredPart?:
             break  // the simulation runs no discovery
         case nil:
             Issue.record("a message on \(topic), outside the membership topic")

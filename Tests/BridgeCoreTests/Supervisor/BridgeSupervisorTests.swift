@@ -118,7 +118,7 @@ import Testing
         #expect(Self.subscribed(started).isEmpty, "configured channels are wanted by the group, not subscribed")
         #expect(Self.polls(started) == ["devices", "presence:presence-room-"])
         let connected = supervisor.mqttConnectionChanged(to: "connected", connected: true, at(.zero))
-        #expect(connected.contains(.subscribeMembership(filter: "pusher-mqtt-bridge/cluster/factory/+/+")))
+        #expect(connected.contains(.subscribeMembership(filter: "pusher-mqtt-bridge/cluster/factory/#")))
         #expect(Self.subscribed(connected).isEmpty, "listening for the others first")
         return supervisor
     }
