@@ -128,6 +128,10 @@ def test_partition_mode_2000_per_second_over_200_channels_nothing_lost_in_order(
     # Every member counts the three (each settles join_settle after it saw the others): no channel moves now.
     members_metric = 'pusher_mqtt_bridge_cluster_members{bridge="e2e"}'
     wait_until(lambda: all(m.metric(members_metric) == 3 for m in started), 30, 0.2, "every member counting three")
+    # And the membership has settled for the partition too: every member's heartbeat saying it is
+    # active has reached the others (a member counts as sending from it: two heartbeat intervals),
+    # and the members that sent a channel before its last move have stopped (the 5 s linger).
+    time.sleep(2 * 1.0 + 5.0)
     counter = Counter(pusher)
     publisher = Publisher(own_cluster.nodes[1].mqtt_port)
     try:
@@ -149,6 +153,9 @@ def test_partition_mode_2000_per_second_over_200_channels_nothing_lost_in_order(
     lost, dups, reordered = verdict(sent, counter.snapshot())
     total = sum(sent.values())
     print(f"\npartition mode on ejabberd ({fault}): sent {total}, lost {lost}, duplicates {dups}, reordered {reordered}")
+    if dups:
+        at = sorted(s for v in counter.snapshot().values() for s in {x for x in v if v.count(x) > 1})
+        print(f"duplicated seqs (per channel, 10 a second): first {at[:3]}, median {at[len(at) // 2]}, last {at[-3:]}")
     if lost:
         missing = {c: sorted(set(range(sent[c])) - set(v))[:5] for c, v in counter.snapshot().items() if set(range(sent[c])) - set(v)}
         print(f"missing (first channels, first seqs): {dict(list(missing.items())[:5])} of {len(missing)} channels")

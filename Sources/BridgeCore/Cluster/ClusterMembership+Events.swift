@@ -118,6 +118,7 @@ extension ClusterMembership {
         }
         members[heartbeat.instance, default: RemoteMember()].lastHeartbeat = now
         members[heartbeat.instance]?.lastHeard = now
+        members[heartbeat.instance]?.observing = heartbeat.observing
         heldSequenceClaimed(by: heartbeat, now: now, into: &actions)
         reconcile(now: now, into: &actions)
         return actions
@@ -244,7 +245,9 @@ extension ClusterMembership {
         nextHeartbeat = now + settings.heartbeatInterval
         countHeartbeatForSnapshot()
         return .publishHeartbeat(
-            ClusterHeartbeat(instance: instance, incarnation: incarnation, sequence: heartbeatSequence, heldSequence: heldSequence))
+            ClusterHeartbeat(
+                instance: instance, incarnation: incarnation, sequence: heartbeatSequence, heldSequence: heldSequence,
+                observing: phase != .active))
     }
 
     /// Drops every channel at once (broker lost, frozen).

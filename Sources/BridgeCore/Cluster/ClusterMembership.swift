@@ -34,6 +34,8 @@ public struct ClusterMembership: Sendable {
     struct RemoteMember: Sendable {
         var record: ClusterMemberRecord?
         var lastHeartbeat: ContinuousClock.Instant?
+        /// Whether its last heartbeat said it is not active yet (listening after a connect).
+        var observing = false
         /// When anything of it last arrived (its record, a heartbeat, a held report).
         var lastHeard: ContinuousClock.Instant?
         /// Set while live: when it became live, and from when it counts for ownership.
@@ -174,6 +176,15 @@ public struct ClusterMembership: Sendable {
         }
         if phase == .active { names.append(instance) }
         return names.sorted()
+    }
+
+    /// The owning members that are sending, for `mqtt_to_pusher = "partition"` (``ClusterPartition``):
+    /// ``owningMembers(now:)`` without those whose last heartbeat said they still listen after a
+    /// connect. A member that lost the broker and came back before `member_timeout` (its session
+    /// lost with a broker node) missed what was published meanwhile; while it listens, the others
+    /// send its channels, replaying what they kept.
+    public func sendingMembers(now: ContinuousClock.Instant) -> [String] {
+        owningMembers(now: now).filter { $0 == instance || members[$0]?.observing != true }
     }
 
     /// The live members other than this one, sorted (settled or not).

@@ -69,19 +69,23 @@ public struct ClusterHeartbeat: Sendable, Equatable {
     public var sequence: UInt64
     /// The sequence number of the last held message this incarnation sent (0: none yet).
     public var heldSequence: UInt64
+    /// Whether the sender is not active yet (listening after a connect): `"observing":1`. The
+    /// partition mode does not count it as sending its channels (ClusterMembership.sendingMembers).
+    public var observing: Bool
 
-    public init(instance: String, incarnation: String, sequence: UInt64, heldSequence: UInt64 = 0) {
+    public init(instance: String, incarnation: String, sequence: UInt64, heldSequence: UInt64 = 0, observing: Bool = false) {
         self.instance = instance
         self.incarnation = incarnation
         self.sequence = sequence
         self.heldSequence = heldSequence
+        self.observing = observing
     }
 
     /// The JSON payload.
     public var payload: [UInt8] {
         Array(
             ("{\"instance\":\(JSONString.quoted(instance)),\"incarnation\":\(JSONString.quoted(incarnation)),\"seq\":\(sequence),"
-                + "\"held_seq\":\(heldSequence)}").utf8)
+                + "\"held_seq\":\(heldSequence)" + (observing ? ",\"observing\":1}" : "}")).utf8)
     }
 
     /// Reads a payload received on `instance`'s heartbeat topic; nil when it is not one of its heartbeats.
@@ -91,7 +95,7 @@ public struct ClusterHeartbeat: Sendable, Equatable {
         else { return nil }
         self.init(
             instance: instance, incarnation: incarnation, sequence: fields.numbers["seq"].flatMap { UInt64($0) } ?? 0,
-            heldSequence: fields.numbers["held_seq"].flatMap { UInt64($0) } ?? 0)
+            heldSequence: fields.numbers["held_seq"].flatMap { UInt64($0) } ?? 0, observing: fields.numbers["observing"] == "1")
     }
 }
 

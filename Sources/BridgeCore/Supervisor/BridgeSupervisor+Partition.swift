@@ -55,7 +55,7 @@ extension BridgeSupervisor {
         guard let membership = cluster?.membership, var partition = cluster?.partition else { return [] }
         var expired: [PartitionedEvent] = []
         partition.expire(now: now.instant, into: &expired)
-        let replayed = partition.ownersChanged(to: membership.owningMembers(now: now.instant), now: now.instant, expired: &expired)
+        let replayed = partition.ownersChanged(to: membership.sendingMembers(now: now.instant), now: now.instant, expired: &expired)
         cluster?.partition = partition
         cluster?.replay += replayed
         var counts: [BridgeAction] = []

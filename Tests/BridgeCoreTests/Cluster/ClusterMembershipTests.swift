@@ -247,7 +247,7 @@ import Testing
         var machine = ClusterMembership(settings: settings, incarnation: "x", startedAt: 0)
         let actions = machine.brokerConnected(now: t0)
         #expect(actions.first == .publishRecord(ClusterMemberRecord(instance: "a", incarnation: "x", startedAt: 0)))
-        #expect(actions.contains(.publishHeartbeat(ClusterHeartbeat(instance: "a", incarnation: "x", sequence: 1))))
+        #expect(actions.contains(.publishHeartbeat(ClusterHeartbeat(instance: "a", incarnation: "x", sequence: 1, observing: true))))
         #expect(machine.nextDeadline == t0 + .seconds(1))
         _ = machine.heartbeatReceived(ClusterHeartbeat(instance: "b", incarnation: "y", sequence: 1), now: t0 + .milliseconds(100))
         _ = machine.memberRecordReceived(ClusterMemberRecord(instance: "b", incarnation: "y", startedAt: 0), now: t0 + .milliseconds(200))

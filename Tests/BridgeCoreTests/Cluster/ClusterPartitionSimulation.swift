@@ -99,7 +99,7 @@ struct ClusterPartitionSimulation {
     private mutating func refreshOwners(_ instance: String) {
         guard let machine = cluster.nodes[instance]?.machine, var partition = partitions[instance] else { return }
         var gone: [Message] = []
-        let replay = partition.ownersChanged(to: machine.owningMembers(now: cluster.now), now: cluster.now, expired: &gone)
+        let replay = partition.ownersChanged(to: machine.sendingMembers(now: cluster.now), now: cluster.now, expired: &gone)
         partition.expire(now: cluster.now, into: &gone)
         partitions[instance] = partition
         expired += gone.count

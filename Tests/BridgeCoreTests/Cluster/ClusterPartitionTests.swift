@@ -110,7 +110,7 @@ import Testing
         #expect(simulation.duplicates == beforeSettled)
     }
 
-    @Test(arguments: ["join", "leave", "kill", "freeze", "rolling"])
+    @Test(arguments: ["join", "leave", "kill", "freeze", "rolling", "reconnect"])
     func nothingIsLostThroughAMembershipChange(_ change: String) {
         var simulation = running(["a", "b", "c"])
         simulation.advance(by: .seconds(2))
@@ -124,6 +124,12 @@ import Testing
             simulation.pipelineDelay = .milliseconds(400)
             simulation.advance(by: .seconds(1))
             simulation.kill("b")
+        case "reconnect":
+            // b loses the broker and comes back within member_timeout without its session (a
+            // broker node stopped): what was published meanwhile never reached it.
+            simulation.cluster.disconnect("b", will: false)
+            simulation.advance(by: .seconds(1))
+            simulation.cluster.connect("b")
         case "freeze":
             simulation.freeze("b")
             simulation.advance(by: .seconds(10))
@@ -139,10 +145,17 @@ import Testing
         simulation.advance(by: .seconds(15))
         simulation.drain()
         #expect(simulation.lost == 0, "\(change)")
-        #expect(simulation.reordered == 0, "\(change)")
+        if change == "reconnect" {
+            // Two changes a second or two apart (b out of the senders while it listens, then back):
+            // the others replay b's channels while b, active again, sends their newer messages —
+            // order across the cluster is not kept then (docs/brokers.md), and is not judged here.
+            #expect(simulation.reordered < simulation.channels.count * 10, "\(change)")
+        } else {
+            #expect(simulation.reordered == 0, "\(change)")
+        }
         // Bounded: per change at most what the moved channels carry during the window and the linger.
         let window = 13.0 * 10  // (8 s standby + 5 s linger) x 10 messages a second per channel
-        let changes = change == "rolling" ? 6.0 : change == "freeze" ? 2.0 : 1.0
+        let changes = change == "rolling" ? 6.0 : change == "freeze" || change == "reconnect" ? 2.0 : 1.0
         #expect(Double(simulation.duplicates - before) <= window * Double(simulation.channels.count) * changes, "\(change)")
     }
 }
