@@ -21,6 +21,7 @@ import paho.mqtt.client as mqtt
 import pysher
 import pytest
 
+from bridge_testkit.sequenced import SequencedCounter
 from bridge_testkit.harness import (ClusterMember, MQTTCollector, bridge_config, holders, metric_value,
                                     pusher_connections, retained, rule, start_cluster, wait_until)
 
@@ -108,41 +109,7 @@ def cluster_members():
     show_logs(started)
 
 
-class PusherCounter:
-    """pysher on the MQTT -> Pusher channels: every tagged `seq` received, per channel."""
-
-    def __init__(self, pusher, channels):
-        self.lock = threading.Lock()
-        self.seqs: dict[str, list[int]] = {c: [] for c in channels}
-        self.subscribed: set[str] = set()
-        self.client = pysher.Pusher(pusher.key, custom_host="127.0.0.1", port=pusher.port, secure=False,
-                                    reconnect_interval=1)
-
-        def on_connect(_data):
-            for c in channels:
-                ch = self.client.subscribe(c)
-                ch.bind("tagged", lambda data, c=c: self._add(c, data))
-                ch.bind("pusher_internal:subscription_succeeded", lambda _d, c=c: self._subscribed(c))
-
-        self.client.connection.bind("pusher:connection_established", on_connect)
-        self.client.connect()
-        wait_until(lambda: len(self.subscribed) == len(channels), 10, 0.05, "pysher to subscribe")
-
-    def _subscribed(self, c):
-        with self.lock:
-            self.subscribed.add(c)
-
-    def _add(self, channel, data):
-        seq = json.loads(data)["seq"]
-        with self.lock:
-            self.seqs[channel].append(seq)
-
-    def all_seqs(self) -> list[int]:
-        with self.lock:
-            return [s for v in self.seqs.values() for s in v]
-
-    def close(self):
-        self.client.disconnect(timeout=2)
+PusherCounter = SequencedCounter
 
 
 def publish_qos1(port: int, messages: list[tuple[str, bytes]], timeout: float = 60) -> float:

@@ -11,69 +11,19 @@ outcomes + buffered, the messages of channels it does not own counted `elsewhere
 
 from __future__ import annotations
 
-import json
-import threading
 import time
-
-import paho.mqtt.client as mqtt
 
 from bridge_testkit.harness import metric_value, rule, wait_until
 
 from bridge_testkit.harness import start_cluster
-from test_cluster import CLUSTER, PusherCounter, cluster_config, cluster_members  # noqa: F401 (a fixture)
+from bridge_testkit.sequenced import SequencedCounter, SequencedPublisher, verdict
+from test_cluster import CLUSTER, cluster_config, cluster_members  # noqa: F401 (a fixture)
 
 CHANNELS = [f"part-{n:02d}" for n in range(12)]
 RULE = rule("m2p", "mqtt", topic="part/+", channel="part-{1}", event="tagged", qos=1)
 RATE = 240.0  # messages a second over the 12 channels
 STANDBY_S = 8.0  # member_timeout 3 s + handover 5 s: what a member keeps of the others' channels
 LINGER_S = 5.0
-
-
-class Publisher(threading.Thread):
-    """QoS 1 publishes round-robin over the channels' topics at RATE, `{"seq": n}` per channel."""
-
-    def __init__(self, port: int):
-        super().__init__(daemon=True)
-        self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"part-pub-{time.monotonic_ns()}",
-                                  protocol=mqtt.MQTTv5)
-        self.client.max_inflight_messages_set(1000)
-        self.client.connect("127.0.0.1", port)
-        self.client.loop_start()
-        self.sent = {c: 0 for c in CHANNELS}
-        self.stopping = threading.Event()
-        self.infos = []
-
-    def run(self):
-        interval, next_at, n = 1 / RATE, time.monotonic(), 0
-        while not self.stopping.is_set():
-            channel = CHANNELS[n % len(CHANNELS)]
-            seq = self.sent[channel]
-            self.sent[channel] += 1
-            self.infos.append(self.client.publish(f"part/{channel[5:]}", json.dumps({"seq": seq}), qos=1))
-            n += 1
-            next_at += interval
-            time.sleep(max(0.0, next_at - time.monotonic()))
-
-    def stop(self):
-        self.stopping.set()
-        self.join(5)
-        for info in self.infos:
-            info.wait_for_publish(10)
-            assert info.is_published()
-        self.client.loop_stop()
-        self.client.disconnect()
-
-
-def first_arrivals_out_of_order(seqs: list[int]) -> int:
-    seen, highest, count = set(), -1, 0
-    for s in seqs:
-        if s in seen:
-            continue
-        seen.add(s)
-        if s < highest:
-            count += 1
-        highest = max(highest, s)
-    return count
 
 
 def test_partition_mode_loses_nothing_through_a_sigkill_and_keeps_order_per_channel(pusher, broker, workdir, cluster_members):
@@ -83,8 +33,8 @@ def test_partition_mode_loses_nothing_through_a_sigkill_and_keeps_order_per_chan
     members = start_cluster(workdir, config, ["a", "b", "c"])
     cluster_members.extend(members)
     wait_until(lambda: all(m.readyz()[0] == 200 for m in members), 30, 0.2, "every member ready")
-    counter = PusherCounter(pusher, CHANNELS)
-    publisher = Publisher(broker.port)
+    counter = SequencedCounter(pusher, CHANNELS)
+    publisher = SequencedPublisher(broker.port, {c: f"part/{c[5:]}" for c in CHANNELS}, RATE)
     try:
         publisher.start()
         time.sleep(6)
@@ -107,9 +57,7 @@ def test_partition_mode_loses_nothing_through_a_sigkill_and_keeps_order_per_chan
     counter.close()
     with counter.lock:
         arrivals = {c: list(v) for c, v in counter.seqs.items()}
-    lost = sum(publisher.sent[c] - len(set(arrivals[c]) & set(range(publisher.sent[c]))) for c in CHANNELS)
-    duplicates = sum(len(v) - len(set(v)) for v in arrivals.values())
-    reordered = sum(first_arrivals_out_of_order(v) for v in arrivals.values())
+    lost, duplicates, reordered = verdict(publisher.sent, arrivals)
     print(f"partition: sent {sent}, lost {lost}, duplicates {duplicates}, reordered {reordered}")
     assert lost == 0
     assert reordered == 0
