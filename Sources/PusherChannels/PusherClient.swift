@@ -243,7 +243,7 @@ public final class PusherClient: Service, Sendable {
 
     /// A handle to a channel asked for earlier, or `nil`.
     public func channel(named name: String) -> PusherChannel? {
-        state.withLock { $0.machine.channelNames.contains(name) } ? PusherChannel(name: name, client: self) : nil
+        state.withLock { $0.machine.hasChannel(name) } ? PusherChannel(name: name, client: self) : nil
     }
 
     func isSubscribed(_ channel: String) -> Bool { state.withLock { $0.machine.isSubscribed(channel) } }

@@ -142,6 +142,9 @@ public struct PusherConnectionStateMachine: Sendable {
     /// The channels the application asked for, in order.
     public var channelNames: [String] { channels.names }
 
+    /// Whether the application asked for `channel` (O(1), unlike searching ``channelNames``).
+    public func hasChannel(_ channel: String) -> Bool { channels[channel] != nil }
+
     /// Whether `channel` is currently subscribed on the server.
     public func isSubscribed(_ channel: String) -> Bool { channels.isSubscribed(channel) }
 
