@@ -21,7 +21,9 @@ extension BridgeSupervisor {
     /// leaves the list, and those the standby window let go are counted `elsewhere`. Without a
     /// partition, nothing changes.
     public mutating func partitionMQTTToPusher(_ actions: inout [BridgeAction], now: Instant, takingReplay: Bool = true) {
-        guard var partition = cluster?.partition else { return }
+        // The partition is changed in place (`cluster!.partition!`): a local copy would make every
+        // change copy the kept events (up to `max_messages`) once per burst.
+        guard cluster?.partition != nil else { return }
         var expired: [PartitionedEvent] = []
         var out: [BridgeAction] = []
         out.reserveCapacity(actions.count + (cluster?.replay.count ?? 0))
@@ -37,9 +39,8 @@ extension BridgeSupervisor {
                 continue
             }
             let item = PartitionedEvent(event: event, receivedAtMillis: millis)
-            if partition.take(item, channel: event.channel, now: now, expired: &expired) { out.append(action) }
+            if cluster!.partition!.take(item, channel: event.channel, now: now, expired: &expired) { out.append(action) }
         }
-        cluster?.partition = partition
         Self.countElsewhere(expired, into: &out)
         actions = out
     }
@@ -52,11 +53,10 @@ extension BridgeSupervisor {
     /// as the membership sees them now; the kept events of channels that became this member's join
     /// the replay. Returns the `elsewhere` counts of the events whose window passed.
     mutating func partitionOwnersChecked(_ now: Now) -> [Action] {
-        guard let membership = cluster?.membership, var partition = cluster?.partition else { return [] }
+        guard cluster?.partition != nil, let senders = cluster?.membership.sendingMembers(now: now.instant) else { return [] }
         var expired: [PartitionedEvent] = []
-        partition.expire(now: now.instant, into: &expired)
-        let replayed = partition.ownersChanged(to: membership.sendingMembers(now: now.instant), now: now.instant, expired: &expired)
-        cluster?.partition = partition
+        cluster!.partition!.expire(now: now.instant, into: &expired)
+        let replayed = cluster!.partition!.ownersChanged(to: senders, now: now.instant, expired: &expired)
         cluster?.replay += replayed
         var counts: [BridgeAction] = []
         Self.countElsewhere(expired, into: &counts)

@@ -100,13 +100,18 @@ public struct SupervisedCluster: Sendable {
 extension BridgeSupervisor {
     /// Runs `event` on the membership and turns its actions into the supervisor's; then rules this
     /// member has just come to own are polled at once, and the gauges follow.
+    ///
+    /// The membership is changed in place (`cluster!.membership`), and no copy of ``cluster`` is held
+    /// across a change anywhere in the supervisor: a copy makes the change copy the membership's
+    /// sets, O(channels) per event — with 20,000 channels a member, one per subscription confirmed,
+    /// heartbeat and held report, which stalled members past `member_timeout` (the 5 × 100,000
+    /// fleet bench, Benchmarks/fleet/bench_fleet_cluster.py).
     mutating func clusterEvent(_ now: Now, _ event: (inout ClusterMembership) -> [ClusterAction]) -> [Action] {
-        guard var cluster else { return [] }
-        let clusterActions = event(&cluster.membership)
-        self.cluster = cluster
+        guard cluster != nil else { return [] }
+        let clusterActions = event(&cluster!.membership)
         var actions: [Action] = []
         for action in clusterActions {
-            if let publish = cluster.publish(for: action) {
+            if let publish = cluster!.publish(for: action) {
                 actions.append(.publishMembership(publish))
                 continue
             }
@@ -129,7 +134,7 @@ extension BridgeSupervisor {
             case .report(let event):
                 actions.append(.clusterReport(event))
                 // A survivor may have written `offline` for this member meanwhile.
-                if case .stalled = event { actions.append(.bridge(.publishStatus(topic: cluster.statusTopic, payload: "online"))) }
+                if case .stalled = event { actions.append(.bridge(.publishStatus(topic: cluster!.statusTopic, payload: "online"))) }
             case .publishRecord, .deleteRecord, .publishHeartbeat, .publishMemberOffline, .publishHeld, .requestSnapshot:
                 break  // published above
             }
@@ -145,9 +150,9 @@ extension BridgeSupervisor {
 
     /// Tells the membership the channels the group wants, when they changed.
     mutating func settleCluster(_ now: Now) -> [Action] {
-        guard let cluster, cluster.wantedChanged else { return [] }
-        self.cluster?.wantedChanged = false
-        let wanted = cluster.wanted
+        guard cluster?.wantedChanged == true else { return [] }
+        cluster!.wantedChanged = false
+        let wanted = cluster!.wanted
         return clusterEvent(now) { $0.channelsWanted(wanted, now: now.instant) }
     }
 
@@ -163,9 +168,9 @@ extension BridgeSupervisor {
     public mutating func clusterMessageReceived(topic: String, payload: [UInt8], userProperties: [MQTTUserProperty], _ now: Now)
         -> [Action]
     {
-        guard let cluster else { return [] }
-        if userProperties.contains(cluster.marker) { return [.clusterEchoSuppressed] }
-        switch cluster.settings.classify(topic: topic) {
+        guard let marker = cluster?.marker, let settings = cluster?.settings else { return [] }
+        if userProperties.contains(marker) { return [.clusterEchoSuppressed] }
+        switch settings.classify(topic: topic) {
         case .member(let instance):
             if payload.isEmpty {
                 // A Will names the process whose record it deletes (SupervisedCluster.willUserProperties).
@@ -223,22 +228,19 @@ extension BridgeSupervisor {
             }
             list = parsed
         }
-        guard var cluster else { return [] }
-        var assembly = cluster.discoveredParts[rule] ?? ClusterDiscoveredAssembly()
-        assembly.received(part: part, list)
-        cluster.discoveredParts[rule] = assembly
-        self.cluster = cluster
-        guard let channels = assembly.channels.map(Set.init), channels != cluster.discovered[rule] ?? [] else { return [] }
+        guard cluster != nil else { return [] }
+        cluster!.discoveredParts[rule, default: ClusterDiscoveredAssembly()].received(part: part, list)
+        guard let channels = cluster!.discoveredParts[rule]?.channels.map(Set.init), channels != cluster!.discovered[rule] ?? []
+        else { return [] }
         return discoveredListReceived(rule: rule, channels: channels, now)
     }
 
     /// The group's list for a discovery rule changed: the wanted channels follow, and presence rooms
     /// get (or lose) their mirror on every member, so whichever member holds a room mirrors it.
     private mutating func discoveredListReceived(rule: String, channels: Set<String>, _ now: Now) -> [Action] {
-        guard let cluster, cluster.discoveryRules.contains(rule) else { return [] }
-        let before = cluster.discovered[rule] ?? []
-        self.cluster?.discovered[rule] = channels
-        self.cluster?.wantedChanged = true
+        guard cluster?.discoveryRules.contains(rule) == true else { return [] }
+        let before = cluster!.discovered.updateValue(channels, forKey: rule) ?? []
+        cluster!.wantedChanged = true
         var actions: [Action] = []
         if Self.isPresence(rule) {
             for channel in channels.subtracting(before).sorted() {
