@@ -21,6 +21,8 @@ struct HTTPExchangeHandlerSetup: Sendable {
     let tlsContext: NIOSSLContext?
     /// Idle connections close after this long.
     let idleTimeout: TimeAmount
+    /// The largest response body accepted.
+    let maximumBodyBytes: Int
     /// Completed when the connection can take a request (after the TLS handshake for HTTPS).
     let ready: EventLoopPromise<Void>
 
@@ -36,7 +38,7 @@ struct HTTPExchangeHandlerSetup: Sendable {
         try pipeline.addHandler(
             HTTPExchangeHandler(
                 server: endpoint.description, tlsHost: tlsContext == nil ? nil : endpoint.host, idleTimeout: idleTimeout,
-                maximumBodyBytes: PusherHTTPConnectionPool.maximumBodyBytes, ready: ready))
+                maximumBodyBytes: maximumBodyBytes, ready: ready))
     }
 
     /// A connect error in words: refused, not resolved, timed out, or the error itself.

@@ -129,7 +129,7 @@ final class HTTPExchangeHandler: ChannelDuplexHandler {
             state = .receivingBody(promise, head, context.channel.allocator.buffer(capacity: capacity))
         case (.body(var part), .receivingBody(let promise, let head, var body)):
             guard body.readableBytes + part.readableBytes <= maximumBodyBytes else {
-                fail(HTTPExchangeFailure("response body over \(maximumBodyBytes / 1_048_576) MiB"), context: context)
+                fail(HTTPExchangeFailure("response body over \(Self.size(maximumBodyBytes))"), context: context)
                 return
             }
             state = .idle  // Drops the state's reference so that `body` is not copied on write.
@@ -221,5 +221,14 @@ final class HTTPExchangeHandler: ChannelDuplexHandler {
         default:
             return HTTPExchangeFailure("connection to \(server) failed: \(error)")
         }
+    }
+}
+
+extension HTTPExchangeHandler {
+    /// `16 MiB`, `64 KiB` or `1000 bytes`: a limit in an operator's words.
+    static func size(_ bytes: Int) -> String {
+        if bytes >= 1 << 20, bytes % (1 << 20) == 0 { return "\(bytes >> 20) MiB" }
+        if bytes >= 1 << 10, bytes % (1 << 10) == 0 { return "\(bytes >> 10) KiB" }
+        return "\(bytes) bytes"
     }
 }

@@ -21,14 +21,16 @@ public final class PusherHTTPConnectionPool: Sendable {
     /// needs no shutdown.
     public static let shared = PusherHTTPConnectionPool(maximumConnectionsPerHost: 64)
 
-    /// The largest response body accepted (16 MiB); a larger one fails the request and closes the
-    /// connection. A channel query answers with every occupied channel at once (the HTTP API has no
-    /// pages): 100,000 channels with `subscription_count` are about 6 MB; 1 MiB stopped discovery
-    /// at about 17,000 (Benchmarks/fleet/bench_fleet.py at 100,000 channels).
+    /// The default largest response body accepted (16 MiB); a larger one fails the request and
+    /// closes the connection. A channel query answers with every occupied channel at once (the HTTP
+    /// API has no pages): 100,000 channels with `subscription_count` are about 6 MB; 1 MiB stopped
+    /// discovery at about 17,000 (Benchmarks/fleet/bench_fleet.py at 100,000 channels).
     public static let maximumBodyBytes = 16 << 20
 
     /// At most this many connections are open (or opening) per endpoint.
     public let maximumConnectionsPerHost: Int
+    /// The largest response body this pool accepts.
+    public let maximumBodyBytes: Int
     /// An idle connection is closed after this long.
     public let idleTimeout: Duration
     private let eventLoopGroup: any EventLoopGroup
@@ -64,12 +66,15 @@ public final class PusherHTTPConnectionPool: Sendable {
     ///   - maximumConnectionsPerHost: connections open at once per endpoint (at least 1).
     ///   - idleTimeout: an unused connection is closed after this long (default 60 s).
     ///   - eventLoopGroup: where the connections run (default NIO's shared group).
+    ///   - maximumBodyBytes: the largest response body accepted (default 16 MiB, at least 1).
     public init(
         maximumConnectionsPerHost: Int,
         idleTimeout: Duration = .seconds(60),
-        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        maximumBodyBytes: Int = PusherHTTPConnectionPool.maximumBodyBytes
     ) {
         self.maximumConnectionsPerHost = max(1, maximumConnectionsPerHost)
+        self.maximumBodyBytes = max(1, maximumBodyBytes)
         self.idleTimeout = idleTimeout
         self.eventLoopGroup = eventLoopGroup
     }
@@ -244,7 +249,8 @@ public final class PusherHTTPConnectionPool: Sendable {
         do {
             let tlsContext = try endpoint.secure ? tlsContext(caFile: endpoint.caFile) : nil
             let setup = HTTPExchangeHandlerSetup(
-                endpoint: endpoint, tlsContext: tlsContext, idleTimeout: .nanoseconds(idleTimeout.nanosecondsClamped), ready: ready)
+                endpoint: endpoint, tlsContext: tlsContext, idleTimeout: .nanoseconds(idleTimeout.nanosecondsClamped),
+                maximumBodyBytes: maximumBodyBytes, ready: ready)
             let remaining = max(deadline - .now(), .milliseconds(1))
             channel = try await ClientBootstrap(group: loop)
                 .connectTimeout(remaining)
