@@ -25,6 +25,9 @@ Rows (expectations in `rows()`, written before running):
   FAULTS_CHANNELS=12 so that every member owns some MQTT -> Pusher channels (with the default 2,
   one member may own none).
 
+The same rig on a two-node ejabberd cluster instead of mosquitto (`rig_class`, `start_broker`,
+`broker_config`, `member_env`): ejabberd_rows.py.
+
 MQTT -> Pusher order is not judged in these rows: a shared subscription hands consecutive
 messages of one topic to different members, so order per channel holds only within one instance
 (docs/guide/clusters.md).
@@ -147,7 +150,10 @@ class ClusterRig(Traffic):
         self.uid = f"{name}-{time.monotonic_ns()}"
         self.victims: list[tuple[float, str, list[str]]] = []  # (time, instance, its channels) per SIGKILL
 
-    def start(self):
+    def start_broker(self) -> int:
+        """Starts the broker (mosquitto here; ejabberd_rows.EjabberdClusterRig: two ejabberd nodes) and
+        returns the port the test's own MQTT clients connect to, which the members' config names too
+        (`broker_config` may change that)."""
         srv = self.netns.exec_prefix(self.netns.server_ns) if self.netns else []
         self.broker = Mosquitto(self.workdir)
         self.processes.append(self.broker)
@@ -159,6 +165,19 @@ class ClusterRig(Traffic):
             time.sleep(1.0)
         else:
             self.broker.start()
+        return self.broker.port
+
+    def broker_config(self, config: str) -> str:
+        """The members' config file with the broker's own settings (none for mosquitto)."""
+        return config
+
+    def member_env(self, name: str) -> dict[str, str]:
+        """Environment of member `name` beside BRIDGE_INSTANCE and METRICS_PORT (none for mosquitto)."""
+        return {}
+
+    def start(self):
+        srv = self.netns.exec_prefix(self.netns.server_ns) if self.netns else []
+        broker_port = self.start_broker()
         self.pusher = PusherLocal(self.workdir, port=free_port() if self.netns else 0, extra=["--activity-timeout", "2"])
         if self.netns:
             self.pusher.argv = srv + [self.pusher.argv[0], "--host", "0.0.0.0", *self.pusher.argv[3:]]
@@ -175,17 +194,18 @@ class ClusterRig(Traffic):
         else:
             self.http_proxy = HTTPFaultProxy(self.pusher.port, name="http")
             self.closers.append(self.http_proxy.close)
-            self.client_broker_port, self.client_pusher_port = self.broker.port, self.pusher.port
+            self.client_broker_port, self.client_pusher_port = broker_port, self.pusher.port
             extra_pusher, host = f"rest_port = {self.http_proxy.port}", "127.0.0.1"
         config = bridge_config(types.SimpleNamespace(key=self.pusher.key, app_id=self.pusher.app_id, secret=self.pusher.secret,
                                                      port=self.pusher.port),
-                               types.SimpleNamespace(port=self.broker.port), self.workdir, RULES, name="faults",
+                               types.SimpleNamespace(port=broker_port), self.workdir, RULES, name="faults",
                                extra_pusher=extra_pusher)
         # STATE_SUFFIX: a duplicate instance stands for a process on another host (its own disk).
         state_dir = 'state_dir = "%s"' % (self.workdir / "state")
         config = (config.replace('metrics = ""', 'metrics = "127.0.0.1:${METRICS_PORT}"')
                   .replace('log_level = "debug"', 'log_level = "info"').replace('host = "127.0.0.1"', f'host = "{host}"')
                   .replace(state_dir, state_dir[:-1] + '${STATE_SUFFIX:-}"'))
+        config = self.broker_config(config)
         if self.edit_config:
             config = self.edit_config(config)
         self.connections_per_member = int(re.search(r"^connections = (\d)", config, re.M).group(1)) if "\nconnections = " in config else 1
@@ -193,7 +213,7 @@ class ClusterRig(Traffic):
         self.config_path.write_text(config)
         self.members = {}
         for name in INSTANCES:
-            member = ClusterMember(self.workdir, self.config_path, name)
+            member = ClusterMember(self.workdir, self.config_path, name, env=self.member_env(name))
             if self.netns:
                 ns = self.netns.bridge_ns if name == "a" else self.netns.server_ns
                 member.argv = self.netns.exec_prefix(ns) + member.argv
@@ -316,9 +336,11 @@ class ClusterRig(Traffic):
 
 
 def run_cluster_row(matrix: types.ModuleType, row, base: Path, inject, rate: float, netns: bool = False, config=None,
-                    check=None):
+                    check=None, rig_class: type | None = None, goal_s: float = GOAL_S):
     """Start the rig, run traffic, `inject(rig)` -> fault end times, judge both directions; `config`
-    edits the members' config file, `check(rig, p2m_reports)` adds the row's own judgement."""
+    edits the members' config file, `check(rig, p2m_reports)` adds the row's own judgement.
+    `rig_class`: ClusterRig or a subclass with another broker (ejabberd_rows.py); `goal_s`: the
+    longest Pusher -> MQTT loss window per fault (a member's death: GOAL_S)."""
     started = time.monotonic()
     rig, partition = None, None
     misses: list[str] = []
@@ -328,7 +350,7 @@ def run_cluster_row(matrix: types.ModuleType, row, base: Path, inject, rate: flo
         if netns:
             from bridge_testkit.faults.netns import Partition
             partition = Partition(prefix="pmbc").__enter__()
-        rig = ClusterRig(base / row.name, row.name, rate, netns=partition, config=config)
+        rig = (rig_class or ClusterRig)(base / row.name, row.name, rate, netns=partition, config=config)
         rig.start()
         observations = rig.observations
         rig.start_traffic()
@@ -356,9 +378,9 @@ def run_cluster_row(matrix: types.ModuleType, row, base: Path, inject, rate: flo
             observed["p2m_loss_window_s"] = {"per_fault": windows, "median": statistics.median(windows), "max": max(windows)}
             observations.append(f"P->M loss window per fault (s, longest run of lost seqs on one channel + one send interval): "
                                 f"{windows}; median {statistics.median(windows):.2f}, max {max(windows):.2f} "
-                                f"(goal {GOAL_S:g} s)")
-            if max(windows) > GOAL_S:
-                rig.failures.append(f"P->M loss window {max(windows):.2f} s > {GOAL_S:g} s")
+                                f"(goal {goal_s:g} s)")
+            if max(windows) > goal_s:
+                rig.failures.append(f"P->M loss window {max(windows):.2f} s > {goal_s:g} s")
         if m2p_t.lost:
             observations.append(f"M->P lost seqs (first 10): {[s for r in m2p_reports for s in r.lost_seqs][:10]}")
         observations.append(f"cluster metrics at the end: {rig.cluster_metrics()}")
@@ -621,6 +643,13 @@ def duplicate_same_config(seconds: float = 15.0):
 
 # ---- the rows, with their expectations ---------------------------------------------------------
 
+def partitioned(config: str) -> str:
+    """The members' config file with `[bridge.cluster] mqtt_to_pusher = "partition"` (docs/contract.md §8.4)."""
+    marker = f'group = "{GROUP}"\n'
+    assert marker in config
+    return config.replace(marker, marker + 'mqtt_to_pusher = "partition"\n', 1)
+
+
 def rows(matrix: types.ModuleType) -> list:
     r = matrix.RATE
     per_channel = r / len(CHANNELS)
@@ -632,11 +661,6 @@ def rows(matrix: types.ModuleType) -> list:
             result = run_cluster_row(matrix, row, base, inject, rate or r, netns=netns, config=config)
             return result
         return run
-
-    def partitioned(config: str) -> str:
-        marker = f'group = "{GROUP}"\n'
-        assert marker in config
-        return config.replace(marker, marker + 'mqtt_to_pusher = "partition"\n', 1)
 
     in_order = ("docs/contract.md §8.4, partition mode: every member receives every message; the owner of "
                 "a channel sends it, and a channel that moves is first replayed from what its new owner kept "

@@ -37,6 +37,7 @@ import cluster_rows
 import broker_rows
 import dead_letter_rows
 import drain_rows
+import ejabberd_rows
 import fleet_rows
 import redundancy_rows
 import takeover_rows
@@ -438,6 +439,7 @@ def rows() -> list[Row]:
         *redundancy_rows.rows(sys.modules[__name__]),
         fleet_rows.discovery_api_failures(sys.modules[__name__]),
         *cluster_rows.rows(sys.modules[__name__]),
+        *ejabberd_rows.rows(sys.modules[__name__]),
         *takeover_rows.rows(sys.modules[__name__]),
         *users_rows.rows(sys.modules[__name__]),
         *drain_rows.rows(sys.modules[__name__]),

@@ -149,7 +149,7 @@ class EjabberdNode(Process):
 
 class EjabberdCluster:
     """`nodes` ejabberd nodes clustered through Mnesia: `start()`, `nodes[i]`, `stop_node(i)`,
-    `start_node(i)` (rejoins from its spool), `close()`."""
+    `start_node(i)` (rejoins from its spool), `node_of(pid)`, `close()`."""
 
     def __init__(self, workdir: Path, nodes: int = 2, session_expiry: int = 3600, max_payload: int | None = None):
         self.workdir = workdir
@@ -204,6 +204,20 @@ class EjabberdCluster:
         node = self.nodes[index]
         node.start()
         node.wait_ready()
+
+    def node_of(self, pid: int) -> int | None:
+        """Which node (1-based) process `pid` has an established TCP connection to, from the kernel's
+        socket table (`ss`, from iproute2); None while it has none to any node's MQTT port."""
+        out = subprocess.run(["ss", "-tnpH", "state", "established"], capture_output=True, text=True, timeout=10).stdout
+        ports = {n.mqtt_port: n.index for n in self.nodes}
+        for line in out.splitlines():
+            fields = line.split()
+            if f"pid={pid}," not in line or len(fields) < 4:
+                continue
+            peer = fields[3].rsplit(":", 1)[-1]
+            if peer.isdigit() and int(peer) in ports:
+                return ports[int(peer)]
+        return None
 
     def close(self):
         for node in self.nodes:

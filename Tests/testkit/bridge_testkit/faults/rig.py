@@ -54,22 +54,34 @@ class Traffic:
     (the official library sending, a paho-mqtt QoS 1 subscriber with a persistent session counting),
     MQTT -> Pusher on M2P_TOPICS (counted at the Pusher HTTP API through the rig's `http_proxy`, or
     at a pysher subscriber without one). The rig provides `client_broker_port`, `client_pusher_port`,
-    `pusher`, `http_proxy`, `rate`, `uid` and `closers`."""
+    `pusher`, `http_proxy`, `rate`, `uid` and `closers`, and `mqtt_credentials` = (username, password)
+    when its broker wants them (the MQTT clients connect without otherwise)."""
 
     p2m_channels: list[str] = P2M_CHANNELS
 
     def start_traffic(self):
-        self.receiver = MQTTReceiver(self.client_broker_port, "faults/p2m/#", client_id=f"recv-{self.uid}")
+        username, password = getattr(self, "mqtt_credentials", None) or (None, None)
+        self.receiver = self.p2m_receiver(username, password)
         self.closers.append(self.receiver.close)
         self.pysher = PysherReceiver("127.0.0.1", self.client_pusher_port, self.pusher.key, M2P_CHANNELS)
         self.closers.append(self.pysher.close)
-        self.m2p = MQTTSender(self.client_broker_port, M2P_TOPICS, client_id=f"send-{self.uid}", rate=self.rate)
+        self.m2p = MQTTSender(self.client_broker_port, M2P_TOPICS, client_id=f"send-{self.uid}", rate=self.rate,
+                              username=username, password=password)
         self.closers.append(self.m2p.close)
-        self.p2m = PusherSender("127.0.0.1", self.client_pusher_port, self.pusher.app_id, self.pusher.key,
-                                self.pusher.secret, self.p2m_channels, rate=getattr(self, "p2m_rate", self.rate))
+        self.p2m = self.p2m_sender()
         self.traffic_started()
         self.m2p.start()
         self.p2m.start()
+
+    def p2m_sender(self):
+        """The Pusher -> MQTT load (`sent`, `errors`, `start()`, `stop()`): one PusherSender over `p2m_channels`."""
+        return PusherSender("127.0.0.1", self.client_pusher_port, self.pusher.app_id, self.pusher.key,
+                            self.pusher.secret, self.p2m_channels, rate=getattr(self, "p2m_rate", self.rate))
+
+    def p2m_receiver(self, username: str | None, password: str | None):
+        """The Pusher -> MQTT receiver (`received`, `close()`): one QoS 1 subscriber of `faults/p2m/#`."""
+        return MQTTReceiver(self.client_broker_port, "faults/p2m/#", client_id=f"recv-{self.uid}", username=username,
+                            password=password)
 
     def traffic_started(self):
         """Called once the senders exist, before they start (a rig's own samplers)."""

@@ -116,6 +116,36 @@ class PusherSender(_Paced):
             self.sent.add(f"p2m/{item['channel']}", s, now)
 
 
+class PusherSenders:
+    """Pusher -> MQTT load from `senders` PusherSenders, each on its own share of `channels` at its share
+    of `rate`, recording into one Recorder (`sent`): one PusherSender waits for each request's answer,
+    so a slow HTTP API caps it (a debug pusher-local on a busy 2-core machine: about 200 events/s
+    instead of 500). Each channel has one sender, so its events are still triggered in order."""
+
+    def __init__(self, host: str, port: int, app_id: str, key: str, secret: str, channels: list[str],
+                 event: str = "tagged", rate: float = 200, senders: int = 3):
+        senders = max(1, min(senders, len(channels)))
+        self.sent = Recorder()
+        self.senders = [PusherSender(host, port, app_id, key, secret, channels[n::senders], event=event,
+                                     rate=rate * len(channels[n::senders]) / len(channels)) for n in range(senders)]
+        for sender in self.senders:
+            sender.sent = self.sent
+
+    @property
+    def errors(self) -> int:
+        return sum(s.errors for s in self.senders)
+
+    def start(self):
+        for s in self.senders:
+            s.start()
+
+    def stop(self):
+        for s in self.senders:
+            s.stopping.set()
+        for s in self.senders:
+            s.join(30)
+
+
 class MQTTSender(_Paced):
     """MQTT -> Pusher load: QoS 1 publishes round-robin over `topics`, at least once and in order.
 
@@ -124,11 +154,14 @@ class MQTTSender(_Paced):
     without any bridge in the path: ~100 messages per broker restart). The matrix measures the
     bridge's order, so this sender keeps its own list of unacknowledged messages, uses a new
     paho client for every connection, and on reconnect republishes that list in order before
-    anything newer (duplicates possible and counted, never reordering)."""
+    anything newer (duplicates possible and counted, never reordering). `username` / `password`
+    for a broker that wants them (ejabberd's mod_mqtt refuses a CONNECT without a password)."""
 
-    def __init__(self, port: int, topics: list[str], client_id: str, rate: float = 200, host: str = "127.0.0.1"):
+    def __init__(self, port: int, topics: list[str], client_id: str, rate: float = 200, host: str = "127.0.0.1",
+                 username: str | None = None, password: str | None = None):
         super().__init__(rate, 1, "m2p-sender")
         self.topics, self.client_id, self.host, self.port = topics, client_id, host, port
+        self.username, self.password = username, password
         self.pending: dict[int, tuple[str, str]] = {}  # seq -> (topic, payload), insertion = send order
         self.client = None
         self.broken = threading.Event()
@@ -143,6 +176,8 @@ class MQTTSender(_Paced):
                              protocol=mqtt.MQTTv311, userdata=acks)
         client.max_inflight_messages_set(1000)
         client.max_queued_messages_set(0)
+        if self.username is not None:
+            client.username_pw_set(self.username, self.password)
         connected = threading.Event()
 
         def on_publish(c, userdata, mid, reason_code=None, properties=None):
@@ -229,13 +264,18 @@ class MQTTSender(_Paced):
 
 
 class MQTTReceiver:
-    """Pusher -> MQTT receiver: QoS 1, persistent session, reconnects by itself; stream = p2m/<channel>."""
+    """Pusher -> MQTT receiver: QoS 1, persistent session, reconnects by itself; stream = p2m/<channel>.
+    `username` / `password` for a broker that wants them (as MQTTSender); `recorder` to count into
+    one shared with other receivers (MQTTReceivers)."""
 
-    def __init__(self, port: int, topic_filter: str, client_id: str, host: str = "127.0.0.1"):
-        self.received = Recorder()
+    def __init__(self, port: int, topic_filter: str, client_id: str, host: str = "127.0.0.1",
+                 username: str | None = None, password: str | None = None, recorder: Recorder | None = None):
+        self.received = recorder if recorder is not None else Recorder()
         self.connected = threading.Event()
         self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=False,
                                   protocol=mqtt.MQTTv311)
+        if username is not None:
+            self.client.username_pw_set(username, password)
         self.client.reconnect_delay_set(0.1, 1)
 
         def on_connect(client, userdata, flags, reason_code, properties=None):
@@ -257,6 +297,30 @@ class MQTTReceiver:
     def close(self):
         self.client.loop_stop()
         self.client.disconnect()
+
+
+class MQTTReceivers:
+    """Pusher -> MQTT receiver as one MQTTReceiver (one session) per topic filter, all counting into one
+    Recorder (`received`). For a broker that keeps one QoS 1 message in flight per session: ejabberd's
+    mod_mqtt sends a session's next message only after the PUBACK of the one before, so one subscriber
+    receives at most 1 / round trip messages a second (at 500/s through a busy test process: a backlog
+    of 24 s in a trial run, the test's own limit, not the bridge's)."""
+
+    def __init__(self, port: int, topic_filters: list[str], client_id: str, host: str = "127.0.0.1",
+                 username: str | None = None, password: str | None = None):
+        self.received = Recorder()
+        self.receivers: list[MQTTReceiver] = []
+        try:
+            for n, topic_filter in enumerate(topic_filters):
+                self.receivers.append(MQTTReceiver(port, topic_filter, f"{client_id}-{n}", host=host, username=username,
+                                                   password=password, recorder=self.received))
+        except Exception:
+            self.close()  # the ones already connected: the rig never sees this object
+            raise
+
+    def close(self):
+        for r in self.receivers:
+            r.close()
 
 
 class PysherReceiver:
