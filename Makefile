@@ -243,6 +243,19 @@ clean:
 bench-fleet:
 	scripts/bench-fleet.sh
 
+# A cluster of FLEET_MEMBERS (5) release daemons sharing FLEET_CHANNELS (100,000) discovered channels: time to
+# hold them all, RSS per member and of pusher-local, membership traffic and convergence after a
+# kill, a join and a leave (Benchmarks/fleet/bench_fleet_cluster.py; ~5 min).
+FLEET_MEMBERS  ?= 5
+FLEET_CHANNELS ?= 100000
+.PHONY: bench-fleet-cluster
+bench-fleet-cluster:
+	@scripts/setup.sh
+	$(SWIFT) build -c release --product pusher-local
+	$(SWIFT) build -c release --product pusher-mqtt-bridge
+	.venv/bin/python Benchmarks/fleet/bench_fleet_cluster.py --bin-dir "$$($(SWIFT) build -c release --show-bin-path)" \
+	  --members $(FLEET_MEMBERS) --channels $(FLEET_CHANNELS)
+
 # build-support/startup.order: the functions a running daemon executes, profiled under
 # callgrind on the static release build, which the linker lays side by side (less resident code).
 .PHONY: order-file
