@@ -233,6 +233,40 @@ def test_a_killed_member_s_channels_are_held_again_within_5_s_and_its_status_is_
     wait_until(lambda: settled(pusher, CHANNELS, 3), 20, 0.2, "the restarted member to hold its share again")
 
 
+def test_a_member_back_with_a_kept_session_reads_its_backlog_before_it_takes_channels(pusher, broker, workdir,
+                                                                                      cluster_members):
+    """docs/contract.md §7.4 "Pusher → MQTT and mirrors": after a connect a member listens until its
+    own record comes back from the broker, which sends it after the kept session's backlog and the
+    retained records. Here b's session holds 30,000 messages when it comes back, so reading them
+    takes far longer than its observation by the clock (0.4 s): before the fix it counted itself
+    alone, took all 50 channels and handed about half back to a (the fleet bench at 100,000
+    channels: 80,028 handed back)."""
+    fast = '\nheartbeat_interval = "200ms"\nmember_timeout = "3s"\njoin_settle = "0s"\n'
+    members = start_cluster(workdir, cluster_config(pusher, broker, workdir, P2M_RULES).replace(
+        'instance = "${BRIDGE_INSTANCE}"\n', 'instance = "${BRIDGE_INSTANCE}"' + fast), ["a", "b"])
+    cluster_members.extend(members)
+    a, b = members
+    wait_until(lambda: settled(pusher, CHANNELS, 2), 30, 0.2, "each channel held by exactly one of two connections")
+
+    b.kill()
+    wait_until(lambda: settled(pusher, CHANNELS, 1), 15, 0.05, "a to hold every channel")
+    # Kept for b's session (subscribed to the membership filter, QoS 1): unreadable heartbeats,
+    # counted and otherwise ignored, but read before anything the broker sends b later.
+    backlog = 30_000
+    publish_qos1(broker.port, [(f"{MEMBERSHIP}/heartbeat/junk", b"x" * 64)] * backlog)
+    b.start()
+    wait_until(lambda: settled(pusher, CHANNELS, 2), 60, 0.2, "b to hold its share again")
+    wait_until(lambda: (b.metric('pusher_mqtt_bridge_errors_total{bridge="e2e",kind="cluster"}') or 0) >= backlog, 30, 0.2,
+               "b to read its backlog")
+
+    held = b.metric('pusher_mqtt_bridge_cluster_channels_held{bridge="e2e"}')
+    taken = b.metric('pusher_mqtt_bridge_cluster_takeovers_total{bridge="e2e"}')
+    handed = sum(b.metric(f'pusher_mqtt_bridge_cluster_handovers_total{{bridge="e2e",confirmed="{c}"}}') or 0
+                 for c in ("true", "false"))
+    assert 0 < held < len(CHANNELS), held
+    assert (taken, handed) == (held, 0), f"b took {taken} channels and handed {handed} back; it holds {held}"
+
+
 def duplicate_reported(processes) -> list | None:
     """The /readyz answers of `processes` once one is 503 naming instance a as used twice (BridgeCore's
     ClusterMembership.readinessProblem: "cluster instance a is also used by another live process …")."""

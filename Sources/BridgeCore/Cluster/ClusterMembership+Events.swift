@@ -12,6 +12,7 @@ extension ClusterMembership {
         lastTick = now
         var actions: [ClusterAction] = [.publishRecord(ownRecord)]
         ownRecordCurrent = true
+        awaitingOwnRecord = true
         actions.append(heartbeat(now: now))
         reconcile(now: now, into: &actions)
         return actions
@@ -39,7 +40,14 @@ extension ClusterMembership {
         if record.instance == instance {
             guard record.incarnation != incarnation else {
                 ownRecordCurrent = true
-                return []
+                guard awaitingOwnRecord else { return [] }
+                // Everything the broker had for this member is read: an observation past its time ends now.
+                awaitingOwnRecord = false
+                guard case .observing(let until) = phase, until <= now else { return [] }
+                phase = .active
+                var actions: [ClusterAction] = []
+                reconcile(now: now, into: &actions)
+                return actions
             }
             if let clientID, record.clientID == clientID, (record.startedAt, record.incarnation) > (startedAt, incarnation) {
                 // A process started after this one writes this instance's record: with the same file
@@ -222,7 +230,7 @@ extension ClusterMembership {
             duplicateIncarnation = nil
             actions.append(.report(.duplicateInstanceCleared))
         }
-        if case .observing(let until) = phase, until <= now { phase = .active }
+        if case .observing(let until) = phase, observationEnd(until) <= now { phase = .active }
         if let due = nextHeartbeat, due <= now {
             if !ownRecordCurrent {
                 actions.append(.publishRecord(ownRecord))

@@ -130,6 +130,13 @@ public struct ClusterMembership: Sendable {
     var heartbeatSequence: UInt64 = 0
     /// Whether the last record seen on this member's own topic is its own.
     var ownRecordCurrent = false
+    /// After a connect, until this member's own record comes back: the broker sends it after
+    /// everything it had queued for this member (a kept session's backlog, then the retained records
+    /// the new subscription asks for), so until then this member may not have heard of the others,
+    /// and its observation goes on (at most ``echoWait`` past its end). Without this, a member back
+    /// with a session whose backlog took longer to read than the observation counted itself alone
+    /// and took every channel (100,000 at once in the fleet bench).
+    var awaitingOwnRecord = false
     var duplicateUntil: ContinuousClock.Instant?
     var duplicateIncarnation: String?
     var lastTick: ContinuousClock.Instant?
@@ -146,6 +153,14 @@ public struct ClusterMembership: Sendable {
     /// How long a member listens after a (re)connect before it takes channels: `join_settle`, but
     /// at least two heartbeat intervals so that every live member has been heard from.
     public var observation: Duration { max(settings.joinSettle, settings.heartbeatInterval * 2) }
+
+    /// How long past its end an observation waits for this member's own record to come back.
+    public var echoWait: Duration { settings.memberTimeout * 3 }
+
+    /// When the observation that runs `until` ends: then, or once the own record is back.
+    func observationEnd(_ until: ContinuousClock.Instant) -> ContinuousClock.Instant {
+        awaitingOwnRecord ? until + echoWait : until
+    }
 
     /// The channels this member is subscribed to (including those being handed over).
     public var heldChannels: Set<String> { subscribed }
@@ -216,7 +231,7 @@ public struct ClusterMembership: Sendable {
     public var nextDeadline: ContinuousClock.Instant? {
         var deadlines: [ContinuousClock.Instant] = []
         if let nextHeartbeat { deadlines.append(nextHeartbeat) }
-        if case .observing(let until) = phase { deadlines.append(until) }
+        if case .observing(let until) = phase { deadlines.append(observationEnd(until)) }
         if let duplicateUntil { deadlines.append(duplicateUntil) }
         if let releaseDeadline { deadlines.append(releaseDeadline) }
         if let heldDue { deadlines.append(heldDue) }

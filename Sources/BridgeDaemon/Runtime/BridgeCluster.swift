@@ -7,9 +7,14 @@ import MosquittoClient
 /// cluster decides is BridgeCore's (``BridgeSupervisor``, ``SupervisedCluster``); the executor is
 /// BridgeRuntime+Cluster.swift.
 final class BridgeCluster: Sendable {
-    /// A membership publish, or a point the stopping bridge waits for.
+    /// A membership publish, the membership subscription made after a connect, or a point the
+    /// stopping bridge waits for.
     enum Outgoing: Sendable {
         case message(MQTTMessage)
+        /// Waits for the SUBACK before anything queued after it goes out: the member's record,
+        /// published after it, then comes back from the broker after the retained records the
+        /// subscription asks for (``ClusterMembership``'s observation waits for that echo).
+        case subscribe(MQTTSubscription)
         /// Resumed once every publish queued before it was handed to the MQTT client.
         case barrier(CheckedContinuation<Void, Never>)
     }
@@ -17,7 +22,7 @@ final class BridgeCluster: Sendable {
     let settings: ClusterSettings
     /// The user property on everything members of this group publish from Pusher.
     let marker: MQTTUserProperty
-    /// Membership publishes, in order: run by ``BridgeRuntime/runCluster()``.
+    /// Membership subscriptions and publishes, in order: run by ``BridgeRuntime/runCluster()``.
     let outgoing = AsyncStream.makeStream(of: Outgoing.self)
     /// Wakes the stopping bridge when the supervisor reports `leaveCompleted`.
     let leaveWake = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))

@@ -9,12 +9,15 @@ import PusherChannels
 /// ``ClusterMembership``); its membership publishes go out here, in order, and the stopping
 /// bridge hands its channels over here.
 extension BridgeRuntime {
-    /// Publishes membership messages in order until the bridge stops. A publish that fails (no
+    /// Subscribes the membership filter and publishes membership messages in order until the
+    /// bridge stops, each after the broker acknowledged the one before. A publish that fails (no
     /// connection) is dropped: the machine publishes its record and heartbeat again after the next connect.
     func runCluster() async {
         guard let cluster else { return }
         for await item in cluster.outgoing.stream {
             switch item {
+            case .subscribe(let subscription):
+                await subscribeTopicFilter(subscription)
             case .message(let message):
                 do { try await mqtt.publish(message) } catch {
                     logger.debug("cluster message not published", metadata: ["mqtt.topic": "\(message.topic)", "error": "\(error)"])

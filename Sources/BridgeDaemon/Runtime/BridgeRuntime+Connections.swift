@@ -1,5 +1,6 @@
 import BridgeCore
 import Logging
+import MQTTVocabulary
 import MosquittoClient
 
 /// The connections' side of a bridge: MQTT states into the machine, the commands that await a
@@ -48,23 +49,7 @@ extension BridgeRuntime {
     private func carryOut(_ command: Action) async {
         switch command {
         case .subscribeTopicFilter(let subscription):
-            do {
-                _ = try await mqtt.subscribe(subscription)
-                decisions.withLock { _ = $0.refusedSharedSubscriptions.removeValue(forKey: subscription.filter) }
-            } catch {
-                metrics.errors(bridge: name, kind: "subscribe").increment()
-                if let refusal = SharedSubscriptionRefusal(filter: subscription.filter, error: error) {
-                    decisions.withLock { $0.refusedSharedSubscriptions[subscription.filter] = refusal }
-                    logger.error(
-                        "MQTT refused the shared subscription: \(refusal.advice)",
-                        metadata: [
-                            "mqtt.topic": "\(subscription.filter)", "mqtt.reason_code": "\(refusal.reasonCodeText)",
-                            "error": "\(refusal.reason)",
-                        ])
-                } else {
-                    logger.error("MQTT subscribe failed", metadata: ["mqtt.topic": "\(subscription.filter)", "error": "\(error)"])
-                }
-            }
+            await subscribeTopicFilter(subscription)
         case .unsubscribeTopicFilter(let filter):
             // A filter no longer wanted (a reload) is no longer a refusal to report.
             decisions.withLock { _ = $0.refusedSharedSubscriptions.removeValue(forKey: filter) }
@@ -79,6 +64,28 @@ extension BridgeRuntime {
         case .enqueueToMQTT, .enqueueToPusher, .count, .logDeadLetter, .keepDeadLetter, .logDropped, .connectionChanged, .subscribeChannel,
             .unsubscribeChannel, .shapingHeld, .shapingTargetsFull, .received:
             execute(command)
+        }
+    }
+
+    /// Subscribes and waits for the SUBACK; a refusal is logged, counted and, for a shared
+    /// subscription the broker refuses, named by `/readyz` until granted.
+    func subscribeTopicFilter(_ subscription: MQTTSubscription) async {
+        do {
+            _ = try await mqtt.subscribe(subscription)
+            decisions.withLock { _ = $0.refusedSharedSubscriptions.removeValue(forKey: subscription.filter) }
+        } catch {
+            metrics.errors(bridge: name, kind: "subscribe").increment()
+            if let refusal = SharedSubscriptionRefusal(filter: subscription.filter, error: error) {
+                decisions.withLock { $0.refusedSharedSubscriptions[subscription.filter] = refusal }
+                logger.error(
+                    "MQTT refused the shared subscription: \(refusal.advice)",
+                    metadata: [
+                        "mqtt.topic": "\(subscription.filter)", "mqtt.reason_code": "\(refusal.reasonCodeText)",
+                        "error": "\(refusal.reason)",
+                    ])
+            } else {
+                logger.error("MQTT subscribe failed", metadata: ["mqtt.topic": "\(subscription.filter)", "error": "\(error)"])
+            }
         }
     }
 

@@ -76,8 +76,10 @@ extension BridgeRuntime {
             case .unsubscribeChannel(let channel):
                 unsubscribeEverywhere(channel)
             case .subscribeMembership(let filter):
+                // On the cluster's queue, not `commands`: the record published next must go out
+                // after the SUBACK, so that its echo follows the retained records (runCluster).
                 let subscription = MQTTSubscription(filter, qos: .atLeastOnce, noLocal: false, retainHandling: .sendAlways)
-                commands.continuation.yield(.subscribeTopicFilter(subscription))
+                cluster?.outgoing.continuation.yield(.subscribe(subscription))
             case .publishMembership(let publish):
                 let message = MQTTMessage(
                     topic: publish.topic, payload: publish.payload, qos: MQTTQoS(rawValue: publish.qos) ?? .atLeastOnce,

@@ -17,6 +17,7 @@ import Testing
         var a = ClusterMembership(settings: settings, incarnation: "ia", startedAt: 1)
         _ = a.channelsWanted(Self.channels, now: t0)
         _ = a.brokerConnected(now: t0)
+        _ = a.memberRecordReceived(a.ownRecord, now: t0)  // the broker's echo of its record
         _ = a.tick(now: t0 + .seconds(2))
         for channel in Self.channels { _ = a.channelSubscribed(channel, now: t0 + .seconds(2)) }
         _ = a.memberRecordReceived(ClusterMemberRecord(instance: "b", incarnation: "ib", startedAt: 2), now: t0 + .seconds(3))
@@ -107,6 +108,7 @@ import Testing
         _ = a.channelsWanted(Self.channels, now: t0)
         let first = a.brokerConnected(now: t0).compactMap { if case .publishHeld(let report) = $0 { report } else { nil } }
         #expect(first.map(\.content) == [.snapshot(part: 1, parts: 1, channels: [])], "a snapshot after a connect, even empty")
+        _ = a.memberRecordReceived(a.ownRecord, now: t0)
         _ = a.tick(now: t0 + .seconds(2))
         var sent: [ClusterHeldReport] = []
         for channel in Self.channels.prefix(2) {

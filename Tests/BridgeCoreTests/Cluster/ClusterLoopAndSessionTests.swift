@@ -13,6 +13,7 @@ import Testing
         var member = ClusterMembership(settings: settings, incarnation: "ia", startedAt: 1)
         member.clientID = "bridge-a"
         _ = member.brokerConnected(now: t0)
+        _ = member.memberRecordReceived(member.ownRecord, now: t0)  // the broker's echo of its record
         _ = member.memberRecordReceived(ClusterMemberRecord(instance: "b", incarnation: "ib", startedAt: 2), now: t0)
         _ = member.heartbeatReceived(ClusterHeartbeat(instance: "b", incarnation: "ib", sequence: 1), now: t0)
         _ = member.tick(now: t0 + .seconds(2))
@@ -105,5 +106,35 @@ import Testing
         let actions = member.memberRecordDeleted(instance: "a", byWillOf: newer, now: t0 + .seconds(3))
         #expect(actions.first == .report(.gaveWay(otherIncarnation: "i7")))
         #expect(member.phase == .disconnected)
+    }
+
+    /// After a connect the observation lasts until the member's own record comes back: the broker
+    /// sends it after whatever it had queued for the member (a kept session's backlog) and the
+    /// retained records, so until then the member may not know the others. Found by the fleet
+    /// bench: a member back with a long backlog took all 100,000 channels, counting itself alone.
+    @Test func theObservationLastsUntilTheMembersOwnRecordComesBack() {
+        let settings = ClusterSettings(group: "factory", instance: "a", joinSettle: .seconds(2))
+        var member = ClusterMembership(settings: settings, incarnation: "ia", startedAt: 1)
+        _ = member.channelsWanted(["orders"], now: t0)
+        _ = member.brokerConnected(now: t0)
+        let end = t0 + member.observation
+        _ = member.tick(now: end + .seconds(1))
+        #expect(member.heldChannels.isEmpty, "still listening: its backlog is unread")
+        // The backlog named b; then its own record arrives, and the observation is over at once.
+        _ = member.memberRecordReceived(ClusterMemberRecord(instance: "b", incarnation: "ib", startedAt: 2), now: end + .seconds(2))
+        _ = member.heartbeatReceived(ClusterHeartbeat(instance: "b", incarnation: "ib", sequence: 1), now: end + .seconds(2))
+        let actions = member.memberRecordReceived(member.ownRecord, now: end + .seconds(2))
+        #expect(member.phase == .active)
+        let ownsOrders = RendezvousHash.owner(of: "orders", among: ["a", "b"]) == "a"
+        #expect(actions.contains(.subscribeChannel("orders")) == ownsOrders)
+
+        // A broker that never sends it back: the observation ends echoWait later all the same.
+        var alone = ClusterMembership(settings: settings, incarnation: "ia", startedAt: 1)
+        _ = alone.channelsWanted(["orders"], now: t0)
+        _ = alone.brokerConnected(now: t0)
+        let giveUp = t0 + alone.observation + alone.echoWait
+        #expect(!alone.tick(now: giveUp - .milliseconds(1)).contains(.subscribeChannel("orders")))
+        #expect(alone.phase != .active)
+        #expect(alone.tick(now: giveUp).contains(.subscribeChannel("orders")))
     }
 }

@@ -129,7 +129,7 @@ import Testing
             (1...64).map { "m\($0)" }.first { RendezvousHash.owner(of: "orders", among: ["a", $0]) == $0 })
         let base = "pusher-mqtt-bridge/cluster/factory"
         _ = supervisor.started(at(0))
-        _ = supervisor.mqttConnectionChanged(to: "connected", connected: true, at(0))
+        BridgeSupervisorTests.echoRecord(supervisor.mqttConnectionChanged(to: "connected", connected: true, at(0)), to: &supervisor, at(0))
         let record = ClusterMemberRecord(instance: other, incarnation: "io", startedAt: 5)
         _ = supervisor.clusterMessageReceived(topic: "\(base)/members/\(other)", payload: record.payload, userProperties: [], at(500))
         let heartbeat = { (sequence: UInt64) in ClusterHeartbeat(instance: other, incarnation: "io", sequence: sequence).payload }

@@ -120,7 +120,15 @@ import Testing
         let connected = supervisor.mqttConnectionChanged(to: "connected", connected: true, at(.zero))
         #expect(connected.contains(.subscribeMembership(filter: "pusher-mqtt-bridge/cluster/factory/#")))
         #expect(Self.subscribed(connected).isEmpty, "listening for the others first")
+        Self.echoRecord(connected, to: &supervisor, at(.zero))
         return supervisor
+    }
+
+    /// Feeds the member's own record back as the broker does after a connect (it ends the observation on time).
+    static func echoRecord(_ actions: [Action], to supervisor: inout BridgeSupervisor, _ now: BridgeSupervisor.Now) {
+        for case .publishMembership(let publish) in actions where publish.topic.contains("/members/") {
+            _ = supervisor.clusterMessageReceived(topic: publish.topic, payload: publish.payload, userProperties: [], now)
+        }
     }
 
     @Test func inAClusterTheConfiguredChannelsAreTakenOnceTheObservationEnds() throws {
