@@ -364,6 +364,17 @@ def ratio(a, b) -> str:
     return f"{a / b:.2f}" if a and b else "–"
 
 
+def start_servers(bin_dir: str, prefix: str) -> tuple[Path, Mosquitto, PusherLocal]:
+    """The binaries of `bin_dir` for every process started next, a fresh work directory, and the
+    servers the fleet benchmarks share: mosquitto and a quiet pusher-local (30 s activity timeout:
+    100,000 subscribers' pings would otherwise be a load of their own)."""
+    os.environ["PUSHER_LOCAL_BIN"] = str(Path(bin_dir).resolve() / "pusher-local")
+    os.environ["BRIDGE_BIN"] = str(Path(bin_dir).resolve() / "pusher-mqtt-bridge")
+    workdir = Path(tempfile.mkdtemp(prefix=prefix))
+    broker = Mosquitto(workdir).start()
+    return workdir, broker, PusherLocal(workdir, extra=["--activity-timeout", "30", "--log-level", "warning"]).start()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin-dir", default=str(REPO / ".build" / "release"))
@@ -380,15 +391,11 @@ def main() -> int:
         args.out = str(Path(args.out) / "quick")
     interval_s = float(args.interval.rstrip("s"))
     Watch.interval = args.watch_interval
-    os.environ["PUSHER_LOCAL_BIN"] = str(Path(args.bin_dir).resolve() / "pusher-local")
-    os.environ["BRIDGE_BIN"] = str(Path(args.bin_dir).resolve() / "pusher-mqtt-bridge")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    workdir = Path(tempfile.mkdtemp(prefix="bench-fleet-"))
+    workdir, broker, pusher = start_servers(args.bin_dir, "bench-fleet-")
     started_utc = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     load_start = os.getloadavg()[0]
-    broker = Mosquitto(workdir).start()
-    pusher = PusherLocal(workdir, extra=["--activity-timeout", "30", "--log-level", "warning"]).start()
     results: list[dict] = []
     try:
         for i in range(args.runs):

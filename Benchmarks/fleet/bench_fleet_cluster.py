@@ -39,16 +39,15 @@ import platform
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 
-from bench_fleet import PREFIX, FleetSubscriber, device, metric, rss_kb, subscriptions
+from bench_fleet import PREFIX, FleetSubscriber, device, metric, rss_kb, start_servers, subscriptions
 from bridge_testkit.fleet import fleet_rule
-from bridge_testkit.harness import ClusterMember, Mosquitto, MQTTCollector, PusherLocal, bridge_config, wait_until
+from bridge_testkit.harness import ClusterMember, MQTTCollector, PusherLocal, bridge_config, wait_until
 
 GROUP = "fleet"
 MEMBERSHIP = f"pusher-mqtt-bridge/cluster/{GROUP}"
@@ -148,15 +147,11 @@ def main() -> int:
     args = ap.parse_args()
     n, names = args.channels, [chr(ord("a") + i) for i in range(args.members)]
     interval_s = float(args.interval.rstrip("s"))
-    os.environ["PUSHER_LOCAL_BIN"] = str(Path(args.bin_dir).resolve() / "pusher-local")
-    os.environ["BRIDGE_BIN"] = str(Path(args.bin_dir).resolve() / "pusher-mqtt-bridge")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    workdir = Path(tempfile.mkdtemp(prefix="bench-fleet-cluster-"))
+    workdir, broker, pusher = start_servers(args.bin_dir, "bench-fleet-cluster-")
     started_utc = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     load_start = os.getloadavg()[0]
-    broker = Mosquitto(workdir).start()
-    pusher = PusherLocal(workdir, extra=["--activity-timeout", "30", "--log-level", "warning"]).start()
     collector = MQTTCollector(broker.port, [f"{MEMBERSHIP}/#"])
     path = workdir / "cluster.conf"
     path.write_text(cluster_config(pusher, broker, workdir, n, args.interval, args.heartbeat_interval, args.member_timeout))

@@ -3,16 +3,11 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
 
-from bridge_testkit.harness import Bridge, Mosquitto, PusherLocal
-
-
-@pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    return tmp_path
+from bridge_testkit.fixtures import pusher, workdir  # noqa: F401 (fixtures, by name)
+from bridge_testkit.harness import Bridge, Mosquitto
 
 
 @pytest.fixture
@@ -20,13 +15,6 @@ def broker(workdir):
     b = Mosquitto(workdir).start()
     yield b
     b.stop()
-
-
-@pytest.fixture
-def pusher(workdir):
-    p = PusherLocal(workdir, extra=["--activity-timeout", "2"]).start()
-    yield p
-    p.stop()
 
 
 @pytest.fixture

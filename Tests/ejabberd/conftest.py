@@ -9,15 +9,10 @@ from pathlib import Path
 import pytest
 
 from bridge_testkit import ejabberd
-from bridge_testkit.harness import PusherLocal
+from bridge_testkit.fixtures import pusher, workdir  # noqa: F401 (fixtures, by name)
 
 if not ejabberd.installed():
     pytest.exit("ejabberd is not installed: run scripts/setup.sh --ejabberd (make test-ejabberd does)", returncode=2)
-
-
-@pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    return tmp_path
 
 
 def _cluster(directory: Path, **options):
@@ -47,8 +42,3 @@ def own_cluster(workdir):
     cluster.close()
 
 
-@pytest.fixture
-def pusher(workdir):
-    p = PusherLocal(workdir, extra=["--activity-timeout", "2"]).start()
-    yield p
-    p.stop()
