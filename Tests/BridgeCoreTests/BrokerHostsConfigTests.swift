@@ -72,4 +72,15 @@ import Testing
         #expect(report.contains("mqtt://node1:1883"), "\(report)")
         #expect(report.contains("failover to node2:1883 in turn"), "\(report)")
     }
+
+    /// Listen addresses (`metrics`, `[daemon] webhooks`) go through the same reader as `hosts`
+    /// entries, with a port required.
+    @Test func listenAddressesNeedAPortAndTakeIPv6InBracketsOrSplitAtTheLastColon() {
+        #expect(ListenAddress("127.0.0.1:9464") == ListenAddress(host: "127.0.0.1", port: 9464))
+        #expect(ListenAddress("[::1]:9464") == ListenAddress(host: "::1", port: 9464))
+        #expect(ListenAddress("::1:9464") == ListenAddress(host: "::1", port: 9464))
+        for refused in ["localhost", ":80", "h:70000", "h:0", "[::1]", "[::1]9464", "a b:80", "h:x"] {
+            #expect(ListenAddress(refused) == nil, "\(refused)")
+        }
+    }
 }

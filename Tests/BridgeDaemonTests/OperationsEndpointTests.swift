@@ -6,14 +6,6 @@ import NIOCore
 import Testing
 
 @Suite struct OperationsEndpointTests {
-    @Test func parsesListenAddresses() {
-        #expect(OperationsEndpoint.parseAddress("127.0.0.1:9464")! == ("127.0.0.1", 9464))
-        #expect(OperationsEndpoint.parseAddress("[::1]:0")! == ("::1", 0))
-        #expect(OperationsEndpoint.parseAddress("localhost") == nil)
-        #expect(OperationsEndpoint.parseAddress(":80") == nil)
-        #expect(OperationsEndpoint.parseAddress("h:70000") == nil)
-    }
-
     @Test func servesMetricsHealthAndReadiness() async throws {
         let metrics = BridgeMetrics()
         metrics.messages(bridge: "factory", rule: "prices", direction: .pusherToMQTT, outcome: .delivered).increment(by: 3)

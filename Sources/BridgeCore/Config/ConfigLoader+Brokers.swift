@@ -35,22 +35,6 @@ extension LoadContext {
 
     /// `host`, `host:port`, `[IPv6]` or `[IPv6]:port` (a bare IPv6 address takes `defaultPort`).
     static func brokerNode(_ text: String, defaultPort: Int) -> MQTTBrokerAddress? {
-        var host = Substring(text)
-        var port = defaultPort
-        if host.hasPrefix("[") {
-            guard let close = host.firstIndex(of: "]") else { return nil }
-            let rest = host[host.index(after: close)...]
-            host = host[host.index(after: host.startIndex)..<close]
-            if !rest.isEmpty {
-                guard rest.hasPrefix(":"), let value = Int(rest.dropFirst()) else { return nil }
-                port = value
-            }
-        } else if host.filter({ $0 == ":" }).count == 1, let colon = host.firstIndex(of: ":") {
-            guard let value = Int(host[host.index(after: colon)...]) else { return nil }
-            port = value
-            host = host[..<colon]
-        }
-        guard !host.isEmpty, !host.contains(where: { $0 == " " || $0 == "/" }), (1...65535).contains(port) else { return nil }
-        return MQTTBrokerAddress(host: String(host), port: port)
+        HostPort.parse(text, defaultPort: defaultPort).map { MQTTBrokerAddress(host: $0.host, port: $0.port) }
     }
 }

@@ -90,7 +90,7 @@ extension LoadContext {
         if let metrics = reader.string("metrics") {
             if metrics.isEmpty {
                 daemon.metrics = nil
-            } else if let address = Self.listenAddress(metrics) {
+            } else if let address = ListenAddress(metrics) {
                 daemon.metrics = address
             } else {
                 report(
@@ -112,14 +112,6 @@ extension LoadContext {
         }
         readHomeAssistant(reader, into: &daemon)
         return daemon
-    }
-
-    static func listenAddress(_ text: String) -> ListenAddress? {
-        guard let colon = text.lastIndex(of: ":") else { return nil }
-        var host = String(text[..<colon])
-        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        guard !host.isEmpty, let port = Int(text[text.index(after: colon)...]), (1...65535).contains(port) else { return nil }
-        return ListenAddress(host: host, port: port)
     }
 
     func readBridge(_ reader: TableReader, index: Int) -> BridgeSettings? {

@@ -7,7 +7,7 @@ extension LoadContext {
         guard let text = reader.string("webhooks") else { return }
         if text.isEmpty {
             daemon.webhooks = nil
-        } else if let address = Self.listenAddress(text) {
+        } else if let address = ListenAddress(text) {
             daemon.webhooks = address
         } else {
             report(

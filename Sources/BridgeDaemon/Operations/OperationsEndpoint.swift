@@ -46,15 +46,6 @@ public struct OperationsEndpoint: Service {
         self.onListening = onListening
     }
 
-    /// Parses `host:port` as the `metrics` key holds it (`"127.0.0.1:9464"`, `"[::1]:9464"`).
-    public static func parseAddress(_ text: String) -> (host: String, port: Int)? {
-        guard let colon = text.lastIndex(of: ":") else { return nil }
-        var host = String(text[..<colon])
-        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        guard !host.isEmpty, let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else { return nil }
-        return (host, port)
-    }
-
     public func run() async throws {
         let router = Router()
         let metrics = self.metrics
