@@ -102,13 +102,33 @@ import Testing
                 == [
                     "\(file):15: error: bridge.factory.mqtt.client_id: with [bridge.cluster] the client id is client_id-<instance>, which is longer than 65535 bytes"
                 ])
-        let longTopic = String(repeating: "t", count: MQTTClientLimits.maximumStringBytes - "/heartbeat/node-1".utf8.count)
+        // The longest topic below it is a snapshot request to a member with a 64-byte name.
+        let longTopic = String(repeating: "t", count: MQTTClientLimits.maximumStringBytes - "/resync/".utf8.count - 64)
         #expect(Fixture.errors(Fixture.config(extra: cluster + "\nmembership_topic = \"\(longTopic)\"")) == [])
         let errors = Fixture.errors(Fixture.config(extra: cluster + "\nmembership_topic = \"\(longTopic)t\""))
         #expect(
             errors == [
-                "\(file):20: error: bridge.factory.cluster.membership_topic: the cluster publishes to <membership_topic>/heartbeat/<instance>, which is longer than 65535 bytes"
+                "\(file):20: error: bridge.factory.cluster.membership_topic: the cluster publishes to <membership_topic>/resync/<member>, which is longer than 65535 bytes"
             ])
+        // With a discovery rule of a longer name, its list's parts: `discovered/<rule>/<part>`,
+        // part up to max_channels.
+        let name = String(repeating: "d", count: 80)
+        let rule = """
+
+            [[bridge.rule]]
+            name = "\(name)"
+            from = "pusher"
+            channel_prefix = "private-device-"
+            max_channels = 100000
+            topic = "devices/{channel}"
+            """
+        let partTopic = String(repeating: "t", count: MQTTClientLimits.maximumStringBytes - "/discovered/\(name)/100000".utf8.count)
+        #expect(Fixture.errors(Fixture.config(extra: cluster + "\nmembership_topic = \"\(partTopic)\"" + rule)) == [])
+        #expect(
+            Fixture.errors(Fixture.config(extra: cluster + "\nmembership_topic = \"\(partTopic)t\"" + rule))
+                == [
+                    "\(file):20: error: bridge.factory.cluster.membership_topic: the cluster publishes to <membership_topic>/discovered/\(name)/<part>, which is longer than 65535 bytes"
+                ])
     }
 
     @Test(arguments: [

@@ -207,9 +207,10 @@ import Testing
 
     static let cluster = "[bridge.cluster]\ngroup = \"g\"\ninstance = \"node-1\""
 
-    /// A membership topic whose longest topic for `node-1` (the heartbeats') is `extra` bytes over the limit.
+    /// A membership topic whose longest topic below it (a snapshot request to a member with a
+    /// 64-byte name) is `extra` bytes over the limit.
     static func memberTopic(extra: Int) -> String {
-        String(repeating: "m", count: MQTTClientLimits.maximumStringBytes + extra - "/heartbeat/node-1".utf8.count)
+        String(repeating: "m", count: MQTTClientLimits.maximumStringBytes + extra - "/resync/".utf8.count - 64)
     }
 
     /// A valid file; `pusher`, `mqtt` and `end` go at the end of their tables.

@@ -43,13 +43,25 @@ extension BridgeSettings {
     /// in a cluster its member record (the Will), heartbeats and held reports. The loader and the
     /// start of a bridge both check them against `MQTTClientLimits`.
     public var fixedMQTTTopics: [String] {
-        var topics = [effectiveStatusTopic] + (mqtt.deadLetterTopic.map { [$0] } ?? [])
-        if let cluster {
-            topics += [
-                cluster.memberTopic(cluster.instance), cluster.heartbeatTopic(cluster.instance), cluster.heldTopic(cluster.instance),
-            ]
-        }
-        return topics
+        [effectiveStatusTopic] + (mqtt.deadLetterTopic.map { [$0] } ?? []) + clusterTopics.map(\.topic)
+    }
+
+    /// The longest topics a cluster member publishes to below `<membership_topic>`, each with how
+    /// the loader names it: its record (the Will), heartbeats and held reports; a snapshot request
+    /// to any member (an instance name up to the longest); each discovery rule's list parts (at most
+    /// one part per channel). Empty without a cluster.
+    public var clusterTopics: [(level: String, topic: String)] {
+        guard let cluster else { return [] }
+        let anyMember = String(repeating: "x", count: LoadContext.maximumClusterNameLength)
+        return [
+            ("members/<instance>", cluster.memberTopic(cluster.instance)),
+            ("heartbeat/<instance>", cluster.heartbeatTopic(cluster.instance)),
+            ("held/<instance>", cluster.heldTopic(cluster.instance)),
+            ("resync/<member>", cluster.resyncTopic(anyMember)),
+        ]
+            + discoveryRules.map { rule in
+                ("discovered/\(rule.name)/<part>", cluster.discoveredTopic(rule: rule.name, part: max(1, rule.settings.maxChannels)))
+            }
     }
 
     /// Whether echoes of the bridge's own publishes are recognised by digest (docs/contract.md §5.4)

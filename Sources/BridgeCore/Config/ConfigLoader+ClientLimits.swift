@@ -16,10 +16,11 @@ extension LoadContext {
 
     /// In a cluster the MQTT identity is derived (docs/contract.md §7.4): the client id
     /// `client_id-<instance>`, the status on `<status_topic>/<instance>`, and the member record
-    /// (the Last Will), heartbeats and held reports below `<membership_topic>`. Each must still be
-    /// something the client accepts (the start checks `fixedMQTTTopics` again).
+    /// (the Last Will), heartbeats, held reports, snapshot requests and discovered lists below
+    /// `<membership_topic>` (`clusterTopics`). Each must still be something the client accepts (the
+    /// start checks `fixedMQTTTopics` again).
     func checkDerivedMQTTIdentity(_ bridge: BridgeSettings, path: ConfigKeyPath) {
-        guard let cluster = bridge.cluster else { return }
+        guard bridge.cluster != nil else { return }
         let mqttPath = path.key("mqtt")
         if let problem = MQTTClientLimits.clientIDProblem(bridge.effectiveMQTTClientID) {
             report(mqttPath.key("client_id"), "with [bridge.cluster] the client id is client_id-<instance>, which \(problem)")
@@ -27,15 +28,9 @@ extension LoadContext {
         if let problem = MQTTClientLimits.topicNameProblem(bridge.effectiveStatusTopic) {
             report(mqttPath.key("status_topic"), "with [bridge.cluster] the status goes to <status_topic>/<instance>, which \(problem)")
         }
-        let below = [
-            ("members", cluster.memberTopic(cluster.instance)), ("heartbeat", cluster.heartbeatTopic(cluster.instance)),
-            ("held", cluster.heldTopic(cluster.instance)),
-        ]
-        for (level, topic) in below {
+        for (level, topic) in bridge.clusterTopics {
             guard let problem = MQTTClientLimits.topicNameProblem(topic) else { continue }
-            report(
-                path.key("cluster").key("membership_topic"),
-                "the cluster publishes to <membership_topic>/\(level)/<instance>, which \(problem)")
+            report(path.key("cluster").key("membership_topic"), "the cluster publishes to <membership_topic>/\(level), which \(problem)")
             break
         }
     }
