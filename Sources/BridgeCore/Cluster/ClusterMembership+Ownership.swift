@@ -93,7 +93,15 @@ extension ClusterMembership {
                     confirmedHandover.append(channel)
                 }
             } else if release.deadline <= now {
-                unconfirmedHandover.append(channel)
+                if phase != .leaving, let owner = members[newOwner], owner.observing, owner.liveSince != nil {
+                    // The new owner still listens after its connect (its heartbeat says so) and
+                    // holds nothing yet: dropping the channel now would leave it unheld until it
+                    // takes it. The handover timeout runs again from now.
+                    releasing[channel] = Release(deadline: now + settings.handoverTimeout, newOwner: newOwner)
+                    changed = true
+                } else {
+                    unconfirmedHandover.append(channel)
+                }
             }
         }
         let released: [(channels: [String], event: ClusterEvent)] = [

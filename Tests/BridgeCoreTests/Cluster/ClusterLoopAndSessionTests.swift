@@ -137,4 +137,32 @@ import Testing
         #expect(alone.phase != .active)
         #expect(alone.tick(now: giveUp).contains(.subscribeChannel("orders")))
     }
+
+    /// While a newcomer still listens after its connect (its heartbeats say `"observing":1`), it
+    /// holds nothing: the members handing it its share keep holding past the handover timeout until
+    /// it takes them. Found by the fleet bench: a newcomer reading a long backlog for 10 s found its
+    /// 20,000 channels dropped unconfirmed after 7 s, unheld until it took them.
+    @Test func aHandoverToAMemberStillListeningWaitsForIt() throws {
+        var simulation = ClusterSimulation()
+        simulation.wanted = (0..<60).map { "ch-\($0)" }
+        for instance in ["a", "b", "c"] { simulation.startNode(instance) }
+        simulation.advance(until: { $0.isConverged }, limit: .seconds(10))
+        simulation.resetStatistics()
+        simulation.withheldEchoes = ["d"]
+        simulation.startNode("d")
+        let listening = simulation.settings.joinSettle + simulation.settings.handoverTimeout + .seconds(3)
+        simulation.advance(by: listening)
+        let d = try #require(simulation.nodes["d"])
+        #expect(d.machine.phase != .active && d.subscribed.isEmpty, "d still listens")
+        #expect(simulation.maxGap == .zero, "every channel held while d listens")
+        simulation.returnEcho(to: "d")
+        simulation.advance(until: { $0.isConverged }, limit: .seconds(20))
+        #expect(simulation.nodes["d"]?.subscribed.isEmpty == false)
+        #expect(simulation.maxGap == .zero)
+        for id in ["a", "b", "c"] {
+            for case .channelsHandedOver(let channels, confirmed: false) in simulation.nodes[id]?.events ?? [] {
+                Issue.record("\(id) handed over unconfirmed: \(channels)")
+            }
+        }
+    }
 }

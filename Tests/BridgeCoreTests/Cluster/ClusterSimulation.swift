@@ -44,6 +44,10 @@ struct ClusterSimulation {
     var retainedOnConnect = true
     /// Held messages the broker loses: per sending instance, how many of its next ones.
     var heldLosses: [String: Int] = [:]
+    /// Nodes whose own record does not come back to them (a broker still sending a long backlog
+    /// first) until ``returnEcho(to:)``: they go on listening after the connect.
+    var withheldEchoes: Set<String> = []
+    private var echoes: [String: [UInt8]] = [:]
     /// Every membership message published: topic and size.
     var published: [(topic: String, bytes: Int)] = []
     /// Per channel: the longest time with no holder and with more than one, since `resetStatistics()`.
@@ -257,6 +261,10 @@ struct ClusterSimulation {
         }
         switch settings.classify(topic: topic) {
         case .member(let instance)?:
+            if withheldEchoes.contains(id), instance == node.machine.instance, !payload.isEmpty {
+                echoes[id] = payload
+                return
+            }
             if payload.isEmpty {
                 apply(id) { $0.memberRecordDeleted(instance: instance, byWillOf: will, now: $1) }
             } else if let record = ClusterMemberRecord(payload: payload, instance: instance) {
@@ -278,6 +286,14 @@ struct ClusterSimulation {
             break  // the simulation runs no discovery
         case nil:
             Issue.record("a message on \(topic), outside the membership topic")
+        }
+    }
+
+    /// The broker is through `id`'s backlog: its own record comes back at last.
+    mutating func returnEcho(to id: String) {
+        withheldEchoes.remove(id)
+        if let payload = echoes.removeValue(forKey: id) {
+            deliver(topic: settings.memberTopic(nodes[id]!.machine.instance), payload: payload, to: id)
         }
     }
 
