@@ -1,30 +1,40 @@
 """Heartbeat latency behind a QoS 1 backlog: do QoS 0 heartbeats overtake queued QoS 1 data?
 
-The cluster's members send heartbeats on `<membership_topic>/heartbeat/<instance>` (QoS 1) through
-the same session that, in partition mode, also receives every data topic at QoS 1. On ejabberd 23.01
-(`mod_mqtt`) a session gets one QoS 1 message at a time (docs/brokers.md), so heartbeats queue
-behind the data. This measures, for a subscriber whose session has a QoS 1 backlog, the delivery
-latency of heartbeat-like messages (one every `--hb-interval`, send time in the payload) when
+A cluster member's heartbeats go out on `<membership_topic>/heartbeat/<instance>` (the daemon
+publishes them at QoS 0, Sources/BridgeCore/Supervisor/SupervisedCluster.swift) and reach the other
+members through the membership filter, subscribed at QoS 1 -- in partition mode by the same session
+that receives every data topic at QoS 1. ejabberd 23.01 (`mod_mqtt`) sends a session one QoS 1
+message at a time (docs/brokers.md), so heartbeats can queue behind the data. This measures, for a
+subscriber whose session has a QoS 1 backlog, the delivery latency of heartbeat-like messages (one
+every `--hb-interval`, send time in the payload) when
 
   a  heartbeats are published at QoS 1 (subscription QoS 1, same session as the data),
-  b  heartbeats are published at QoS 0 (subscription QoS 1, delivered at QoS 0, same session),
+  b  heartbeats are published at QoS 0 (subscription QoS 1, so delivered at QoS 0, same session),
   c  heartbeats go to a second, dedicated connection/session of the subscriber process (QoS 1),
 
 on a two-node ejabberd cluster (bridge_testkit.ejabberd) and on mosquitto (bridge_testkit.harness).
-A flood publisher sends `--rate` QoS 1 messages a second for `--duration` s; the subscriber (paho,
-MQTT 5) spends `--work-ms` in on_message per data message (a sleep), and paho sends the PUBACK after
-on_message returns. Every client is its own process; latencies use CLOCK_MONOTONIC (system-wide).
+A flood publisher sends `--rate` QoS 1 messages a second for `--duration` s (`--rate 100000
+--duration 0.03`: a burst of 3,000 at once); the subscriber (paho, MQTT 5) spends `--work-ms` in
+on_message per data message (a sleep), and paho sends the PUBACK after on_message returns (the
+daemon's libmosquitto acknowledges on receipt instead: `--work-ms 0` is closer to it). Every client
+is its own process; latencies use CLOCK_MONOTONIC (system-wide). Per run: heartbeat latency
+(median/p95/max over the heartbeats sent while the backlog existed), the largest gap between
+heartbeat arrivals (what a receipt-time `member_timeout` sees), the subscriber's data rate, and the
+largest kernel receive queue of its sockets (where the backlog sits when the broker already wrote it).
 
-Before the runs, a probe answers the key question directly: the subscriber withholds its PUBACKs
-(paho manual_ack) while QoS 1 data, then a QoS 0 and a QoS 1 heartbeat are published; what arrives
-while the first PUBACK is withheld?
+Before the runs, probes answer the key question directly: the subscriber withholds its PUBACKs (paho
+manual_ack) while 1 or 30 QoS 1 data, then a QoS 0 and a QoS 1 heartbeat are published (optionally
+after 500 QoS 1 acknowledged at once); what arrives while the first PUBACK is withheld?
 
     PYTHONPATH=Tests/testkit .venv/bin/python Benchmarks/ejabberd-heartbeats/heartbeat_latency.py
-    (--brokers ejabberd,mosquitto --cases a,b,c --placements cross,same --runs 3 --rate 500
-     --duration 10 --work-ms 2; --probe-only; --json FILE)
+    options: --brokers ejabberd,mosquitto[,mosquitto-if1] --cases a,b,c --placements cross,same
+             --runs 3 --rate 500 --duration 10 --work-ms 2 --hb-interval 0.2
+             --probe-only | --no-probe   --json FILE
 
-Placements (ejabberd): `cross` = subscriber on node 1, both publishers on node 2; `same` = all on
-node 1. mosquitto has one node, so only `same`.
+Brokers: `ejabberd` (two nodes; placement `cross` = subscriber on node 1, both publishers on node 2,
+`same` = all on node 1), `mosquitto` (the harness's config, max_inflight_messages left at its default
+20), `mosquitto-if<N>` (the same with max_inflight_messages N). Each invocation starts and stops its
+brokers by PID; one ejabberd cluster start takes 5-40 s.
 """
 
 from __future__ import annotations
@@ -65,7 +75,7 @@ def client(client_id: str, manual_ack: bool = False) -> mqtt.Client:
     return c
 
 
-def connect(c: mqtt.Client, port: int, timeout: float = 15.0) -> None:
+def connect(c: mqtt.Client, port: int, timeout: float = 15.0, receive_maximum: int = 0) -> None:
     ready = threading.Event()
     result = {}
 
@@ -76,6 +86,8 @@ def connect(c: mqtt.Client, port: int, timeout: float = 15.0) -> None:
     c.on_connect = on_connect
     props = Properties(PacketTypes.CONNECT)
     props.SessionExpiryInterval = 0
+    if receive_maximum:
+        props.ReceiveMaximum = receive_maximum
     c.connect("127.0.0.1", port, keepalive=30, clean_start=True, properties=props)
     c.loop_start()
     if not ready.wait(timeout) or result["rc"].is_failure:
@@ -127,7 +139,7 @@ def role_sub(a) -> None:
 
     main = client(f"{a.prefix}-sub")
     main.on_message = on_message
-    connect(main, a.port)
+    connect(main, a.port, receive_maximum=a.receive_maximum)
     clients = [main]
     if a.hb_conn == "control":
         ctl = client(f"{a.prefix}-sub-ctl")
@@ -201,32 +213,54 @@ def role_flood(a) -> None:
 
 
 def role_probe(a) -> None:
-    """Probe: the subscriber withholds PUBACKs (manual ack) for `hold` s; a publisher sends 5 QoS 1
-    data, then one QoS 0 and one QoS 1 heartbeat. Reports what arrived during the hold and after."""
+    """Probe: optionally `prime` QoS 1 messages first, acknowledged at once; then the subscriber
+    withholds its PUBACKs (manual ack) for `hold` s while a publisher sends `count` QoS 1 data, then
+    one QoS 0 and one QoS 1 heartbeat. Reports, in arrival order, what arrived during the hold (the
+    first PUBACK still withheld) and after the release."""
     data_filter, hb_filter = f"{a.prefix}/data/#", f"{a.prefix}/members/#"
     arrivals = []
     lock = threading.Lock()
     held = []
-    release = threading.Event()
+    phase = {"now": "prime", "primed": 0}
 
     def on_message(c, _u, msg):
         with lock:
-            arrivals.append({"t": now(), "topic": msg.topic.split("/", 1)[1], "qos": msg.qos,
-                             "phase": "after" if release.is_set() else "hold"})
-        if msg.qos > 0:
-            if release.is_set():
-                c.ack(msg.mid, msg.qos)
-            else:
-                held.append((msg.mid, msg.qos))
+            priming = phase["now"] == "prime"
+        if priming:
+            if a.prime_work_ms:
+                time.sleep(a.prime_work_ms / 1000)  # a slow consumer: the broker queues meanwhile
+            with lock:
+                phase["primed"] += 1
+            c.ack(msg.mid, msg.qos)
+            return
+        with lock:
+            arrivals.append({"t": now(), "topic": msg.topic.split("/", 1)[1], "qos": msg.qos, "phase": phase["now"]})
+            if msg.qos > 0:
+                if phase["now"] == "after":
+                    c.ack(msg.mid, msg.qos)
+                else:
+                    held.append((msg.mid, msg.qos))
 
     sub = client(f"{a.prefix}-psub", manual_ack=True)
     sub.on_message = on_message
     connect(sub, a.sub_port)
     subscribe(sub, [(data_filter, 1), (hb_filter, 1)])
     pub = client(f"{a.prefix}-ppub")
+    pub.max_inflight_messages_set(1000)
     connect(pub, a.pub_port)
     time.sleep(0.3)
-    infos = [pub.publish(f"{a.prefix}/data/{i}", f"d{i}", qos=1) for i in range(5)]
+    t0 = now()
+    for i in range(a.prime):
+        if a.prime_rate:
+            time.sleep(max(0.0, t0 + i / a.prime_rate - now()))
+        pub.publish(f"{a.prefix}/data/p{i}", "p" * 200, qos=1)
+    deadline = now() + 20
+    while phase["primed"] < a.prime and now() < deadline:
+        time.sleep(0.01)
+    with lock:
+        primed = phase["primed"]
+        phase["now"] = "hold"
+    infos = [pub.publish(f"{a.prefix}/data/{i}", f"d{i}", qos=1) for i in range(a.count)]
     for i in infos:
         i.wait_for_publish(5)
     time.sleep(0.2)
@@ -236,15 +270,27 @@ def role_probe(a) -> None:
     time.sleep(a.hold)
     with lock:
         during = [dict(x) for x in arrivals]
-        release.set()
+        phase["now"] = "after"
         for mid, qos in held:
             sub.ack(mid, qos)
     time.sleep(2.0)
     for c in (pub, sub):
         c.disconnect()
         c.loop_stop()
-    emit({"during_hold": [(x["topic"], x["qos"]) for x in during],
-          "after_release": [(x["topic"], x["qos"]) for x in arrivals if x["phase"] == "after"]})
+
+    def brief(xs):
+        out, run = [], None
+        for x in xs:
+            name = "data" if x["topic"].startswith("data/") else x["topic"].rsplit("/", 1)[-1] + "-hb"
+            label = f"{name}@qos{x['qos']}"
+            if run and run[0] == label:
+                run[1] += 1
+            else:
+                run = [label, 1]
+                out.append(run)
+        return " ".join(f"{n}x{label}" if label.startswith("data") else label for label, n in out) or "nothing"
+    emit({"primed": primed, "during_hold": brief(during),
+          "after_release": brief([x for x in arrivals if x["phase"] == "after"])})
 
 
 # ----------------------------------------------------------------------------------------------
@@ -272,6 +318,29 @@ def pct(values: list[float], p: float) -> float:
     return v[min(len(v) - 1, max(0, int(round(p / 100 * (len(v) - 1)))))]
 
 
+class RecvQSampler:
+    """Largest kernel receive queue (bytes not yet read by the client) over the subscriber's TCP
+    connections, from `ss` every 0.25 s: where a backlog sits when the broker has already written it."""
+
+    def __init__(self, pid: int):
+        self.pid, self.max_bytes, self._stop = pid, 0, threading.Event()
+
+    def start(self):
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self):
+        while not self._stop.wait(0.25):
+            out = subprocess.run(["ss", "-tnpH", "state", "established"], capture_output=True, text=True).stdout
+            total = sum(int(ln.split()[0]) for ln in out.splitlines() if f"pid={self.pid}," in ln)
+            self.max_bytes = max(self.max_bytes, total)
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(2)
+
+
 def run_case(sub_port: int, pub_port: int, case: str, a, tag: str) -> dict:
     prefix = f"hbl{os.getpid()}x{tag}x{int(time.time() * 1000) % 10**8}"
     count = int(a.rate * a.duration)
@@ -288,10 +357,11 @@ def run_case(sub_port: int, pub_port: int, case: str, a, tag: str) -> dict:
         time.sleep(1.5)  # baseline heartbeats before the flood
         flood = spawn("flood", port=pub_port, prefix=prefix, count=count, rate=a.rate)
         procs.append(flood)
+        sampler = RecvQSampler(sub.pid).start()
         fr = last_json(flood, a.timeout + 60)
         sr = last_json(sub, a.timeout + 30)
-        hb.stdin.close()
-        hr = last_json(hb, 30)
+        sampler.stop()
+        hr = last_json(hb, 30)  # communicate() closes its stdin: the publisher stops
     finally:
         for p in procs:
             if p.poll() is None:
@@ -332,18 +402,25 @@ def run_case(sub_port: int, pub_port: int, case: str, a, tag: str) -> dict:
         "lat_p95": pct(lat, 95), "lat_max": max(lat) if lat else float("nan"),
         "over_3s": sum(1 for x in lat if x > 3.0), "max_gap": max(gaps) if gaps else float("nan"),
         "baseline_median": statistics.median(baseline) if baseline else float("nan"),
+        "sub_recvq_max_kb": sampler.max_bytes / 1024,
     }
 
 
-def probe(sub_port: int, pub_port: int, hold: float = 3.0) -> dict:
+def probe(sub_port: int, pub_port: int, count: int, prime: int, prime_work_ms: float = 0, prime_rate: float = 0,
+          hold: float = 3.0) -> dict:
     prefix = f"probe{os.getpid()}x{int(time.time() * 1000) % 10**8}"
-    p = spawn("probe", sub_port=sub_port, pub_port=pub_port, prefix=prefix, hold=hold)
+    p = spawn("probe", sub_port=sub_port, pub_port=pub_port, prefix=prefix, hold=hold, count=count, prime=prime,
+              prime_work_ms=prime_work_ms, prime_rate=prime_rate)
     return last_json(p, 60)
+
+
+# (data messages published while PUBACKs are withheld, messages acknowledged at once before that)
+PROBES = [(1, 0), (30, 0), (30, 500)]
 
 
 def summarise(rows: list[dict]) -> dict:
     keys = ["lat_median", "lat_p95", "lat_max", "max_gap", "over_3s", "hb_n", "hb_lost", "sub_rate",
-            "pub_rate", "drain_s", "baseline_median"]
+            "pub_rate", "drain_s", "baseline_median", "sub_recvq_max_kb"]
     return {k: statistics.median([r[k] for r in rows]) for k in keys} | {"runs": len(rows)}
 
 
@@ -359,7 +436,11 @@ def main() -> None:
     ap.add_argument("--qos", type=int)
     ap.add_argument("--interval", type=float)
     ap.add_argument("--hold", type=float, default=3.0)
+    ap.add_argument("--prime", type=int, default=0)
+    ap.add_argument("--prime-work-ms", type=float, default=0)
+    ap.add_argument("--prime-rate", type=float, default=0, help="probe: pace the priming messages (0: at once)")
     ap.add_argument("--hb-conn", default="same")
+    ap.add_argument("--receive-maximum", type=int, default=0, help="subscriber's CONNECT Receive Maximum (0: none sent)")
     ap.add_argument("--linger", type=float, default=1.5)
     ap.add_argument("--brokers", default="ejabberd,mosquitto")
     ap.add_argument("--cases", default="a,b,c")
@@ -400,19 +481,29 @@ def main() -> None:
                 n1, n2 = cluster.nodes[0].mqtt_port, cluster.nodes[1].mqtt_port
                 places = {"cross": (n1, n2), "same": (n1, n1)}
                 places = {k: v for k, v in places.items() if k in a.placements.split(",")}
-            else:
-                d = Path(tmp) / "mosquitto"
+            elif broker.startswith("mosquitto"):
+                # "mosquitto" (the harness's config: max_inflight_messages left at 20) or
+                # "mosquitto-if<N>" (max_inflight_messages N added)
+                d = Path(tmp) / broker
                 d.mkdir()
-                mosq = Mosquitto(d).start()
+                mosq = Mosquitto(d)
+                if broker.startswith("mosquitto-if"):
+                    mosq.conf.write_text(mosq.conf.read_text() + f"max_inflight_messages {int(broker[12:])}\n")
+                mosq.start()
                 stop = mosq.stop
                 places = {"same": (mosq.port, mosq.port)}
+            else:
+                raise SystemExit(f"unknown broker {broker}")
             try:
                 if not a.no_probe:
                     for place, (sp, pp) in places.items():
-                        r = probe(sp, pp)
-                        results["probes"][f"{broker}/{place}"] = r
-                        print(f"PROBE {broker}/{place}: during withheld PUBACK: {r['during_hold']}; "
-                              f"after release: {r['after_release']}", flush=True)
+                        for count, prime in PROBES:
+                            r = probe(sp, pp, count, prime)
+                            results["probes"][f"{broker}/{place}/count={count}/prime={prime}"] = r
+                            print(f"PROBE {broker}/{place} ({prime} QoS 1 acked first, primed {r['primed']}; then "
+                                  f"{count} QoS 1 data, a QoS 0 and a QoS 1 heartbeat, PUBACKs withheld): "
+                                  f"during the hold: {r['during_hold']}; after release: {r['after_release']}",
+                                  flush=True)
                 if a.probe_only:
                     continue
                 for run in range(a.runs):
@@ -428,7 +519,7 @@ def main() -> None:
                 stop()
     print("\nmedian over runs (latencies in s; rates in msg/s)")
     hdr = ["broker/placement/case", "runs", "hb_n", "lat_median", "lat_p95", "lat_max", "max_gap", "over_3s",
-           "hb_lost", "sub_rate", "pub_rate", "drain_s", "baseline_median"]
+           "hb_lost", "sub_rate", "pub_rate", "drain_s", "baseline_median", "sub_recvq_max_kb"]
     print(" | ".join(hdr))
     for key, rows in results["runs"].items():
         s = summarise(rows)
