@@ -100,6 +100,8 @@ public struct ClusterDiscoveredList: Sendable, Equatable {
 /// list is complete when the head and every part it counts are there with its generation.
 public struct ClusterDiscoveredAssembly: Sendable, Equatable {
     var parts: [Int: ClusterDiscoveredList] = [:]
+    /// The generation of the list ``takeNewList()`` last returned ("" for none: a deleted head).
+    var taken: String?
 
     public init() {}
 
@@ -117,6 +119,16 @@ public struct ClusterDiscoveredAssembly: Sendable, Equatable {
             guard let part = parts[index], part.generation == head.generation else { return nil }
             channels += part.channels
         }
+        return channels
+    }
+
+    /// The whole list (as ``channels``) when it is complete and not the one returned last time;
+    /// nil otherwise. A reader gets each generation once, without joining and comparing 100,000
+    /// names per part that arrives (a member back with a kept session read dozens of lists' parts).
+    public mutating func takeNewList() -> [String]? {
+        let generation = parts[0]?.generation ?? ""
+        guard generation != taken, let channels else { return nil }
+        taken = generation
         return channels
     }
 

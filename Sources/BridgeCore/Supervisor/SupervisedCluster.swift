@@ -230,8 +230,9 @@ extension BridgeSupervisor {
         }
         guard cluster != nil else { return [] }
         cluster!.discoveredParts[rule, default: ClusterDiscoveredAssembly()].received(part: part, list)
-        guard let channels = cluster!.discoveredParts[rule]?.channels.map(Set.init), channels != cluster!.discovered[rule] ?? []
-        else { return [] }
+        guard let list = cluster!.discoveredParts[rule]?.takeNewList() else { return [] }
+        let channels = Set(list)
+        guard channels != cluster!.discovered[rule] ?? [] else { return [] }
         return discoveredListReceived(rule: rule, channels: channels, now)
     }
 

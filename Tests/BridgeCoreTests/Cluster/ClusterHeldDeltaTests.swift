@@ -170,4 +170,24 @@ import Testing
         assembly.received(part: 0, nil)
         #expect(assembly.channels == [], "no head: no list")
     }
+
+    /// A reader gets each complete list once: the parts of a list already taken, arriving again
+    /// (a kept session's backlog, a republish), give nothing to join or compare.
+    @Test func anAssemblyHandsOutEachGenerationOnce() {
+        let old = ClusterDiscoveredList.parts(rule: "r", channels: Self.longNames(1_000))
+        let new = ClusterDiscoveredList.parts(rule: "r", channels: Self.longNames(500))
+        var assembly = ClusterDiscoveredAssembly()
+        #expect(assembly.takeNewList() == [], "no head: the empty list, once")
+        #expect(assembly.takeNewList() == nil)
+        assembly.received(part: 0, old[0])
+        #expect(assembly.takeNewList() == nil, "incomplete")
+        for part in old.dropFirst() { assembly.received(part: part.part, part) }
+        #expect(assembly.takeNewList().map(Set.init) == Set(Self.longNames(1_000)))
+        for part in old { assembly.received(part: part.part, part) }
+        #expect(assembly.takeNewList() == nil, "the same generation again")
+        for part in new.reversed() { assembly.received(part: part.part, part) }
+        #expect(assembly.takeNewList().map(Set.init) == Set(Self.longNames(500)))
+        assembly.received(part: 0, nil)
+        #expect(assembly.takeNewList() == [], "deleted")
+    }
 }
