@@ -41,13 +41,14 @@ extension ClusterMembership {
             guard record.incarnation != incarnation else {
                 ownRecordCurrent = true
                 guard awaitingOwnRecord else { return [] }
-                // Everything the broker had for this member is read: an observation past its time ends now.
+                // Everything the broker had for this member when it connected is read, the others'
+                // records included; their heartbeats sent meanwhile come behind it. So the
+                // observation lasts a whole observation from now (at least to its own end): a member
+                // counts the others as live only with a heartbeat (the fleet bench: on the echo alone,
+                // a member with a long backlog knew the records but no heartbeat, and took everything).
                 awaitingOwnRecord = false
-                guard case .observing(let until) = phase, until <= now else { return [] }
-                phase = .active
-                var actions: [ClusterAction] = []
-                reconcile(now: now, into: &actions)
-                return actions
+                if case .observing(let until) = phase { phase = .observing(until: max(until, now + observation)) }
+                return []
             }
             if let clientID, record.clientID == clientID, (record.startedAt, record.incarnation) > (startedAt, incarnation) {
                 // A process started after this one writes this instance's record: with the same file

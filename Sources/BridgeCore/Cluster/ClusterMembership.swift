@@ -133,7 +133,8 @@ public struct ClusterMembership: Sendable {
     /// After a connect, until this member's own record comes back: the broker sends it after
     /// everything it had queued for this member (a kept session's backlog, then the retained records
     /// the new subscription asks for), so until then this member may not have heard of the others,
-    /// and its observation goes on (at most ``echoWait`` past its end). Without this, a member back
+    /// and its observation goes on (at most ``echoWait`` past its end), then runs a whole
+    /// ``observation`` from the echo, for the others' heartbeats behind it. Without this, a member back
     /// with a session whose backlog took longer to read than the observation counted itself alone
     /// and took every channel (100,000 at once in the fleet bench).
     var awaitingOwnRecord = false

@@ -120,10 +120,16 @@ import Testing
         let end = t0 + member.observation
         _ = member.tick(now: end + .seconds(1))
         #expect(member.heldChannels.isEmpty, "still listening: its backlog is unread")
-        // The backlog named b; then its own record arrives, and the observation is over at once.
-        _ = member.memberRecordReceived(ClusterMemberRecord(instance: "b", incarnation: "ib", startedAt: 2), now: end + .seconds(2))
-        _ = member.heartbeatReceived(ClusterHeartbeat(instance: "b", incarnation: "ib", sequence: 1), now: end + .seconds(2))
-        let actions = member.memberRecordReceived(member.ownRecord, now: end + .seconds(2))
+        // The backlog named b (its record, no heartbeat yet); then its own record arrives: the
+        // observation runs a whole observation more, for b's heartbeats queued behind the echo.
+        let echo = end + .seconds(2)
+        _ = member.memberRecordReceived(ClusterMemberRecord(instance: "b", incarnation: "ib", startedAt: 2), now: echo)
+        #expect(member.memberRecordReceived(member.ownRecord, now: echo).isEmpty)
+        #expect(member.phase != .active)
+        _ = member.heartbeatReceived(ClusterHeartbeat(instance: "b", incarnation: "ib", sequence: 1), now: echo + .milliseconds(50))
+        #expect(!member.tick(now: echo + member.observation - .milliseconds(1)).contains(.subscribeChannel("orders")))
+        #expect(member.phase != .active)
+        let actions = member.tick(now: echo + member.observation)
         #expect(member.phase == .active)
         let ownsOrders = RendezvousHash.owner(of: "orders", among: ["a", "b"]) == "a"
         #expect(actions.contains(.subscribeChannel("orders")) == ownsOrders)
