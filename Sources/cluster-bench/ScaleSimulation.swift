@@ -183,7 +183,7 @@ final class ScaleSimulation {
             case .leaveCompleted:
                 nodes[name]?.connected = false
                 nodes[name]?.dead = true
-            case .takingOver, .publishMemberOffline, .report: break
+            case .takingOver, .publishMemberOffline, .holderGone, .report: break
             }
         }
         if !subscribing.isEmpty { confirms.append((now + confirmDelay, name, subscribing)) }

@@ -19,6 +19,10 @@ public enum ClusterAction: Sendable, Equatable {
     case subscribeChannel(String)
     /// Unsubscribe this Pusher channel: another member holds it, or nobody wants it.
     case unsubscribeChannel(String)
+    /// A member died holding these channels, and this member does not hold them: until a new
+    /// holder reports them, no subscription of the group is in them (channel discovery's counts
+    /// then do not include the bridge).
+    case holderGone(Set<String>)
     /// Publish retained `offline` on `<status_topic>/<instance>` for a member that died: its Will
     /// went to its record, so one survivor — the one the hashing picks — writes its status.
     case publishMemberOffline(instance: String)

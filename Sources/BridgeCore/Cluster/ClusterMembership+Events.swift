@@ -101,15 +101,15 @@ extension ClusterMembership {
         guard let member = members[deleted] else { return [] }
         // What it held: a Will means it died with them (a gap since it was last heard from); a
         // deletion of its own means it leaves on SIGTERM and keeps them until they are taken.
+        var actions: [ClusterAction] = []
         if will != nil {
-            orphan(member.lastKnownHeld, lastHeard: member.lastHeard ?? now)
+            if let gone = orphan(member.lastKnownHeld, lastHeard: member.lastHeard ?? now) { actions.append(gone) }
         } else {
             handedOverByLeaver.formUnion(member.lastKnownHeld)
         }
         releaseCheckNeeded = true
         members[deleted]?.record = nil
         members[deleted]?.held = nil
-        var actions: [ClusterAction] = []
         reconcile(now: now, into: &actions)
         return actions
     }

@@ -137,12 +137,15 @@ extension ClusterMembership {
         return nil
     }
 
-    /// Remembers that `channels` lost their holder, last heard from at `lastHeard`.
-    mutating func orphan(_ channels: Set<String>, lastHeard: ContinuousClock.Instant) {
+    /// Remembers that `channels` lost their holder, last heard from at `lastHeard`; returns what
+    /// discovery must know: those of them this member does not hold are held by nobody now.
+    mutating func orphan(_ channels: Set<String>, lastHeard: ContinuousClock.Instant) -> ClusterAction? {
         for channel in channels {
             if let known = orphaned[channel], known >= lastHeard { continue }
             orphaned[channel] = lastHeard
         }
+        let gone = channels.subtracting(confirmed)
+        return gone.isEmpty ? nil : .holderGone(gone)
     }
 
     /// Marks members live or dead from their records and heartbeats, with the events and the
@@ -165,7 +168,9 @@ extension ClusterMembership {
                 member.settledAt = nil
                 member.awaitingSettle = false
                 // Timed out with its record still there: it died (or hangs) with what it held.
-                if member.record != nil { orphan(member.lastKnownHeld, lastHeard: member.lastHeard ?? now) }
+                if member.record != nil, let gone = orphan(member.lastKnownHeld, lastHeard: member.lastHeard ?? now) {
+                    actions.append(gone)
+                }
                 // What it reported holding is no news of a later life: it must report again.
                 member.held = nil
                 actions.append(.report(member.record == nil ? .memberLeft(instance: name) : .memberTimedOut(instance: name)))

@@ -29,4 +29,14 @@ extension ChannelDiscovery {
             held[channel]?.lastActivity = now
         }
     }
+
+    /// The member of the group that held `channels` died: no subscription of the group is in them
+    /// until a new holder reports them (``heldByGroup(_:now:)``). A poll's count taken meanwhile is
+    /// of others only, so a count of 1 (the device) no longer reads as "the bridge alone" (the
+    /// fleet bench: after a SIGKILL the rule's poller left 14,000 of the dead member's channels).
+    public mutating func heldByGroupLost(_ channels: Set<String>) {
+        for channel in channels where held[channel]?.confirmedAt != nil {
+            held[channel]?.confirmedAt = nil
+        }
+    }
 }

@@ -90,7 +90,7 @@ public struct SupervisedCluster: Sendable {
             return MQTTPublish(rule: "", topic: settings.heldTopic(settings.instance), payload: report.payload, qos: 1, retain: false)
         case .requestSnapshot(let request):
             return MQTTPublish(rule: "", topic: settings.resyncTopic(request.instance), payload: request.payload, qos: 1, retain: false)
-        case .takingOver, .subscribeChannel, .unsubscribeChannel, .leaveCompleted, .report:
+        case .takingOver, .subscribeChannel, .unsubscribeChannel, .holderGone, .leaveCompleted, .report:
             return nil
         }
     }
@@ -128,6 +128,8 @@ extension BridgeSupervisor {
             case .unsubscribeChannel(let channel):
                 actions.append(.unsubscribeChannel(channel))
                 actions += lift(bridge.channelReleased(channel, receivedAtMillis: now.millis), now, settle: false)
+            case .holderGone(let channels):
+                discovery.heldByGroupLost(channels)
             case .leaveCompleted:
                 self.cluster?.leaveCompleted = true
                 actions.append(.leaveCompleted)

@@ -98,4 +98,25 @@ import Testing
         #expect(actions.contains(.left(channel: "private-device-1", rule: "devices", reason: .alone)))
         #expect(machine.heldChannels(rule: "devices").isEmpty)
     }
+
+    /// The member holding a channel died: until a new holder reports it, the group has no
+    /// subscription there, so a count of 1 is the device, not the bridge alone (the fleet bench:
+    /// a poll between a SIGKILL and the takers' reports left 14,000 of the dead member's channels).
+    @Test func aChannelWhoseHolderDiedIsNotLeftOnACountTakenBeforeANewHolderReportsIt() {
+        var machine = Self.machine()
+        _ = machine.started(now: t0)
+        _ = machine.pollSucceeded(rule: "devices", channels: [OccupiedChannel("private-device-1", count: 2)], now: t0)
+        machine.heldByGroup(["private-device-1"], now: t0 + .seconds(1))
+        machine.heldByGroupLost(["private-device-1", "private-device-unknown"])
+        _ = machine.deadlineReached(now: t0 + .seconds(30))
+        var actions = machine.pollSucceeded(
+            rule: "devices", channels: [OccupiedChannel("private-device-1", count: 1)], now: t0 + .seconds(30))
+        #expect(actions.isEmpty, "the count of 1 is the device: no member is in the channel yet")
+        #expect(machine.heldChannels(rule: "devices") == ["private-device-1"])
+        // A new holder reports it: from then on a count of 1 is the bridge alone again.
+        machine.heldByGroup(["private-device-1"], now: t0 + .seconds(31))
+        _ = machine.deadlineReached(now: t0 + .seconds(60))
+        actions = machine.pollSucceeded(rule: "devices", channels: [OccupiedChannel("private-device-1", count: 1)], now: t0 + .seconds(60))
+        #expect(actions.contains(.left(channel: "private-device-1", rule: "devices", reason: .alone)))
+    }
 }

@@ -79,6 +79,9 @@ import Testing
         #expect(simulation.maxGap <= .milliseconds(300), "the gap is Pusher's confirmation only")
         #expect(simulation.offlinePublished.filter { $0.instance == "a" }.count == 1, "one survivor writes a's offline")
         #expect(simulation.nodes["b"]?.events.contains(.memberLeft(instance: "a")) == true)
+        // Each survivor tells its discovery that a's channels had no holder: all of them, as it
+        // held none of them itself.
+        #expect(simulation.nodes["b"]?.holdersGone == orphaned && simulation.nodes["c"]?.holdersGone == orphaned)
     }
 
     @Test func aHungMembersChannelsAreTakenAfterTheMemberTimeout() throws {

@@ -27,6 +27,8 @@ struct ClusterSimulation {
         var subscribeCount = 0
         var unsubscribeCount = 0
         var leaveCompleted = false
+        /// The channels this node was told nobody in the group holds any more (a member died with them).
+        var holdersGone: Set<String> = []
     }
 
     let settings: ClusterSettings
@@ -227,6 +229,8 @@ struct ClusterSimulation {
                 nodes[id]?.subscribed.remove(channel)
                 nodes[id]?.confirmed.remove(channel)
                 nodes[id]?.unsubscribeCount += 1
+            case .holderGone(let channels):
+                nodes[id]?.holdersGone.formUnion(channels)
             case .publishMemberOffline(let member):
                 offlinePublished.append((instance, member))
             case .leaveCompleted:
