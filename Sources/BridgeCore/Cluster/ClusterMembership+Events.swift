@@ -13,6 +13,7 @@ extension ClusterMembership {
         var actions: [ClusterAction] = [.publishRecord(ownRecord)]
         ownRecordCurrent = true
         awaitingOwnRecord = true
+        heartbeatWait = nil
         actions.append(heartbeat(now: now))
         reconcile(now: now, into: &actions)
         return actions
@@ -42,13 +43,18 @@ extension ClusterMembership {
                 ownRecordCurrent = true
                 guard awaitingOwnRecord else { return [] }
                 // Everything the broker had for this member when it connected is read, the others'
-                // records included; their heartbeats sent meanwhile come behind it. So the
-                // observation lasts a whole observation from now (at least to its own end): a member
-                // counts the others as live only with a heartbeat (the fleet bench: on the echo alone,
-                // a member with a long backlog knew the records but no heartbeat, and took everything).
+                // records included. A member counts another as live only with a heartbeat, and
+                // those sent while it read its backlog come behind the echo: for others known by
+                // their record alone, it waits up to one observation more (the fleet bench: on the
+                // echo alone, a member with a long backlog knew every record but no heartbeat, and
+                // took everything). With all of them live, the observation ends as the clock says.
                 awaitingOwnRecord = false
-                if case .observing(let until) = phase { phase = .observing(until: max(until, now + observation)) }
-                return []
+                heartbeatWait = recordedNotLive ? now + observation : nil
+                guard case .observing(let until) = phase, observationEnd(until) <= now else { return [] }
+                phase = .active
+                var actions: [ClusterAction] = []
+                reconcile(now: now, into: &actions)
+                return actions
             }
             if let clientID, record.clientID == clientID, (record.startedAt, record.incarnation) > (startedAt, incarnation) {
                 // A process started after this one writes this instance's record: with the same file

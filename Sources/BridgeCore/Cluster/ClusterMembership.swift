@@ -138,6 +138,9 @@ public struct ClusterMembership: Sendable {
     /// with a session whose backlog took longer to read than the observation counted itself alone
     /// and took every channel (100,000 at once in the fleet bench).
     var awaitingOwnRecord = false
+    /// After the echo, while some member is known by its record but not live: how long this one
+    /// waits for their heartbeats (one observation).
+    var heartbeatWait: ContinuousClock.Instant?
     var duplicateUntil: ContinuousClock.Instant?
     var duplicateIncarnation: String?
     var lastTick: ContinuousClock.Instant?
@@ -160,8 +163,13 @@ public struct ClusterMembership: Sendable {
 
     /// When the observation that runs `until` ends: then, or once the own record is back.
     func observationEnd(_ until: ContinuousClock.Instant) -> ContinuousClock.Instant {
-        awaitingOwnRecord ? until + echoWait : until
+        if awaitingOwnRecord { return until + echoWait }
+        if let heartbeatWait, recordedNotLive { return max(until, heartbeatWait) }
+        return until
     }
+
+    /// Whether a member is known by its record but not live (no heartbeat heard yet).
+    var recordedNotLive: Bool { members.values.contains { $0.record != nil && $0.liveSince == nil } }
 
     /// The channels this member is subscribed to (including those being handed over).
     public var heldChannels: Set<String> { subscribed }

@@ -120,19 +120,29 @@ import Testing
         let end = t0 + member.observation
         _ = member.tick(now: end + .seconds(1))
         #expect(member.heldChannels.isEmpty, "still listening: its backlog is unread")
-        // The backlog named b (its record, no heartbeat yet); then its own record arrives: the
-        // observation runs a whole observation more, for b's heartbeats queued behind the echo.
+        // The backlog named b (its record, no heartbeat yet); then its own record arrives: it waits
+        // for b's heartbeat, queued behind the echo, before it counts anyone.
         let echo = end + .seconds(2)
         _ = member.memberRecordReceived(ClusterMemberRecord(instance: "b", incarnation: "ib", startedAt: 2), now: echo)
         #expect(member.memberRecordReceived(member.ownRecord, now: echo).isEmpty)
         #expect(member.phase != .active)
-        _ = member.heartbeatReceived(ClusterHeartbeat(instance: "b", incarnation: "ib", sequence: 1), now: echo + .milliseconds(50))
-        #expect(!member.tick(now: echo + member.observation - .milliseconds(1)).contains(.subscribeChannel("orders")))
+        #expect(!member.tick(now: echo + .milliseconds(10)).contains(.subscribeChannel("orders")), "waiting for b's heartbeat")
         #expect(member.phase != .active)
-        let actions = member.tick(now: echo + member.observation)
+        // b's heartbeat: b is live, and the observation is over at the next tick (its clock end passed).
+        _ = member.heartbeatReceived(ClusterHeartbeat(instance: "b", incarnation: "ib", sequence: 1), now: echo + .milliseconds(50))
+        let actions = member.tick(now: echo + .milliseconds(50))
         #expect(member.phase == .active)
         let ownsOrders = RendezvousHash.owner(of: "orders", among: ["a", "b"]) == "a"
         #expect(actions.contains(.subscribeChannel("orders")) == ownsOrders)
+
+        // A member known only by a stale record (no heartbeat ever): one observation after the echo.
+        var stale = ClusterMembership(settings: settings, incarnation: "ia", startedAt: 1)
+        _ = stale.channelsWanted(["orders"], now: t0)
+        _ = stale.brokerConnected(now: t0)
+        _ = stale.memberRecordReceived(ClusterMemberRecord(instance: "z", incarnation: "iz", startedAt: 3), now: echo)
+        _ = stale.memberRecordReceived(stale.ownRecord, now: echo)
+        #expect(!stale.tick(now: echo + stale.observation - .milliseconds(1)).contains(.subscribeChannel("orders")))
+        #expect(stale.tick(now: echo + stale.observation).contains(.subscribeChannel("orders")))
 
         // A broker that never sends it back: the observation ends echoWait later all the same.
         var alone = ClusterMembership(settings: settings, incarnation: "ia", startedAt: 1)
