@@ -70,25 +70,41 @@ import Testing
     }
 
     @Test func connectionsThatDoNotSignInInTimeAreClosedWith4009() async throws {
+        // A socket that signs in within the timeout keeps its connection; a silent one is closed
+        // with 4009. The signed socket's half holds only if it did sign in within the timeout, which
+        // a loaded machine can miss (then the server closes it too, rightly). The client measures
+        // it from before the socket opens (the server's timer starts later, so that bound is safe)
+        // and, when it was missed, tries again on a fresh server instead of judging a race.
+        let timeout = Duration.milliseconds(500)
         var configuration = testConfiguration()
-        // The signed socket must open and sign in within the timeout: 500 ms was missed with the
-        // machine's two cores shared by five daemons (load 7-11), and the server then closed it too,
-        // rightly. 2 s leaves that round trip room; the silent socket's close proves the timeout.
-        configuration.users = PusherLocalUserSettings(signinTimeout: .seconds(2))
-        try await withServer(configuration) { running in
-            let url = running.webSocketURL()
-            try await withSocket(url) { signed in
-                // Signed in before the other socket is opened: its own 2 s run from its own
-                // connection (opening the second socket first let a loaded machine close both).
-                _ = try await Self.signedIn(signed, "u1")
-                try await withSocket(url) { silent in
-                    _ = try await establish(silent)
-                    #expect(try await silent.closeCode(timeout: .seconds(5)) == 4009)
-                    #expect(try await signed.expectSilence(for: .milliseconds(800)) == nil)
-                    #expect(running.stats()?.counters.signinTimeouts == 1)
+        configuration.users = PusherLocalUserSettings(signinTimeout: timeout)
+        let clock = ContinuousClock()
+        var slow: [Duration] = []
+        for _ in 1...5 {
+            // nil once judged; otherwise how long the signed socket took.
+            let missed = try await withServer(configuration) { running -> Duration? in
+                let url = running.webSocketURL()
+                let opening = clock.now
+                return try await withSocket(url) { signed in
+                    let socketID = try await establish(signed)
+                    // Late, the server has closed the socket with 4009 and the reply never comes.
+                    let reply = try? await Self.signin(signed, socketID: socketID, userData: #"{"id":"u1"}"#)
+                    let took = clock.now - opening
+                    guard took < timeout else { return took }
+                    #expect(reply?.event == "pusher:signin_success")
+                    try await withSocket(url) { silent in
+                        _ = try await establish(silent)
+                        #expect(try await silent.closeCode(timeout: .seconds(5)) == 4009)
+                        #expect(try await signed.expectSilence(for: .milliseconds(800)) == nil)
+                        #expect(running.stats()?.counters.signinTimeouts == 1)
+                    }
+                    return nil
                 }
             }
+            guard let missed else { return }
+            slow.append(missed)
         }
+        Issue.record("the signed socket never signed in within \(timeout) of opening in 5 tries: \(slow)")
     }
 
     @Test func watchlistEventsPerApp() async throws {
