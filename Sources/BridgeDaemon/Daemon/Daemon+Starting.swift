@@ -71,11 +71,6 @@ extension Daemon {
         metrics.connectionUp(bridge: settings.name, side: .pusher).record(0)
         metrics.connectionUp(bridge: settings.name, side: .mqtt).record(0)
         let delay = settings.reconnect.delay(attempt: failures - 1)
-        logger.error(
-            "cannot start bridge; retrying",
-            metadata: [
-                "bridge": "\(settings.name)", "error": "\(error)", "failed_attempts": "\(failures)", "retry_in": "\(delay)",
-            ])
         let commands = self.commands.continuation
         state.withLock { state in
             // The old runtime (a restart) is gone: readiness names the bridge as not running.
@@ -90,6 +85,12 @@ extension Daemon {
                 error: "\(error)", attempts: failures, nextAttempt: .now + delay, attempt: failure, restarting: restarting,
                 retry: retry)
         }
+        // Logged once /readyz and STATUS= can say it too.
+        logger.error(
+            "cannot start bridge; retrying",
+            metadata: [
+                "bridge": "\(settings.name)", "error": "\(error)", "failed_attempts": "\(failures)", "retry_in": "\(delay)",
+            ])
     }
 
     /// A retry's backoff has elapsed: starts the bridge with the settings the config has now,

@@ -115,10 +115,11 @@ extension BridgeRuntime {
             let (first, gap) = state.pusherConnections.subscribed(channel, connection: connection, now: now)
             return (first, gap, state.coverageWaiters.resumeAll(returning: ()))
         }
+        // Logged before the waiters go on (a replacement logs "pusher connection replaced" next).
+        logger.debug("subscribed", metadata: ["pusher.channel": "\(channel)"].merging(tag(connection)) { $1 })
         wake.resume()
         if first { perform { $0.pusherSubscriptionSucceeded(channel, $1) } }
         if let gap { publishGap(gap) }
-        logger.debug("subscribed", metadata: ["pusher.channel": "\(channel)"].merging(tag(connection)) { $1 })
     }
 
     /// Connection `connection`'s subscription to `channel` was refused: the supervisor hears of it
