@@ -363,8 +363,10 @@ def test_two_ordinary_daemons_with_one_client_id_report_it_on_readyz(pusher, bro
     named = wait_until(reported, 20, 0.2, "/readyz 503 naming the shared client id")
     print(f"\n/readyz with two daemons on one client id: {[(d.name, s, b) for d, s, b in named]}")
     for daemon, _, _ in named:
-        assert (daemon.metric(TAKEOVER_ERRORS) or 0) >= 1, f"{daemon.name}: the takeover not counted"
-        assert "another process uses MQTT client id bridge-e2e" in daemon.log(), f"{daemon.name}: no error line"
+        # The suspicion /readyz reads is set just before the count and the log line.
+        wait_until(lambda: (daemon.metric(TAKEOVER_ERRORS) or 0) >= 1
+                   and "another process uses MQTT client id bridge-e2e" in daemon.log(), 5, 0.05,
+                   f"{daemon.name}: the takeover counted and logged")
         assert "giving way" not in daemon.log(), "without a cluster nobody gives way"
 
 
@@ -421,12 +423,14 @@ def test_a_presence_mirror_moves_with_its_channel_and_keeps_the_members(pusher, 
     members = run_cluster(cluster_members, pusher, broker, workdir, PRESENCE_RULES, names=("a", "b"))
     try:
         wait_until(lambda: mirrored().get("cluster/operators/members/alice") == b'{"name":"Alice"}', 20, 0.2, "alice retained")
-        records = [r for r in pusher_connections(pusher) if "presence-operators" in r["channels"] and r.get("user_id") != "alice"]
-        assert len(records) == 1, f"the presence channel is held by one member: {records}"
-        # Stop the holder: which member it is shows in its /metrics.
-        holding = [m for m in members if m.metric(HELD) == 1]
-        assert len(holding) == 1, [(m.name, m.metric(HELD)) for m in members]
-        holder = holding[0]
+
+        # Held by one member once the membership has settled (a member that started later may
+        # still be taking the channel over, both holding it meanwhile). Which one shows in /metrics.
+        def one_holder():
+            records = [r for r in pusher_connections(pusher) if "presence-operators" in r["channels"] and r.get("user_id") != "alice"]
+            holding = [m for m in members if m.metric(HELD) == 1]
+            return holding if len(records) == 1 and len(holding) == 1 else None
+        [holder] = wait_until(one_holder, 15, 0.2, "the presence channel held by one member")
         survivor = next(m for m in members if m is not holder)
         holder.stop(signal.SIGTERM)
         wait_until(lambda: survivor.metric(HELD) == 1, 15, 0.2,

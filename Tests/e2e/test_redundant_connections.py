@@ -439,8 +439,9 @@ def test_readyz_and_status_name_each_connection_and_stay_ready_while_one_is_up(p
     status_says = lambda text: any(text in m for m in notify.seen("STATUS="))  # noqa: E731
     for k in (0, 1):
         wait_until(lambda k=k: holding_all(bridge, k, ["ch-r"]), 15, 0.1, f"connection {k} holding ch-r")
-    wait_until(lambda: "pusher connections 0 connected, 1 connected" in readyz(port)[1], 10, 0.1, "both named")
-    assert readyz(port)[0] == 200
+    # 200 also needs the MQTT side, which connects concurrently: wait for both.
+    wait_until(lambda: (r := readyz(port))[0] == 200 and "pusher connections 0 connected, 1 connected" in r[1], 10, 0.1,
+               "ready, both named")
     wait_until(lambda: status_says("pusher connected (0 connected, 1 connected)"), 5, 0.1, "STATUS= naming both")
     assert pusher.app_control("POST", "refuse?code=4100")[0] == 200
     close_one(pusher, holding_all(bridge, 1, ["ch-r"]))

@@ -58,7 +58,8 @@ def test_a_reload_that_crashes_the_parser_is_refused_and_the_daemon_keeps_bridgi
     crashed = wait_until(lambda: re.search(r".*config check crashed.*", bridge.log()), 10, 0.1, "the reload to be refused")
     assert "SIGABRT" in crashed.group(0)
     assert "the old config keeps running" in crashed.group(0)
-    assert "Assertion" in bridge.log()  # the child's own last words, logged
+    # The child's own last words, logged after the refusal's line.
+    wait_until(lambda: "Assertion" in bridge.log(), 5, 0.05, "the check's own output logged")
     assert bridge.running()
     wait_until(lambda: reload_errors(metrics_port) == 1, 5, 0.1, 'errors_total{kind="reload"} to count the refusal')
 

@@ -156,8 +156,14 @@ def run_webhook_outage(workdir: Path, requests: int = 200, persist: bool = True)
             out["statuses"]["retry"] = retry_statuses
             out["observations"].append(f"answers to the retries: {retry_statuses}")
         wait_until(lambda: len(received) >= len(out["sent"]["webhooks"]), 20, 0.1, "every accepted webhook on MQTT")
-        time.sleep(1.0)
-        received_total, outcomes, buffered = books_balance(metrics_port)
+        # The buffered gauge is written by the housekeeping tick (about 1 s, after the spool syncs):
+        # read until the books balance, at most 5 s, and judge the last reading.
+        deadline = time.monotonic() + 5
+        while True:
+            received_total, outcomes, buffered = books_balance(metrics_port)
+            if received_total == outcomes + buffered or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
         mark = "=" if received_total == outcomes + buffered else "!="
         out["identity"] = {"pusher_to_mqtt": f"{received_total:g} {mark} {outcomes:g} + {buffered:g}"}
         if received_total != outcomes + buffered:
