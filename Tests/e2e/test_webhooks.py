@@ -15,7 +15,8 @@ import time
 
 import pytest
 
-from bridge_testkit.webhooks import (NAME, PREFIX, books_balance, metric, post, run_webhook_outage, sign, signed_post,
+from bridge_testkit.prometheus import books_balance
+from bridge_testkit.webhooks import (NAME, PREFIX, metric, post, run_webhook_outage, sign, signed_post,
                                      webhook_config)
 from bridge_testkit.harness import Bridge, MQTTCollector, PusherLocal, free_port, port_open, retained, wait_until
 

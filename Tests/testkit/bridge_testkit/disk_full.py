@@ -14,6 +14,7 @@ from pathlib import Path
 import paho.mqtt.client as mqtt
 
 from bridge_testkit.clients import NotifySocket
+from bridge_testkit.prometheus import books_balance
 from bridge_testkit.harness import Bridge, Mosquitto, PusherLocal, bridge_config, free_port, rule, wait_until
 
 CHANNEL = "disk-full"
@@ -38,20 +39,6 @@ def metric(port: int, name: str) -> float | None:
     except OSError:
         return None
     return None
-
-
-def books_balance(port: int, direction: str = "pusher_to_mqtt") -> tuple[float, float, float]:
-    """(received_total, the sum of messages_total outcomes, buffered_messages) of one direction:
-    the first equals the sum of the others at a quiet moment (docs/contract.md §7.6)."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
-        lines = r.read().decode().splitlines()
-
-    def total(family: str) -> float:
-        return sum(float(line.split()[-1]) for line in lines
-                   if line.startswith(family + "{") and f'direction="{direction}"' in line)
-
-    return (total("pusher_mqtt_bridge_received_total"), total("pusher_mqtt_bridge_messages_total"),
-            total("pusher_mqtt_bridge_buffered_messages"))
 
 
 def free_bytes(path: Path) -> int:

@@ -18,6 +18,7 @@ import paho.mqtt.client as mqtt
 import pusher as pusher_http
 import pusher.signature
 
+from bridge_testkit.prometheus import books_balance, scrape
 from bridge_testkit.harness import Bridge, Mosquitto, PusherLocal, bridge_config, free_port, port_open, wait_until
 
 NAME = "hooks"
@@ -63,11 +64,6 @@ def signed_post(port: int, pusher: PusherLocal, events: list[dict], **extra) -> 
     return post(port, body, key=pusher.key, signature=signature)
 
 
-def scrape(port: int) -> list[str]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        return response.read().decode().splitlines()
-
-
 def metric(port: int, name: str, **labels: str) -> float:
     lines = scrape(port)
     wanted = [f'{k}="{v}"' for k, v in labels.items()]
@@ -75,19 +71,6 @@ def metric(port: int, name: str, **labels: str) -> float:
               if line.startswith(name + "{") and all(w in line for w in wanted)]
     assert values, f"no series {name} {labels}"
     return sum(values)
-
-
-def books_balance(port: int) -> tuple[float, float, float]:
-    """received_total, the sum of the messages_total outcomes and buffered_messages, Pusher -> MQTT:
-    the first equals the sum of the others at a quiet moment (docs/contract.md §7.6)."""
-    lines = scrape(port)
-
-    def total(family: str) -> float:
-        return sum(float(line.split()[-1]) for line in lines
-                   if line.startswith(family + "{") and 'direction="pusher_to_mqtt"' in line)
-
-    return (total("pusher_mqtt_bridge_received_total"), total("pusher_mqtt_bridge_messages_total"),
-            total("pusher_mqtt_bridge_buffered_messages"))
 
 
 def run_webhook_outage(workdir: Path, requests: int = 200, persist: bool = True) -> dict:
