@@ -39,8 +39,9 @@ import Testing
         let states = client.connectionStates()
         do {
             try await withRunningClient(client) { client in
-                client.connect()
+                // Taken before connect(), which starts the handshake timer: a safe bound for `>=`.
                 let started = ContinuousClock.now
+                client.connect()
                 let seen = try await withTimeout(15, "a second attempt after the handshake timeout") {
                     var seen: [PusherConnectionState] = []
                     for await change in states {

@@ -249,6 +249,7 @@ import Testing
             local.refuseConnections(code: 4001)
             let client = try Self.client(local, userID: "bridge")
             let errors = client.errors()
+            let states = client.connectionStates()
             try await withRunningClient(client) { client in
                 client.connect()
                 let error = try await withTimeout(15, "refusal") {
@@ -256,7 +257,17 @@ import Testing
                     throw TestFailure("stream ended")
                 }
                 #expect(error.pusherCode == 4001)
-                #expect(client.connectionState == .reconnecting)
+                // The client backs off and tries again: judged from its state changes (a fresh reading
+                // taken a second late can see its next attempt, `connecting`).
+                let seen = try await withTimeout(15, "reconnecting after the refusal") {
+                    var seen: [PusherConnectionState] = []
+                    for await change in states {
+                        seen.append(change.current)
+                        if change.current == .reconnecting { return seen }
+                    }
+                    throw TestFailure("state stream ended; saw \(seen)")
+                }
+                #expect(seen == [.connecting, .reconnecting])
             }
         }
     }

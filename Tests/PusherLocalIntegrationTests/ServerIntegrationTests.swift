@@ -97,17 +97,26 @@ struct ServerIntegrationTests {
     }
 
     @Test func webSocketPingsAreAnswered() async throws {
-        try await withServer(testConfiguration()) { running in
-            // The client pings every second and closes the connection if a pong is missing by the next
-            // ping: two pings answered. (100 ms was too tight when the whole suite runs in parallel.)
-            try await withSocket(running.webSocketURL(), autoPing: .seconds(1)) { socket in
-                _ = try await establish(socket)
-                try await Task.sleep(for: .milliseconds(2500))
-                #expect(socket.state.withLock { $0.ended } == false)
-                socket.send("{\"event\":\"pusher:ping\",\"data\":{}}")
-                #expect(try await socket.nextEvent().event == "pusher:pong")
+        // The client pings every second and closes the connection if a pong is missing by the next
+        // ping: two pings answered. The pong is read by the test's own reader task, which a loaded
+        // machine can hold past the second; the client then rightly closes. Such a try is repeated
+        // on a fresh server (5 tries); a server that never answers pings fails every try.
+        var lateTries = 0
+        while lateTries < 5 {
+            let kept = try await withServer(testConfiguration()) { running -> Bool in
+                try await withSocket(running.webSocketURL(), autoPing: .seconds(1)) { socket in
+                    _ = try await establish(socket)
+                    try await Task.sleep(for: .milliseconds(2500))
+                    guard socket.state.withLock({ !$0.ended }) else { return false }
+                    socket.send("{\"event\":\"pusher:ping\",\"data\":{}}")
+                    #expect(try await socket.nextEvent().event == "pusher:pong")
+                    return true
+                }
             }
+            if kept { return }
+            lateTries += 1
         }
+        Issue.record("the client closed for a missing WebSocket pong in \(lateTries) tries")
     }
 
     @Test func eventsInfoReportsCounts() async throws {
