@@ -110,11 +110,23 @@ let package = Package(
             exclude: ["README.md"],
             swiftSettings: swiftSettings
         ),
+        /// One connection set up in memory before a server accepts any (a Swift runtime race at
+        /// first-time metadata instantiation; docs/history/reliability.md).
+        .target(
+            name: "ServerWarmUp",
+            dependencies: [
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         /// A local Pusher-compatible server (WebSocket protocol 7 + HTTP API), as a library.
         .target(
             name: "PusherLocal",
             dependencies: [
-                "PusherProtocol", "Locking",
+                "PusherProtocol", "Locking", "ServerWarmUp",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
@@ -185,7 +197,7 @@ let package = Package(
             name: "BridgeDaemon",
             dependencies: [
                 "BridgeCore", "Durability", "PusherChannels", "PusherProtocol", "MosquittoClient", "MQTTVocabulary", "Backoff",
-                "Locking", "CGlibcMalloc",
+                "Locking", "CGlibcMalloc", "ServerWarmUp",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),

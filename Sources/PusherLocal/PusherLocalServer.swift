@@ -7,6 +7,7 @@ import Logging
 import NIOCore
 import NIOWebSocket
 import PusherProtocol
+import ServerWarmUp
 import ServiceLifecycle
 import Synchronization
 
@@ -46,17 +47,22 @@ public struct PusherLocalServer: Service {
         let onListening = self.onListening
         let connections = ConnectionHandler(registry: registry, configuration: configuration, logger: logger)
         let responder = HTTPAPIResponder(registry: registry, configuration: configuration, logger: logger)
+        let channelConfiguration = HTTP1WebSocketUpgradeChannel.Configuration(
+            http1: .init(idleTimeout: .seconds(60)),
+            ws: .init(
+                maxFrameSize: configuration.maxFrameSize,
+                // Pusher keep-alive is done with pusher:ping (ActivityMonitor); the
+                // client's WebSocket pings are still answered by swift-websocket.
+                autoPing: .disabled,
+                closeTimeout: .seconds(2)
+            )
+        )
+        warmUpConnectionSetup(
+            HTTP1WebSocketUpgradeChannel(
+                responder: { _, _, _ in }, configuration: channelConfiguration, shouldUpgrade: { _, _, _ in .dontUpgrade })
+        )
         let plain: HTTPServerBuilder = .http1WebSocketUpgrade(
-            configuration: .init(
-                http1: .init(idleTimeout: .seconds(60)),
-                ws: .init(
-                    maxFrameSize: configuration.maxFrameSize,
-                    // Pusher keep-alive is done with pusher:ping (ActivityMonitor); the
-                    // client's WebSocket pings are still answered by swift-websocket.
-                    autoPing: .disabled,
-                    closeTimeout: .seconds(2)
-                )
-            ),
+            configuration: channelConfiguration,
             shouldUpgrade: { request, channel, _ in
                 guard let path = request.path, path.hasPrefix("/app/") else { return .dontUpgrade }
                 let remote = channel.remoteAddress.flatMap(Self.hostAndPort)

@@ -40,6 +40,7 @@ import drain_rows
 import ejabberd_rows
 import fleet_rows
 import redundancy_rows
+import start_burst_rows
 import takeover_rows
 import users_rows
 from webhook_rows import webhook_outage_row
@@ -445,6 +446,7 @@ def rows() -> list[Row]:
         *drain_rows.rows(sys.modules[__name__]),
         *broker_rows.rows(sys.modules[__name__]),
         *dead_letter_rows.rows(sys.modules[__name__]),
+        *start_burst_rows.rows(sys.modules[__name__]),
     ]
 
 

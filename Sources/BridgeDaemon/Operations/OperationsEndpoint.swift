@@ -1,6 +1,7 @@
 import Hummingbird
 import Logging
 import NIOCore
+import ServerWarmUp
 import ServiceLifecycle
 
 /// Whether the daemon is ready to serve: `/readyz` answers 200 only when every bridge has both
@@ -72,6 +73,7 @@ public struct OperationsEndpoint: Service {
             )
         }
         let onListening = self.onListening
+        warmUpHTTP1ConnectionSetup()
         let app = Application(
             router: router,
             configuration: .init(address: .hostname(host, port: port), serverName: nil),

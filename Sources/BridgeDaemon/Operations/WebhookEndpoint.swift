@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
+import ServerWarmUp
 import ServiceLifecycle
 
 /// The one HTTP listener for every bridge's webhooks (docs/contract.md §7.2, `[daemon] webhooks`):
@@ -51,6 +52,7 @@ struct WebhookEndpoint: Service {
             }
         }
         let onListening = self.onListening
+        warmUpHTTP1ConnectionSetup()
         let app = Application(
             router: router,
             configuration: .init(address: .hostname(host, port: port), serverName: nil),
