@@ -65,10 +65,11 @@ import Testing
         try await S.waitUntil("reconnected", timeout: .seconds(10)) {
             client.state == .connected(sessionPresent: false)
         }
-        // The client resubscribed on its own; give the SUBACK a moment, then publish.
-        try await Task.sleep(for: .milliseconds(200))
+        // The client resubscribes on its own, and its SUBSCRIBE may reach the broker after the
+        // publish below: a retained message arrives either way (live, or on the subscription),
+        // and only through a subscription the client made again, since the broker forgot it.
         let publisher = try await S.connectedClient(S.configuration(port: broker.port, id: S.uniqueID("pub")))
-        try await publisher.publish(.text("resub/a", "after restart"))
+        try await publisher.publish(.text("resub/a", "after restart", retain: true))
         #expect(await S.receive(1, from: client).map(\.text) == ["after restart"])
         await publisher.shutdown()
         await client.shutdown()
@@ -227,8 +228,8 @@ import Testing
         try await slow.subscribe(MQTTSubscription("slow/#"))
         let publisher = try await S.connectedClient(S.configuration(port: broker.port, id: S.uniqueID("pub")))
         for n in 0..<200 { try await publisher.send(.text("slow/t", "\(n)")) }
-        // Not reading for a while: the buffer fills, the network thread waits.
-        try await Task.sleep(for: .milliseconds(500))
+        // Not reading until the buffer is full and the network thread waits for room.
+        try await S.waitUntil("the network thread waiting for room") { slow.connection.messageBuffer.producerIsWaiting }
         let received = await S.receive(200, from: slow, within: .seconds(10))
         #expect(received.map(\.text) == (0..<200).map { "\($0)" })
         #expect(slow.droppedMessageCount == 0)

@@ -538,9 +538,11 @@ private func quietLogger() -> Logger {
                     slowest = max(slowest, ContinuousClock.now - started)
                     await client.disconnectAndWait()
                 }
-                // Well below the 5 s handshake timeout that a stuck first read would hit; the
-                // margin is for parallel tests loading the 2 cores (seen: up to 1.8 s).
-                #expect(slowest < .seconds(3 * testTimeScale))
+                // A stuck first read waits for the 5 s handshake timeout, which closes the
+                // connection and opens another: each try under that timeout, and exactly one
+                // connection a try (below), show none was stuck. The timeout itself is the bound,
+                // not a tighter one: parallel tests loading the 2 cores were seen to take 1.8 s.
+                #expect(slowest < .seconds(5 * testTimeScale))
             }
         }
         #expect(log.connectionCount == 20)

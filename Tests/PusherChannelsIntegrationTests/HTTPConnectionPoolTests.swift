@@ -231,16 +231,18 @@ private func failure(_ operation: () async throws(PusherHTTPError) -> PusherHTTP
         try await ScriptedHTTPServer.with(script) { server, endpoint async throws in
             try await withPool(maximumConnectionsPerHost: 1) { pool async throws in
                 // The first request holds the pool's one connection (the server never answers it)
-                // until its 2 s timeout; the second is sent once the server has the first, not after
+                // until its 5 s timeout; the second is sent once the server has the first, not after
                 // a fixed sleep (under load the first had not been sent 100 ms later, and the second
-                // took the connection: two CI rehearsals of issue 26's series failed so).
-                async let stuck = failure { () async throws(PusherHTTPError) in try await post(pool, endpoint, timeout: .seconds(2)) }
+                // took the connection: two CI rehearsals of issue 26's series failed so). 5 s, not
+                // less: the second must start waiting before the first lets the connection go, and
+                // a loaded machine can take seconds between the two.
+                async let stuck = failure { () async throws(PusherHTTPError) in try await post(pool, endpoint, timeout: .seconds(5)) }
                 try await waitUntil("the first request at the server") { !server.requests.isEmpty }
                 let waiting = await failure { () async throws(PusherHTTPError) in
                     try await post(pool, endpoint, timeout: .milliseconds(100))
                 }
                 #expect(waiting == "HTTP request failed: no connection to \(endpoint) free within 100 ms")
-                #expect(await stuck == "HTTP request failed: no response within 2 s")
+                #expect(await stuck == "HTTP request failed: no response within 5 s")
                 #expect(try await post(pool, endpoint).text == "ok")
             }
             #expect(server.connections == 2)
@@ -268,7 +270,10 @@ private func failure(_ operation: () async throws(PusherHTTPError) -> PusherHTTP
         let script: @Sendable (ScriptedRequest) -> ScriptedReply = { request in request.connection == 0 ? .silence : .send(ok) }
         try await ScriptedHTTPServer.with(script) { server, endpoint async throws in
             try await withPool(maximumConnectionsPerHost: 1) { pool async throws in
-                async let stuck = failure { () async throws(PusherHTTPError) in try await post(pool, endpoint, timeout: .seconds(2)) }
+                // The first request holds the one connection for 10 s: a waiting request that
+                // ended only when the connection came free would take that long, far over the
+                // bound below, which leaves a loaded machine seconds to run the cancellation.
+                async let stuck = failure { () async throws(PusherHTTPError) in try await post(pool, endpoint, timeout: .seconds(10)) }
                 try await waitUntil("the request read") { !server.requests.isEmpty }
                 let start = ContinuousClock.now
                 let waiting = Task {
@@ -277,8 +282,8 @@ private func failure(_ operation: () async throws(PusherHTTPError) -> PusherHTTP
                 try await Task.sleep(for: .milliseconds(50))
                 waiting.cancel()
                 #expect(await waiting.value == "HTTP request failed: the request was cancelled")
-                #expect(ContinuousClock.now - start < .seconds(1 * testTimeScale))
-                #expect(await stuck == "HTTP request failed: no response within 2 s")
+                #expect(ContinuousClock.now - start < .seconds(5 * testTimeScale))
+                #expect(await stuck == "HTTP request failed: no response within 10 s")
                 #expect(try await post(pool, endpoint).text == "ok")
             }
             #expect(server.connections == 2)

@@ -75,25 +75,20 @@ struct ServerIntegrationTests {
         // The server waits 1 s for the pong. A loaded machine can answer later (the CI rehearsal beside
         // two soaks did), and then the close with 4201 is right: that try is repeated on a fresh
         // server. A server that ignores pongs closes every try with 4201; any other end fails at once.
-        var lateTries = 0
-        while lateTries < 5 {
-            let kept = try await withServer(testConfiguration(activity: 1, pong: 1)) { running -> Bool in
-                try await withSocket(running.webSocketURL()) { socket in
-                    _ = try await establish(socket)
-                    for _ in 0..<2 {
-                        guard let ping = try? await socket.nextEvent(timeout: .seconds(3)) else { break }
-                        #expect(ping.event == "pusher:ping")
-                        socket.send("{\"event\":\"pusher:pong\",\"data\":{}}")
-                    }
-                    if running.stats()?.connections == 1, socket.state.withLock({ !$0.ended }) { return true }
-                    #expect(try await socket.closeCode() == 4201)
-                    return false
+        try await withFreshServerUntilJudged(testConfiguration(activity: 1, pong: 1), "closed after 2 pings answered") { running in
+            try await withSocket(running.webSocketURL()) { socket -> UInt16? in
+                _ = try await establish(socket)
+                for _ in 0..<2 {
+                    guard let ping = try? await socket.nextEvent(timeout: .seconds(3)) else { break }
+                    #expect(ping.event == "pusher:ping")
+                    socket.send("{\"event\":\"pusher:pong\",\"data\":{}}")
                 }
+                if running.stats()?.connections == 1, socket.state.withLock({ !$0.ended }) { return nil }
+                let code = try await socket.closeCode()
+                #expect(code == 4201)
+                return code
             }
-            if kept { return }
-            lateTries += 1
         }
-        Issue.record("closed with 4201 in \(lateTries) tries of 2 pings answered")
     }
 
     @Test func webSocketPingsAreAnswered() async throws {
@@ -101,22 +96,16 @@ struct ServerIntegrationTests {
         // ping: two pings answered. The pong is read by the test's own reader task, which a loaded
         // machine can hold past the second; the client then rightly closes. Such a try is repeated
         // on a fresh server (5 tries); a server that never answers pings fails every try.
-        var lateTries = 0
-        while lateTries < 5 {
-            let kept = try await withServer(testConfiguration()) { running -> Bool in
-                try await withSocket(running.webSocketURL(), autoPing: .seconds(1)) { socket in
-                    _ = try await establish(socket)
-                    try await Task.sleep(for: .milliseconds(2500))
-                    guard socket.state.withLock({ !$0.ended }) else { return false }
-                    socket.send("{\"event\":\"pusher:ping\",\"data\":{}}")
-                    #expect(try await socket.nextEvent().event == "pusher:pong")
-                    return true
-                }
+        try await withFreshServerUntilJudged(testConfiguration(), "the client closed for a missing WebSocket pong") { running in
+            try await withSocket(running.webSocketURL(), autoPing: .seconds(1)) { socket -> String? in
+                _ = try await establish(socket)
+                try await Task.sleep(for: .milliseconds(2500))
+                guard socket.state.withLock({ !$0.ended }) else { return "closed" }
+                socket.send("{\"event\":\"pusher:ping\",\"data\":{}}")
+                #expect(try await socket.nextEvent().event == "pusher:pong")
+                return nil
             }
-            if kept { return }
-            lateTries += 1
         }
-        Issue.record("the client closed for a missing WebSocket pong in \(lateTries) tries")
     }
 
     @Test func eventsInfoReportsCounts() async throws {

@@ -202,6 +202,23 @@ func withServer<T: Sendable>(_ configuration: PusherLocalConfiguration, _ body: 
     return try await PusherLocalServer.withRunning(configuration, logger: logger, body)
 }
 
+/// Runs `body` on a fresh server until one try is judged, at most `tries` times. `body` returns
+/// nil once it has judged the try (its expectations made); it returns what it saw instead when a
+/// loaded machine did its part too late for the try to mean anything (a pong or a sign-in after
+/// the server's deadline, which the server rightly answers with a close). A server that is wrong
+/// fails every try: that is recorded, with what each try saw.
+func withFreshServerUntilJudged<Late: Sendable>(
+    _ configuration: PusherLocalConfiguration, tries: Int = 5, _ failure: String,
+    _ body: @Sendable (RunningPusherLocal) async throws -> Late?
+) async throws {
+    var late: [Late] = []
+    for _ in 0..<tries {
+        guard let seen = try await withServer(configuration, body) else { return }
+        late.append(seen)
+    }
+    Issue.record("\(failure) in \(tries) tries: \(late)")
+}
+
 /// A test configuration on a free port with short timeouts.
 func testConfiguration(activity: Int = 120, pong: Int = 30, webhook: String? = nil) -> PusherLocalConfiguration {
     PusherLocalConfiguration(
