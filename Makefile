@@ -115,7 +115,7 @@ soak:
 	  .venv/bin/python Tests/faults/soak.py
 
 # libFuzzer on the parsers (Fuzz/README.md): FUZZ_SECONDS per target (default 600 = issue 7's
-# 10 minutes each, a fresh random seed each run); `make fuzz-smoke` is the 20 s CI run with a fixed
+# 10 minutes each, a fresh random seed each run); `make fuzz-smoke` is the 10 s CI run with a fixed
 # seed, so CI replays the same inputs every time. Crash inputs go to Fuzz/crashes/.
 FUZZ_SECONDS ?= 600
 fuzz:
@@ -124,7 +124,7 @@ fuzz:
 
 fuzz-smoke:
 	@scripts/setup.sh --system-only
-	FUZZ_SECONDS=20 FUZZ_SEED=1 scripts/fuzz.sh
+	FUZZ_SECONDS=10 FUZZ_SEED=1 scripts/fuzz.sh
 
 # Every test (Swift, interop, e2e) under ThreadSanitizer, in .build-tsan; fails on any report.
 # Slow (a TSan build plus a slowed-down run): not part of `make test`/CI.

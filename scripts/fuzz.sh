@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # libFuzzer on our parsers (Fuzz/README.md). Builds Fuzz/fuzz-parsers with AddressSanitizer and
-# coverage in its own scratch folder, then runs every target (or those named) in turn for
-# FUZZ_SECONDS each, and prints executions, exec/s, coverage, corpus size and crashes.
+# coverage in its own scratch folder, then runs every target (or those named) for FUZZ_SECONDS
+# each, FUZZ_JOBS at a time (default: the number of cores), and prints executions, exec/s,
+# coverage, corpus size and crashes.
 #
 #   scripts/fuzz.sh                     every target, FUZZ_SECONDS (default 600) each  (make fuzz)
 #   FUZZ_SECONDS=30 FUZZ_SEED=1 scripts/fuzz.sh   the CI smoke run                    (make fuzz-smoke)
@@ -57,16 +58,17 @@ export SWIFT_BACKTRACE=enable=no
 mkdir -p Fuzz/crashes "$SCRATCH/corpus" "$SCRATCH/logs"
 summary="$SCRATCH/fuzz-summary.txt"
 printf '%-20s %8s %12s %8s %6s %7s %8s %s\n' target seconds executions exec/s cov ft corpus crashes | tee "$summary"
-failed=0
-for target in "${targets[@]}"; do
-    corpus="$SCRATCH/corpus/$target"
+# One target: runs it, writes its summary line to $SCRATCH/logs/TARGET.line; exit 1 when it crashed.
+run_target() {
+    local target=$1
+    local corpus="$SCRATCH/corpus/$target"
     mkdir -p "$corpus"
-    dict_args=()
+    local dict_args=()
     [[ -f "Fuzz/dictionaries/$target.dict" ]] && dict_args=(-dict="Fuzz/dictionaries/$target.dict")
     [[ -n "$SEED" ]] && dict_args+=(-seed="$SEED")
-    log="$SCRATCH/logs/$target.log"
+    local log="$SCRATCH/logs/$target.log"
+    local start status=0 elapsed execs rate last cov ft units crash
     start=$(date +%s)
-    status=0
     "$bin" "$target" "$corpus" "Fuzz/corpus/$target" "${dict_args[@]}" \
         -max_total_time="$SECONDS_EACH" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
         -print_final_stats=1 -artifact_prefix="Fuzz/crashes/$target-" >"$log" 2>&1 || status=$?
@@ -79,14 +81,34 @@ for target in "${targets[@]}"; do
     units=$(find "$corpus" -type f | wc -l)
     crash=$(grep -oE "Fuzz/crashes/$target-[a-z]+-[0-9a-f]+" "$log" | tail -n 1 || true)
     if [[ $status -ne 0 || -n "$crash" ]]; then
-        failed=1
         crash=${crash:-"exit $status, see $log"}
     else
         crash=none
     fi
-    printf '%-20s %8s %12s %8s %6s %7s %8s %s\n' "$target" "$elapsed" "${execs:-?}" "${rate:-?}" "${cov:-?}" "${ft:-?}" "$units" "$crash" | tee -a "$summary"
+    printf '%-20s %8s %12s %8s %6s %7s %8s %s\n' "$target" "$elapsed" "${execs:-?}" "${rate:-?}" "${cov:-?}" "${ft:-?}" "$units" "$crash" \
+        >"$SCRATCH/logs/$target.line"
     if [[ $crash != none ]]; then
         grep -E 'INVARIANT VIOLATED|ERROR: AddressSanitizer|ERROR: libFuzzer|Fatal error|Assertion' "$log" | head -n 3 >&2 || true
+        return 1
+    fi
+}
+
+# FUZZ_JOBS targets at a time (default: one per core): each fuzzer is one busy thread, so on the
+# 2-core machine two run side by side in the time of one and each still gets its FUZZ_SECONDS.
+parallel=${FUZZ_JOBS:-$(nproc)}
+failed=0
+for target in "${targets[@]}"; do
+    while (( $(jobs -rp | wc -l) >= parallel )); do wait -n || failed=1; done
+    rm -f "$SCRATCH/logs/$target.line"
+    run_target "$target" &
+done
+while (( $(jobs -rp | wc -l) > 0 )); do wait -n || failed=1; done
+for target in "${targets[@]}"; do
+    if [[ -f "$SCRATCH/logs/$target.line" ]]; then
+        tee -a "$summary" <"$SCRATCH/logs/$target.line"
+    else
+        failed=1
+        printf '%-20s did not finish, see %s\n' "$target" "$SCRATCH/logs/$target.log" | tee -a "$summary"
     fi
 done
 echo "fuzz: summary in $summary, logs in $SCRATCH/logs"

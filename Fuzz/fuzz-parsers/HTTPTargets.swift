@@ -30,13 +30,15 @@ enum HTTPTargets {
             violated("the pipeline could not be set up: \(error)")
         }
         let method: HTTPMethod = control & 1 == 0 ? .GET : .POST
-        var results: [Result<PusherHTTPResponse, any Error>?] = []
+        // Bound to the channel's loop: its callbacks run on this thread (an EmbeddedChannel), and
+        // the box says so to the compiler, which sees a `@Sendable` closure.
+        let box = NIOLoopBoundBox<[Result<PusherHTTPResponse, any Error>?]>([], eventLoop: channel.eventLoop)
 
         func send() {
-            let index = results.count
-            results.append(nil)
+            let index = box.value.count
+            box.value.append(nil)
             let promise = channel.eventLoop.makePromise(of: PusherHTTPResponse.self)
-            promise.futureResult.whenComplete { results[index] = $0 }
+            promise.futureResult.whenComplete { box.value[index] = $0 }
             let body = method == .POST ? channel.allocator.buffer(string: #"{"batch":[]}"#) : nil
             let exchange = HTTPExchange(
                 head: HTTPRequestHead(version: .http1_1, method: method, uri: "/apps/1/batch_events", headers: ["Host": "127.0.0.1"]),
@@ -55,11 +57,12 @@ enum HTTPTargets {
                 violated("an error escaped the handler: \(error)")
             }
             offset = end
-            if results.count == 1, case .success? = results[0], channel.isActive { send() }
+            if box.value.count == 1, case .success? = box.value[0], channel.isActive { send() }
         }
         // Open with the last request answered (a read-until-close body is answered only at the close).
-        let openAfterAnswers = channel.isActive && results.last.map { $0 != nil } == true
+        let openAfterAnswers = channel.isActive && box.value.last.map { $0 != nil } == true
         _ = try? channel.close().wait()
+        let results = box.value
         for (index, result) in results.enumerated() {
             switch result {
             case nil:
