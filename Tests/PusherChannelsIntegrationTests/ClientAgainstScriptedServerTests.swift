@@ -164,15 +164,18 @@ private func quietLogger() -> Logger {
             try await withRunningClient(client) { client in
                 let started = ContinuousClock.now
                 client.connect()
-                let seen = try await collect(updates, seconds: 10, "pong answered on the second connection") { seen in
+                let seen = try await collect(updates, seconds: 30, "pong answered on the second connection") { seen in
                     seen.contains(.event(PusherEvent(name: "done", channel: nil, data: "pong seen")))
                 }
                 let elapsed = ContinuousClock.now - started
                 // 1 s activity (server's value wins) + 1 s to the 2nd ping + 2 s pong wait.
                 // (The pong wait is 2 s, not 1, so parallel tests starving the reader on a
-                // 2-core machine cannot fake a timeout.)
+                // 2-core machine cannot fake a timeout.) The lower bound is the one that says the
+                // timers ran; the upper one only catches a client that waited far too long: on a
+                // starved machine (12 busy processes on 2 cores) this took 9.8 s, and the exact
+                // durations are the state machine's tests, on a manual clock.
                 #expect(elapsed >= .seconds(1.8 + 2 * testTimeScale))
-                #expect(elapsed < .seconds(8 * testTimeScale))
+                #expect(elapsed < .seconds(25 * testTimeScale))
                 let states = seen.compactMap { if case .connectionStateChanged(let s) = $0 { s.current } else { nil } }
                 #expect(states == [.connecting, .connected, .reconnecting, .connecting, .connected])
             }
@@ -492,18 +495,18 @@ private func quietLogger() -> Logger {
                     for await change in states where change.current == .connected { return true }
                     throw TestFailure("stream ended")
                 }
-                let started = ContinuousClock.now
                 await group.triggerGracefulShutdown()
-                // A clean close takes well under 3 s; the group's run() must return.
+                // The group's run() must return: within 10 s, far past a clean close (well under a
+                // second here; a starved machine took 3.8 s). That the close was clean is the
+                // server's to say (below), not the clock's.
                 let finished = Locked(false)
                 tasks.addTask {
-                    try await Task.sleep(for: .seconds(5))
+                    try await Task.sleep(for: .seconds(10))
                     if !finished.withLock({ $0 }) { throw TestFailure("service group did not finish after graceful shutdown") }
                 }
                 try await tasks.next()
                 finished.withLock { $0 = true }
                 tasks.cancelAll()
-                #expect(ContinuousClock.now - started < .seconds(3))
             }
             #expect(client.connectionState == .disconnected)
             // The server script sees the close frame a moment after the client is done.

@@ -24,7 +24,12 @@ import Testing
         logger.logLevel = ProcessInfo.processInfo.environment["PUSHER_TEST_LOG"] == nil ? .critical : .debug
         var options = PusherClientOptions(
             key: "test-key", host: .host("127.0.0.1", port: port), encrypted: false,
-            handshakeTimeout: .seconds(5 * testTimeScale),
+            // The product's default, not less: the server never sends `connection_established`, so
+            // the handshake timeout is the other way an attempt ends. A CI rehearsal run beside a
+            // second one stalled the suite for tens of seconds, and a 5 s timeout ended an attempt
+            // before the client's tasks had taken in the close it had read. A lost close still
+            // ends the attempt at this timeout, without the refusal: the failure these tests catch.
+            handshakeTimeout: .seconds(30 * testTimeScale),
             reconnectPolicy: ReconnectPolicy(initialDelay: .milliseconds(100), maxDelay: .seconds(1), jitter: 0.1))
         options.retryAfterRefusal = false
         return PusherClient(options: options, connectionPool: .shared, eventLoopGroup: group, logger: logger)
@@ -68,7 +73,9 @@ import Testing
         let server = RawWebSocketServer(frames: [RawWebSocketServer.close(4004, "over quota")], ending: ending, pausing: pause)
         let seen = try await server.run { port in try await Self.firstAttempt(port: port, group: pause.group) }
         try await pause.shutdown()
-        #expect(seen.contains { if case .error(let error) = $0 { error.pusherCode == 4004 && error.isConnectionRefused } else { false } })
+        #expect(
+            seen.contains { if case .error(let error) = $0 { error.pusherCode == 4004 && error.isConnectionRefused } else { false } },
+            "\(seen)")
         #expect(server.answered == 1)
     }
 
